@@ -1,0 +1,101 @@
+/**
+ * IEEE half (f16) and bfloat16 conversions on plain arrays, for uploads, checkpoint
+ * loading and CPU references that must see the same rounding as the GPU.
+ *
+ * ```ts
+ * const bits = f32ToF16Bits(new Float32Array([1, 65504, 1e-8]));
+ * const back = f16BitsToF32(bits); // [1, 65504, 0]
+ * ```
+ */
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/** Rounds one f32 to the nearest f16 (ties to even) and returns its 16 bits. */
+export function f32ToF16(value: number): number {
+  f32[0] = value;
+  const x = u32[0];
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  let mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0); // inf / nan
+  let e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00; // overflow -> inf
+  if (e <= 0) {
+    if (e < -10) return sign; // underflow -> signed zero
+    mant |= 0x800000;
+    const shift = 14 - e;
+    const half = 1 << (shift - 1);
+    let m = mant >>> shift;
+    const rest = mant & ((1 << shift) - 1);
+    if (rest > half || (rest === half && (m & 1))) m++;
+    return sign | m;
+  }
+  let m = mant >>> 13;
+  const rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest === 0x1000 && (m & 1))) {
+    m++;
+    if (m === 0x400) {
+      m = 0;
+      e++;
+      if (e >= 0x1f) return sign | 0x7c00;
+    }
+  }
+  return sign | (e << 10) | m;
+}
+
+/** The f32 value of 16 f16 bits. */
+export function f16ToF32(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exp = (bits >>> 10) & 0x1f;
+  const mant = bits & 0x3ff;
+  if (exp === 0) return sign * mant * 2 ** -24;
+  if (exp === 0x1f) return mant ? NaN : sign * Infinity;
+  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}
+
+/** Converts a whole array to f16 bits. */
+export function f32ToF16Bits(values: ArrayLike<number>): Uint16Array {
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = f32ToF16(values[i]);
+  return out;
+}
+
+/** Converts f16 bits back to f32. */
+export function f16BitsToF32(bits: ArrayLike<number>): Float32Array {
+  const out = new Float32Array(bits.length);
+  for (let i = 0; i < bits.length; i++) out[i] = f16ToF32(bits[i]);
+  return out;
+}
+
+/** Rounds every value to the nearest f16 in place (what the GPU will see after upload). */
+export function roundToF16InPlace(values: Float32Array): Float32Array {
+  for (let i = 0; i < values.length; i++) values[i] = f16ToF32(f32ToF16(values[i]));
+  return values;
+}
+
+/** The f32 value of 16 bfloat16 bits (the top half of an f32). */
+export function bf16ToF32(bits: number): number {
+  u32[0] = (bits & 0xffff) << 16;
+  return f32[0];
+}
+
+/** Converts bf16 bits to f32. */
+export function bf16BitsToF32(bits: ArrayLike<number>): Float32Array {
+  const out = new Float32Array(bits.length);
+  const view = new Uint32Array(out.buffer);
+  for (let i = 0; i < bits.length; i++) view[i] = (bits[i] & 0xffff) << 16;
+  return out;
+}
+
+/** Rounds one f32 to bfloat16 (ties to even) and returns its 16 bits. */
+export function f32ToBf16(value: number): number {
+  f32[0] = value;
+  const x = u32[0];
+  if ((x & 0x7f800000) === 0x7f800000 && (x & 0x7fffff)) return (x >>> 16) | 0x40;
+  const rounded = x + 0x7fff + ((x >>> 16) & 1);
+  return (rounded >>> 16) & 0xffff;
+}
+
+/** Largest finite f16 value. */
+export const F16_MAX = 65504;
