@@ -1,0 +1,52 @@
+/**
+ * One case table per kernel feeds both validation and timing: a case names its params,
+ * how to make inputs, which outputs to compare against the CPU reference, and the bytes
+ * and FLOPs it moves (for GB/s and TFLOP/s).
+ *
+ * ```ts
+ * export const cases: KernelCase<typeof spec.params.fields>[] = [{
+ *   label: "rows=7 n=300",
+ *   params: { rows: 7, n: 300, eps: 1e-6 },
+ *   inputs: (rng) => ({ x: rng.fillNormal(new Float32Array(2100)), weight: ... }),
+ *   outputs: { out: 2100 },
+ *   reference: (inp, p) => ({ out: rmsnormRef(inp.x, inp.weight, p.rows, p.n, p.eps) }),
+ *   tolerance: (v) => v.dtype === "f16" ? { atol: 2e-3, rtol: 2e-3 } : { atol: 1e-5, rtol: 1e-5 },
+ *   bytes: (v) => 2100 * 8 + 300 * (v.dtype === "f16" ? 2 : 4), flops: 2100 * 4,
+ * }];
+ * ```
+ */
+import type { Rng } from "../src/util/rng.ts";
+import type { ParamFields, ParamValues } from "./params.ts";
+import type { KernelSpec, Variant } from "./kernel.ts";
+
+/** Host data of one binding. Float32Array for `T` bindings (converted on upload). */
+export type HostArray = Float32Array | Int32Array | Uint32Array;
+
+/** Error bound: |gpu - ref| <= atol + rtol * |ref| element-wise. */
+export interface Tolerance {
+  readonly atol: number;
+  readonly rtol: number;
+}
+
+export interface KernelCase<F extends ParamFields> {
+  readonly label: string;
+  readonly params: ParamValues<F>;
+  /** Host inputs by binding name (read_write bindings listed here are uploaded too). */
+  inputs(rng: Rng, variant: Variant): Record<string, HostArray>;
+  /** Bindings the GPU writes, with element counts (allocated, poisoned with NaN/0xff). */
+  readonly outputs: Readonly<Record<string, number>>;
+  /** The reference result of every compared binding, from the (rounded) inputs. */
+  reference(inputs: Record<string, HostArray>, variant: Variant): Record<string, HostArray>;
+  tolerance(variant: Variant): Tolerance;
+  /** Minimum bytes the kernel must move (each input read once, each output written once). */
+  bytes(variant: Variant): number;
+  readonly flops: number;
+  /** Compare only on these variants (default: every supported one). */
+  readonly variants?: readonly string[];
+}
+
+/** A kernel module as validation sees it. */
+export interface KernelModule<F extends ParamFields = ParamFields> {
+  readonly spec: KernelSpec<F>;
+  readonly cases: readonly KernelCase<F>[];
+}

@@ -1,0 +1,65 @@
+/**
+ * Prefill-shaped GEMM `c[m, n] = sum_k a[m, k] * b[n, k]` (b in the Linear layout
+ * [out, in]), tiled through workgroup memory; on adapters with f16 subgroup matrices
+ * (tensor cores) a variant multiplies 16x16x16 f16 tiles with f32 accumulation.
+ */
+import type { KernelCase } from "./case.ts";
+import type { KernelSpec } from "./kernel.ts";
+import { matmulTransposedRef } from "./gemv.ts";
+import { defineParams } from "./params.ts";
+import { roundToF16InPlace } from "../src/util/f16.ts";
+
+const params = defineParams({ m: "u32", n: "u32", k: "u32" });
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "gemm",
+  shader: "gemm.wgsl",
+  params,
+  bindings: [
+    { name: "a", type: "f32", access: "read", shape: "[m, k]" },
+    { name: "b", type: "T", access: "read", shape: "[n, k]" },
+    { name: "c", type: "f32", access: "read_write", shape: "[m, n]" },
+  ],
+  variants: [
+    { name: "f32", dtype: "f32" },
+    { name: "f16", dtype: "f16" },
+    {
+      name: "f16-sgmat",
+      dtype: "f16",
+      subgroupMatrix: { m: 16, n: 16, k: 16 },
+      shader: "gemm_subgroup_matrix.wgsl",
+    },
+  ],
+  grid: (p) => [Math.ceil(p.n / 64), Math.ceil(p.m / 64), 1],
+};
+
+function gemmCase(m: number, n: number, k: number): KernelCase<typeof params.fields> {
+  return {
+    label: `m=${m} n=${n} k=${k}`,
+    params: { m, n, k },
+    inputs: (rng) => ({
+      a: rng.fillNormal(new Float32Array(m * k)),
+      b: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)),
+    }),
+    outputs: { c: m * n },
+    reference: (inp, v) => {
+      // The subgroup-matrix variant rounds a to f16 on its way into the tensor cores.
+      const a = inp.a as Float32Array;
+      const left = v.subgroupMatrix ? roundCopy(a) : a;
+      return { c: matmulTransposedRef(left, inp.b as Float32Array, m, n, k) };
+    },
+    tolerance: () => ({ atol: 2e-4, rtol: 2e-4 }),
+    bytes: (v) => n * k * (v.dtype === "f16" ? 2 : 4) + m * k * 4 + m * n * 4,
+    flops: 2 * m * n * k,
+  };
+}
+
+function roundCopy(a: Float32Array): Float32Array {
+  return roundToF16InPlace(new Float32Array(a));
+}
+export const cases = [
+  gemmCase(1, 5, 8),
+  gemmCase(67, 131, 100),
+  gemmCase(256, 512, 512),
+  gemmCase(1024, 1024, 1024),
+];

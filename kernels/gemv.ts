@@ -1,0 +1,76 @@
+/**
+ * Decode-shaped matrix-vector product `y[m, n] = sum_k x[m, k] * w[n, k]` (w in the
+ * Hugging Face Linear layout [out, in]); k must be a multiple of 4.
+ */
+import type { KernelCase } from "./case.ts";
+import { grid1d, type KernelSpec } from "./kernel.ts";
+import { defineParams } from "./params.ts";
+
+const params = defineParams({ m: "u32", n: "u32", k: "u32" });
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "gemv",
+  shader: "gemv.wgsl",
+  params,
+  bindings: [
+    { name: "x", type: "vec4<f32>", access: "read", shape: "[m, k/4]" },
+    { name: "w", type: "vec4<T>", access: "read", shape: "[n, k/4]" },
+    { name: "y", type: "f32", access: "read_write", shape: "[m, n]" },
+  ],
+  variants: [
+    { name: "f32", dtype: "f32", consts: { WG: 256, MT: 4 } },
+    { name: "f16", dtype: "f16", consts: { WG: 256, MT: 4 } },
+    {
+      name: "f16-sg",
+      dtype: "f16",
+      subgroups: true,
+      shader: "gemv_subgroup.wgsl",
+      consts: { WG: 256, MT: 4, RPW: 4 },
+    },
+  ],
+  grid: (p, v, gpu) => grid1d(Math.ceil(p.n / (v.consts?.RPW ?? 1)), gpu),
+};
+
+/** CPU reference: y = x w^T with f64 accumulation. */
+export function matmulTransposedRef(
+  x: Float32Array,
+  w: Float32Array,
+  m: number,
+  n: number,
+  k: number,
+): Float32Array {
+  const y = new Float32Array(m * n);
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      for (let q = 0; q < k; q++) s += x[i * k + q] * w[j * k + q];
+      y[i * n + j] = s;
+    }
+  }
+  return y;
+}
+
+function gemvCase(m: number, n: number, k: number): KernelCase<typeof params.fields> {
+  return {
+    label: `m=${m} n=${n} k=${k}`,
+    params: { m, n, k },
+    inputs: (rng) => ({
+      x: rng.fillNormal(new Float32Array(m * k)),
+      w: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)),
+    }),
+    outputs: { y: m * n },
+    reference: (inp) => ({
+      y: matmulTransposedRef(inp.x as Float32Array, inp.w as Float32Array, m, n, k),
+    }),
+    tolerance: () => ({ atol: 1e-4, rtol: 1e-4 }),
+    bytes: (v) => n * k * (v.dtype === "f16" ? 2 : 4) + m * k * 4 + m * n * 4,
+    flops: 2 * m * n * k,
+  };
+}
+
+export const cases = [
+  gemvCase(1, 7, 12),
+  gemvCase(3, 301, 300),
+  gemvCase(5, 2048, 2048),
+  gemvCase(1, 8192, 8192),
+];

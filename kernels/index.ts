@@ -1,0 +1,36 @@
+/**
+ * Every kernel module, in the order validation prints them.
+ *
+ * ```ts
+ * for (const k of KERNELS) console.log(k.spec.name, k.cases.length);
+ * ```
+ */
+import type { KernelModule } from "./case.ts";
+import * as embedding from "./embedding.ts";
+import * as gemm from "./gemm.ts";
+import * as gemv from "./gemv.ts";
+import * as rmsnorm from "./rmsnorm.ts";
+import * as rope from "./rope.ts";
+import * as siluMul from "./silu_mul.ts";
+import * as softmax from "./softmax.ts";
+
+export const KERNELS: readonly KernelModule[] = [
+  embedding,
+  rmsnorm,
+  gemv,
+  gemm,
+  softmax,
+  rope,
+  siluMul,
+] as unknown as KernelModule[];
+
+/** Looks a kernel up by name; throws listing the known ones. */
+export function kernelByName(name: string): KernelModule {
+  const k = KERNELS.find((m) => m.spec.name === name);
+  if (!k) {
+    throw new Error(
+      `unknown kernel '${name}'; known: ${KERNELS.map((m) => m.spec.name).join(", ")}`,
+    );
+  }
+  return k;
+}

@@ -1,0 +1,244 @@
+/**
+ * What a kernel module declares, and the one pipeline cache that turns a declaration and
+ * a variant into a compiled compute pipeline.
+ *
+ * A kernel's WGSL file in shaders/ holds only its functions and entry point `main`; the
+ * prelude (enables, the storage type alias `T`, constants, the Params struct, and every
+ * binding declaration) is generated here from the declaration, so binding order and the
+ * params layout are written in exactly one place.
+ *
+ * ```ts
+ * const pipe = await getPipeline(gpu, rmsnorm, variantByName(rmsnorm, "f16"));
+ * const bind = makeBindGroup(gpu, pipe, { params, x, weight, out });
+ * pass.setPipeline(pipe.pipeline); pass.setBindGroup(0, bind);
+ * pass.dispatchWorkgroups(...rmsnorm.grid(values, pipe.variant, gpu));
+ * ```
+ */
+import type { Gpu } from "../src/gpu/device.ts";
+import { hasSubgroupMatrix } from "../src/gpu/device.ts";
+import {
+  assembleWgsl,
+  compileWgsl,
+  readShaderSegments,
+  type WgslSegment,
+} from "../src/gpu/wgsl.ts";
+import type { ParamFields, ParamsLayout, ParamValues } from "./params.ts";
+
+/** One storage binding: `var<storage, access> name: array<type>` (`// shape` as doc). */
+export interface BindingSpec {
+  readonly name: string;
+  /** Element type; `T` is the variant's storage type (f16 or f32). */
+  readonly type: string;
+  readonly access: "read" | "read_write";
+  /** Shape comment, e.g. "[tokens, hidden]". */
+  readonly shape: string;
+}
+
+/** A compiled form of the kernel: storage type, optional features, constants. */
+export interface Variant {
+  readonly name: string;
+  readonly dtype: "f16" | "f32";
+  readonly subgroups?: boolean;
+  /** Subgroup matrix (f16 -> f32 accumulate) at this M x N x K shape. */
+  readonly subgroupMatrix?: { readonly m: number; readonly n: number; readonly k: number };
+  /** `const NAME: u32 = value;` lines in the prelude. */
+  readonly consts?: Readonly<Record<string, number>>;
+  /** A WGSL file of its own for this variant (default: the kernel's). */
+  readonly shader?: string;
+}
+
+/** Workgroup-count grid of one dispatch. */
+export type Grid = readonly [number, number, number];
+
+/** The declaration every kernel module exports. */
+export interface KernelSpec<F extends ParamFields> {
+  readonly name: string;
+  /** WGSL file in shaders/. */
+  readonly shader: string;
+  readonly params: ParamsLayout<F>;
+  /** Bindings 1..n in order (binding 0 is always `params: Params`, a uniform). */
+  readonly bindings: readonly BindingSpec[];
+  readonly variants: readonly Variant[];
+  /** Workgroup counts for given params on a variant. */
+  grid(params: ParamValues<F>, variant: Variant, gpu: Gpu): Grid;
+}
+
+/** Why a variant cannot run on this device, or null when it can. */
+export function unsupportedReason(gpu: Gpu, variant: Variant): string | null {
+  if (variant.dtype === "f16" && !gpu.f16) return "no shader-f16";
+  if (variant.subgroups && !gpu.subgroups) return "no subgroups";
+  const sm = variant.subgroupMatrix;
+  if (sm && !hasSubgroupMatrix(gpu, "f16", "f32", sm.m, sm.n, sm.k)) {
+    return `no f16->f32 ${sm.m}x${sm.n}x${sm.k} subgroup matrix`;
+  }
+  return null;
+}
+
+/** The variants of a kernel that run on this device. */
+export function supportedVariants<F extends ParamFields>(
+  gpu: Gpu,
+  kernel: KernelSpec<F>,
+): Variant[] {
+  return kernel.variants.filter((v) => unsupportedReason(gpu, v) === null);
+}
+
+/** Looks a variant up by name; throws listing the known ones. */
+export function variantByName<F extends ParamFields>(kernel: KernelSpec<F>, name: string): Variant {
+  const v = kernel.variants.find((x) => x.name === name);
+  if (!v) {
+    throw new Error(
+      `kernel ${kernel.name} has no variant '${name}' (known: ${
+        kernel.variants.map((x) => x.name).join(", ")
+      })`,
+    );
+  }
+  return v;
+}
+
+/** The generated prelude of a kernel variant (exported for tests and error messages). */
+export function preludeOf<F extends ParamFields>(
+  kernel: KernelSpec<F>,
+  variant: Variant,
+  extraConsts: Readonly<Record<string, number>> = {},
+): string {
+  const lines: string[] = [];
+  if (variant.dtype === "f16") lines.push("enable f16;");
+  if (variant.subgroups || variant.subgroupMatrix) lines.push("enable subgroups;");
+  if (variant.subgroupMatrix) lines.push("enable chromium_experimental_subgroup_matrix;");
+  lines.push(`alias T = ${variant.dtype};`);
+  const consts = { ...variant.consts, ...extraConsts };
+  for (const [k, v] of Object.entries(consts)) {
+    if (!Number.isInteger(v) || v < 0) throw new Error(`const ${k} = ${v} must be a u32`);
+    lines.push(`const ${k}: u32 = ${v}u;`);
+  }
+  if (variant.subgroupMatrix) {
+    const { m, n, k } = variant.subgroupMatrix;
+    lines.push(`const SM_M: u32 = ${m}u;`, `const SM_N: u32 = ${n}u;`, `const SM_K: u32 = ${k}u;`);
+  }
+  lines.push(kernel.params.wgsl);
+  lines.push("@group(0) @binding(0) var<uniform> params: Params;");
+  kernel.bindings.forEach((b, i) => {
+    lines.push(
+      `@group(0) @binding(${
+        i + 1
+      }) var<storage, ${b.access}> ${b.name}: array<${b.type}>; // ${b.shape}`,
+    );
+  });
+  return lines.join("\n");
+}
+
+/** A compiled pipeline with what it was compiled from. */
+export interface KernelPipeline<F extends ParamFields = ParamFields> {
+  readonly kernel: KernelSpec<F>;
+  readonly variant: Variant;
+  readonly pipeline: GPUComputePipeline;
+  readonly layout: GPUBindGroupLayout;
+}
+
+const pipelineCache = new WeakMap<GPUDevice, Map<string, Promise<KernelPipeline>>>();
+
+/**
+ * The cached pipeline of (kernel, variant, extra constants) on this device. Compiles on
+ * first use; a WGSL error throws WgslCompileError naming shader file and line.
+ */
+export function getPipeline<F extends ParamFields>(
+  gpu: Gpu,
+  kernel: KernelSpec<F>,
+  variant: Variant,
+  extraConsts: Readonly<Record<string, number>> = {},
+): Promise<KernelPipeline<F>> {
+  let cache = pipelineCache.get(gpu.device);
+  if (!cache) pipelineCache.set(gpu.device, cache = new Map());
+  const key = `${kernel.name}/${variant.name}/${JSON.stringify(extraConsts)}`;
+  let hit = cache.get(key);
+  if (!hit) {
+    hit = buildPipeline(gpu, kernel, variant, extraConsts) as Promise<KernelPipeline>;
+    cache.set(key, hit);
+    hit.catch(() => cache!.delete(key));
+  }
+  return hit as Promise<KernelPipeline<F>>;
+}
+
+async function buildPipeline<F extends ParamFields>(
+  gpu: Gpu,
+  kernel: KernelSpec<F>,
+  variant: Variant,
+  extraConsts: Readonly<Record<string, number>>,
+): Promise<KernelPipeline<F>> {
+  const reason = unsupportedReason(gpu, variant);
+  if (reason) throw new Error(`kernel ${kernel.name} variant ${variant.name}: ${reason}`);
+  const segments: WgslSegment[] = [
+    {
+      file: `<prelude of ${kernel.name}/${variant.name}>`,
+      text: preludeOf(kernel, variant, extraConsts),
+    },
+    ...readShaderSegments(variant.shader ?? kernel.shader),
+  ];
+  const label = `${kernel.name}/${variant.name}`;
+  const module = await compileWgsl(gpu.device, assembleWgsl(segments), label);
+  const layout = gpu.device.createBindGroupLayout({
+    label,
+    entries: [
+      { binding: 0, visibility: GPU_SHADER_STAGE_COMPUTE, buffer: { type: "uniform" } },
+      ...kernel.bindings.map((b, i) => ({
+        binding: i + 1,
+        visibility: GPU_SHADER_STAGE_COMPUTE,
+        buffer: { type: b.access === "read" ? "read-only-storage" as const : "storage" as const },
+      })),
+    ],
+  });
+  gpu.device.pushErrorScope("validation");
+  const pipeline = await gpu.device.createComputePipelineAsync({
+    label,
+    layout: gpu.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
+    compute: { module, entryPoint: "main" },
+  });
+  const err = await gpu.device.popErrorScope();
+  if (err) throw new Error(`pipeline ${label}: ${err.message}`);
+  return { kernel, variant, pipeline, layout };
+}
+
+const GPU_SHADER_STAGE_COMPUTE = 4;
+
+/** A buffer or a range of one. */
+export type BufferArg = GPUBuffer | GPUBufferBinding;
+
+/** Binds `params` and every named binding of the kernel; a missing name is an error. */
+export function makeBindGroup<F extends ParamFields>(
+  gpu: Gpu,
+  pipe: KernelPipeline<F>,
+  params: BufferArg,
+  buffers: Readonly<Record<string, BufferArg>>,
+): GPUBindGroup {
+  const entry = (binding: number, arg: BufferArg): GPUBindGroupEntry => ({
+    binding,
+    resource: "buffer" in arg ? arg : { buffer: arg },
+  });
+  const known = new Set(pipe.kernel.bindings.map((b) => b.name));
+  for (const name of Object.keys(buffers)) {
+    if (!known.has(name)) throw new Error(`kernel ${pipe.kernel.name} has no binding '${name}'`);
+  }
+  return gpu.device.createBindGroup({
+    label: pipe.kernel.name,
+    layout: pipe.layout,
+    entries: [
+      entry(0, params),
+      ...pipe.kernel.bindings.map((b, i) => {
+        const arg = buffers[b.name];
+        if (!arg) throw new Error(`kernel ${pipe.kernel.name}: binding '${b.name}' not given`);
+        return entry(i + 1, arg);
+      }),
+    ],
+  });
+}
+
+/**
+ * Splits a 1-D count of workgroups into a grid within maxComputeWorkgroupsPerDimension;
+ * shaders recover the index as `wid.x + wid.y * nwg.x` and skip indices >= count.
+ */
+export function grid1d(count: number, gpu: Gpu): Grid {
+  const max = gpu.limits.maxComputeWorkgroupsPerDimension ?? 65535;
+  if (count <= max) return [Math.max(1, count), 1, 1];
+  const y = Math.ceil(count / max);
+  return [Math.ceil(count / y), y, 1];
+}

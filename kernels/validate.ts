@@ -1,0 +1,169 @@
+/**
+ * Runs one kernel case on one variant: uploads inputs (rounded to the variant's storage
+ * type, so the CPU reference sees what the GPU sees), dispatches with timestamp queries,
+ * reads the outputs back and compares them with the reference.
+ *
+ * ```ts
+ * const row = await validateCase(gpu, rmsnorm, rmsnorm.cases[0], variantByName(rmsnorm.spec, "f16"));
+ * row.pass; row.maxAbs; row.gpuUs;
+ * ```
+ */
+import type { Gpu } from "../src/gpu/device.ts";
+import { readBuffer, uploadBuffer } from "../src/gpu/buffers.ts";
+import { PassTimer } from "../src/gpu/timestamps.ts";
+import { BufferUsage } from "../src/gpu/device.ts";
+import { f16BitsToF32, f32ToF16Bits, roundToF16InPlace } from "../src/util/f16.ts";
+import { Rng } from "../src/util/rng.ts";
+import type { ParamFields } from "./params.ts";
+import type { HostArray, KernelCase, KernelModule } from "./case.ts";
+import { getPipeline, makeBindGroup, type Variant } from "./kernel.ts";
+
+/** One row of the validation table. */
+export interface ValidationRow {
+  readonly kernel: string;
+  readonly case: string;
+  readonly variant: string;
+  readonly maxAbs: number;
+  /** max |gpu - ref| / max |ref|. */
+  readonly maxRel: number;
+  readonly atol: number;
+  readonly rtol: number;
+  readonly pass: boolean;
+  /** Elements outside tolerance (NaN counts), and the first one. */
+  readonly bad: number;
+  readonly firstBad?: string;
+  /** Median GPU time of one dispatch in µs, null without timestamp queries. */
+  readonly gpuUs: number | null;
+  readonly gbps: number | null;
+  readonly tflops: number | null;
+  readonly bytes: number;
+  readonly flops: number;
+}
+
+const usesT = (type: string) => /\bT\b/.test(type);
+
+/** Validates and times one case on one variant. `reps` timed dispatches after one warm-up. */
+export async function validateCase<F extends ParamFields>(
+  gpu: Gpu,
+  module: KernelModule<F>,
+  kcase: KernelCase<F>,
+  variant: Variant,
+  reps = 5,
+): Promise<ValidationRow> {
+  const { spec } = module;
+  const device = gpu.device;
+  const pipe = await getPipeline(gpu, spec, variant);
+  const rng = Rng.fromSeed(`${spec.name}/${kcase.label}`);
+  const inputs = kcase.inputs(rng, variant);
+  const half = variant.dtype === "f16";
+
+  const buffers: Record<string, GPUBuffer> = {};
+  const created: GPUBuffer[] = [];
+  for (const b of spec.bindings) {
+    const data = inputs[b.name];
+    if (data) {
+      if (half && usesT(b.type) && data instanceof Float32Array) roundToF16InPlace(data);
+      const upload = half && usesT(b.type) && data instanceof Float32Array
+        ? f32ToF16Bits(data)
+        : data;
+      buffers[b.name] = uploadBuffer(device, `${spec.name}.${b.name}`, upload);
+    } else if (kcase.outputs[b.name] !== undefined) {
+      const bytes = kcase.outputs[b.name] * (half && usesT(b.type) ? 2 : 4);
+      const poison = new Uint8Array(Math.max(4, Math.ceil(bytes / 4) * 4)).fill(0xff);
+      buffers[b.name] = uploadBuffer(device, `${spec.name}.${b.name}`, poison);
+    } else {
+      throw new Error(
+        `${spec.name} case ${kcase.label}: binding '${b.name}' has no input or output`,
+      );
+    }
+    created.push(buffers[b.name]);
+  }
+  const paramsBuffer = uploadBuffer(
+    device,
+    `${spec.name}.params`,
+    spec.params.pack(kcase.params),
+    BufferUsage.UNIFORM | BufferUsage.COPY_DST,
+  );
+  created.push(paramsBuffer);
+  const bindGroup = makeBindGroup(gpu, pipe, paramsBuffer, buffers);
+  const grid = spec.grid(kcase.params, variant, gpu);
+
+  // The first dispatch produces the compared outputs; timing runs afterwards so that
+  // kernels that update in place are compared after exactly one application.
+  const encoder = device.createCommandEncoder();
+  const pass = encoder.beginComputePass();
+  pass.setPipeline(pipe.pipeline);
+  pass.setBindGroup(0, bindGroup);
+  pass.dispatchWorkgroups(...grid);
+  pass.end();
+  device.queue.submit([encoder.finish()]);
+
+  const expected = kcase.reference(inputs, variant);
+  const tol = kcase.tolerance(variant);
+  let maxAbs = 0, maxRef = 0, bad = 0;
+  let firstBad: string | undefined;
+  for (const [name, want] of Object.entries(expected)) {
+    const binding = spec.bindings.find((b) => b.name === name);
+    if (!binding) throw new Error(`${spec.name}: reference names unknown binding '${name}'`);
+    const raw = await readBuffer(
+      device,
+      buffers[name],
+      want.length * (half && usesT(binding.type) ? 2 : 4),
+    );
+    const got: HostArray = half && usesT(binding.type)
+      ? f16BitsToF32(new Uint16Array(raw))
+      : want instanceof Int32Array
+      ? new Int32Array(raw)
+      : want instanceof Uint32Array
+      ? new Uint32Array(raw)
+      : new Float32Array(raw);
+    for (let i = 0; i < want.length; i++) {
+      const e = want[i], a = got[i];
+      const diff = Math.abs(a - e);
+      if (Math.abs(e) > maxRef) maxRef = Math.abs(e);
+      if (!(diff <= tol.atol + tol.rtol * Math.abs(e))) {
+        bad++;
+        firstBad ??= `${name}[${i}] = ${a}, expected ${e}`;
+      }
+      if (Number.isNaN(diff)) maxAbs = NaN;
+      else if (diff > maxAbs) maxAbs = diff;
+    }
+  }
+
+  let gpuUs: number | null = null;
+  if (gpu.timestamps && reps > 0) {
+    const timer = new PassTimer(gpu, reps + 1);
+    const enc = device.createCommandEncoder();
+    for (let r = 0; r <= reps; r++) {
+      const p = enc.beginComputePass({ timestampWrites: timer.next("rep") });
+      p.setPipeline(pipe.pipeline);
+      p.setBindGroup(0, bindGroup);
+      p.dispatchWorkgroups(...grid);
+      p.end();
+    }
+    timer.resolve(enc);
+    device.queue.submit([enc.finish()]);
+    const spans = (await timer.read()).slice(1).map((s) => s.us).sort((a, b) => a - b);
+    gpuUs = spans[Math.floor(spans.length / 2)];
+    timer.destroy();
+  }
+  for (const b of created) b.destroy();
+  const secs = gpuUs !== null && gpuUs > 0 ? gpuUs * 1e-6 : null;
+  return {
+    kernel: spec.name,
+    case: kcase.label,
+    variant: variant.name,
+    maxAbs,
+    maxRel: maxRef > 0 ? maxAbs / maxRef : maxAbs,
+    atol: tol.atol,
+    rtol: tol.rtol,
+    pass: bad === 0,
+    bad,
+    firstBad,
+    gpuUs,
+    gbps: secs ? kcase.bytes(variant) / secs / 1e9 : null,
+    tflops: secs && kcase.flops ? kcase.flops / secs / 1e12 : null,
+    bytes: kcase.bytes(variant),
+    flops: kcase.flops,
+  };
+}

@@ -1,0 +1,154 @@
+/**
+ * `deno task validate`: every kernel x case x variant on the present adapter against its
+ * CPU reference, one row each with errors, tolerance, pass/fail, GPU time and throughput.
+ * Exit code 1 on any failure, 2 when there is no adapter or an unknown kernel is named.
+ */
+import process from "node:process";
+import { writeFileSync } from "node:fs";
+import { describeGpu, openGpu } from "../gpu/device.ts";
+import { kernelByName, KERNELS } from "../../kernels/index.ts";
+import { unsupportedReason } from "../../kernels/kernel.ts";
+import { validateCase, type ValidationRow } from "../../kernels/validate.ts";
+import { parseArgs, UsageError } from "./args.ts";
+import { runCli } from "./run_cli.ts";
+import { formatTable } from "../util/table.ts";
+
+const SPEC = {
+  kernel: { type: "list", help: "only these kernels (comma-separated names)" },
+  variant: { type: "list", help: "only these variants (f32, f16, f16-sg, f16-sgmat, ...)" },
+  reps: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "timed dispatches per row (default: 10 on a GPU, 2 on a CPU adapter)",
+  },
+  maxBytes: { type: "number", min: 0, help: "skip cases that move more bytes than this" },
+  json: { type: "string", help: "also write the rows as JSON to this file" },
+  noF16: { type: "boolean", default: false, help: "refuse shader-f16 (exercise the f32 fallback)" },
+  noSubgroups: { type: "boolean", default: false, help: "refuse subgroups and subgroup matrices" },
+} as const;
+
+await runCli(async () => {
+  const opts = parseArgs(
+    "validate",
+    "Validates every WGSL kernel against its CPU reference.",
+    SPEC,
+    process.argv.slice(2),
+  );
+  const modules = opts.kernel
+    ? opts.kernel.map((n) => {
+      try {
+        return kernelByName(n);
+      } catch (e) {
+        throw new UsageError((e as Error).message);
+      }
+    })
+    : KERNELS;
+  const gpu = await openGpu({ noF16: opts.noF16, noSubgroups: opts.noSubgroups });
+  const reps = opts.reps ?? (gpu.adapter.type === "cpu" ? 2 : 10);
+  console.log(describeGpu(gpu));
+  console.log("");
+  const rows: ValidationRow[] = [];
+  const notes: string[] = [];
+  for (const module of modules) {
+    for (const variant of module.spec.variants) {
+      if (opts.variant && !opts.variant.includes(variant.name)) continue;
+      const reason = unsupportedReason(gpu, variant);
+      if (reason) {
+        notes.push(`${module.spec.name}/${variant.name}: not run (${reason})`);
+        continue;
+      }
+      for (const kcase of module.cases) {
+        if (kcase.variants && !kcase.variants.includes(variant.name)) continue;
+        if (opts.maxBytes !== undefined && kcase.bytes(variant) > opts.maxBytes) continue;
+        try {
+          rows.push(await validateCase(gpu, module, kcase, variant, reps));
+        } catch (err) {
+          rows.push({
+            kernel: module.spec.name,
+            case: kcase.label,
+            variant: variant.name,
+            maxAbs: NaN,
+            maxRel: NaN,
+            atol: 0,
+            rtol: 0,
+            pass: false,
+            bad: -1,
+            firstBad: (err as Error).message,
+            gpuUs: null,
+            gbps: null,
+            tflops: null,
+            bytes: kcase.bytes(variant),
+            flops: kcase.flops,
+          });
+        }
+        const r = rows[rows.length - 1];
+        if (process.stderr.isTTY) {
+          process.stderr.write(
+            `\r${rows.length} rows, last: ${r.kernel} ${r.case} ${r.variant} ${
+              r.pass ? "pass" : "FAIL"
+            }`.padEnd(100),
+          );
+        }
+      }
+    }
+  }
+  if (process.stderr.isTTY) process.stderr.write("\r".padEnd(101) + "\r");
+  console.log(formatTable(
+    [
+      "kernel",
+      "shape",
+      "variant",
+      "max abs",
+      "max rel",
+      "tolerance",
+      "result",
+      "GPU µs",
+      "GB/s",
+      "TFLOP/s",
+    ],
+    rows.map((r) => [
+      r.kernel,
+      r.case,
+      r.variant,
+      sci(r.maxAbs),
+      sci(r.maxRel),
+      `${sci(r.atol)}+${sci(r.rtol)}·|ref|`,
+      r.pass ? "pass" : "FAIL",
+      r.gpuUs === null ? "-" : r.gpuUs.toFixed(1),
+      r.gbps === null ? "-" : r.gbps.toFixed(r.gbps < 10 ? 2 : 0),
+      r.tflops === null || r.flops === 0 ? "-" : r.tflops.toFixed(r.tflops < 1 ? 3 : 1),
+    ]),
+  ));
+  for (const n of notes) console.log(n);
+  const failed = rows.filter((r) => !r.pass);
+  for (const r of failed) {
+    console.log(`FAIL ${r.kernel} ${r.case} ${r.variant}: ${r.firstBad ?? ""}`);
+  }
+  console.log(
+    `\n${rows.length - failed.length} of ${rows.length} rows pass on ${gpu.adapter.description}`,
+  );
+  if (opts.json) {
+    writeFileSync(
+      opts.json,
+      JSON.stringify(
+        {
+          adapter: gpu.adapter,
+          features: [...gpu.features],
+          subgroupMatrixConfigs: gpu.subgroupMatrixConfigs,
+          rows,
+        },
+        null,
+        1,
+      ),
+    );
+  }
+  gpu.destroy();
+  return failed.length ? 1 : 0;
+});
+
+function sci(x: number): string {
+  if (Number.isNaN(x)) return "NaN";
+  if (x === 0) return "0";
+  return x.toExponential(1);
+}

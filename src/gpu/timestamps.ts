@@ -1,0 +1,113 @@
+/**
+ * GPU time from timestamp queries: a pool of query pairs, one pair per timed compute pass,
+ * resolved in one copy and read back as microseconds per pass.
+ *
+ * ```ts
+ * const timer = new PassTimer(gpu, 64);
+ * const pass = encoder.beginComputePass({ timestampWrites: timer.next("rmsnorm") });
+ * // ...dispatch, pass.end()...
+ * timer.resolve(encoder);
+ * device.queue.submit([encoder.finish()]);
+ * const spans = await timer.read(); // [{ label: "rmsnorm", us: 12.5 }]
+ * ```
+ */
+import type { Gpu } from "./device.ts";
+import { BufferUsage, MapMode } from "./device.ts";
+
+/** One timed pass. */
+export interface PassSpan {
+  readonly label: string;
+  readonly us: number;
+  /** Start of the pass relative to the first pass resolved in the same batch, in µs. */
+  readonly startUs: number;
+}
+
+/** Timestamp query pairs for up to `capacity` passes per resolve. */
+export class PassTimer {
+  private readonly querySet: GPUQuerySet | null;
+  private readonly resolveBuffer: GPUBuffer | null;
+  private readonly readBuffers: GPUBuffer[] = [];
+  private labels: string[] = [];
+
+  constructor(private readonly gpu: Gpu, readonly capacity: number) {
+    if (!gpu.timestamps) {
+      this.querySet = null;
+      this.resolveBuffer = null;
+      return;
+    }
+    this.querySet = gpu.device.createQuerySet({ type: "timestamp", count: capacity * 2 });
+    this.resolveBuffer = gpu.device.createBuffer({
+      label: "timestamps resolve",
+      size: capacity * 16,
+      usage: BufferUsage.QUERY_RESOLVE | BufferUsage.COPY_SRC,
+    });
+  }
+
+  /** True when the adapter has timestamp queries. */
+  get enabled(): boolean {
+    return this.querySet !== null;
+  }
+
+  /** Number of passes recorded since the last resolve. */
+  get count(): number {
+    return this.labels.length;
+  }
+
+  /** timestampWrites for the next pass, or undefined when timing is unavailable or full. */
+  next(label: string): GPUComputePassTimestampWrites | undefined {
+    if (!this.querySet || this.labels.length >= this.capacity) return undefined;
+    const i = this.labels.length;
+    this.labels.push(label);
+    return {
+      querySet: this.querySet,
+      beginningOfPassWriteIndex: 2 * i,
+      endOfPassWriteIndex: 2 * i + 1,
+    };
+  }
+
+  /** Resolves the recorded queries into a mappable buffer (encode before submit). */
+  resolve(encoder: GPUCommandEncoder): void {
+    if (!this.querySet || !this.resolveBuffer || this.labels.length === 0) {
+      this.labels = [];
+      return;
+    }
+    const n = this.labels.length;
+    encoder.resolveQuerySet(this.querySet, 0, 2 * n, this.resolveBuffer, 0);
+    const read = this.readBuffers.pop() ?? this.gpu.device.createBuffer({
+      label: "timestamps read",
+      size: this.capacity * 16,
+      usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST,
+    });
+    encoder.copyBufferToBuffer(this.resolveBuffer, 0, read, 0, n * 16);
+    this.pending.push({ read, labels: this.labels });
+    this.labels = [];
+  }
+
+  private pending: { read: GPUBuffer; labels: string[] }[] = [];
+
+  /** Reads the oldest resolved batch (after its submit). Empty when timing is unavailable. */
+  async read(): Promise<PassSpan[]> {
+    const batch = this.pending.shift();
+    if (!batch) return [];
+    await batch.read.mapAsync(MapMode.READ);
+    const ticks = new BigUint64Array(
+      batch.read.getMappedRange().slice(0, batch.labels.length * 16),
+    );
+    batch.read.unmap();
+    this.readBuffers.push(batch.read);
+    const t0 = ticks[0];
+    return batch.labels.map((label, i) => ({
+      label,
+      us: Number(ticks[2 * i + 1] - ticks[2 * i]) / 1000,
+      startUs: Number(ticks[2 * i] - t0) / 1000,
+    }));
+  }
+
+  /** Frees the GPU objects. */
+  destroy(): void {
+    this.querySet?.destroy();
+    this.resolveBuffer?.destroy();
+    for (const b of this.readBuffers) b.destroy();
+    for (const b of this.pending) b.read.destroy();
+  }
+}
