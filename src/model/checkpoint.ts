@@ -13,7 +13,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { SafetensorsFile } from "./safetensors_file.ts";
 import type { SafetensorsTensorInfo } from "./safetensors_header.ts";
-import { isFloatDtype, tensorToF32 } from "./tensor_convert.ts";
+import { type F16Overflow, isFloatDtype, tensorToF16Bits, tensorToF32 } from "./tensor_convert.ts";
 
 /** Name of the single-file checkpoint. */
 export const SAFETENSORS_SINGLE_FILE = "model.safetensors";
@@ -150,6 +150,19 @@ export class Checkpoint {
       throw new Error(`${file.path}: tensor "${name}" has dtype ${dtype}, not F32/F16/BF16`);
     }
     return tensorToF32(file.read(name), dtype);
+  }
+
+  /**
+   * A float tensor converted to f16 bits, with the count and largest magnitude of values
+   * that overflow f16 (to report, not to hide).
+   */
+  readF16Bits(name: string): { bits: Uint16Array; overflow: F16Overflow } {
+    const file = this.file(name);
+    const { dtype } = file.info(name);
+    if (!isFloatDtype(dtype)) {
+      throw new Error(`${file.path}: tensor "${name}" has dtype ${dtype}, not F32/F16/BF16`);
+    }
+    return tensorToF16Bits(file.read(name), dtype);
   }
 
   /** Closes every shard. */

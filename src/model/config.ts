@@ -7,7 +7,8 @@
  * must be present; fields with a transformers class default that every one of these
  * architectures shares take that default when absent (`tie_word_embeddings` false,
  * `mlp_only_layers` [], `decoder_sparse_step` 1, `norm_topk_prob` false, `hidden_act`
- * "silu", `attention_bias` false, dtype float32).
+ * "silu", `attention_bias` false, dtype float32). A Qwen3-MoE config with `num_experts` 0
+ * has only dense layers, as in transformers.
  *
  * ```ts
  * const config = loadModelConfig("fixtures/out/tiny-qwen3-moe");

@@ -149,13 +149,27 @@ test("shard index errors name the index, shard and tensor", () => {
   assert.throws(() => Checkpoint.open(dir), /missing "weight_map"/);
 });
 
-test("a non-float tensor is refused by readF32 with its dtype", () => {
+test("readF16Bits converts a checkpoint tensor and reports f16 overflow", () => {
+  const dir = mkdtempSync(join(tmpdir(), "webfpm-ckpt-"));
+  const values = new Float32Array([1, -2, 1e5, -3e5]);
+  writeSafetensors(join(dir, "model.safetensors"), [
+    { name: "w", dtype: "F32", shape: [4], data: new Uint8Array(values.buffer) },
+  ]);
+  const ckpt = Checkpoint.open(dir);
+  const { bits, overflow } = ckpt.readF16Bits("w");
+  assert.equal([...bits], [0x3c00, 0xc000, 0x7c00, 0xfc00]);
+  assert.equal(overflow, { count: 2, maxAbs: 3e5 });
+  ckpt.close();
+});
+
+test("a non-float tensor is refused by the float readers with its dtype", () => {
   const dir = mkdtempSync(join(tmpdir(), "webfpm-ckpt-"));
   writeSafetensors(join(dir, "model.safetensors"), [
     { name: "ids", dtype: "I32", shape: [1], data: new Uint8Array(4) },
   ]);
   const ckpt = Checkpoint.open(dir);
   assert.throws(() => ckpt.readF32("ids"), /"ids" has dtype I32/);
+  assert.throws(() => ckpt.readF16Bits("ids"), /"ids" has dtype I32/);
   ckpt.close();
 });
 

@@ -6,6 +6,16 @@ import { join } from "node:path";
 import { ensureFixture } from "../../scripts/fixtures.ts";
 import { Checkpoint } from "../../src/model/checkpoint.ts";
 import { referenceLogits, ReferenceModel } from "../../src/model/reference_model.ts";
+import {
+  attentionTensorNames,
+  denseMlpTensorNames,
+  EMBED_TENSOR,
+  expertTensorNames,
+  FINAL_NORM_TENSOR,
+  lmHeadTensorName,
+  routerTensorName,
+} from "../../src/model/model_tensors.ts";
+import { matVec, rmsNorm, softmax, swiglu, topK } from "../../src/model/reference_ops.ts";
 import { SafetensorsWriter } from "../../src/model/safetensors_writer.ts";
 import { ModelTokenizer } from "../../src/model/tokenizer.ts";
 
@@ -95,6 +105,70 @@ test("prefill followed by decode steps gives the logits of one long prefill", ()
       sameArrays(step, rows(full, vocab, t, t + 1), `${name} decode at position ${t}`);
     }
     assert.is(cache.length, prompt.length);
+  }
+});
+
+test("a lone first token attends only to itself: each head outputs v of its GQA group", () => {
+  // Recomputed here from the checkpoint with q and k left out (one position: softmax = [1]).
+  for (const name of ["tiny-qwen3", "tiny-mixtral"] as const) {
+    const model = models[name];
+    const c = model.config;
+    const ckpt = Checkpoint.open(dirs[name]);
+    const w = (n: string) => ckpt.readF32(n);
+    const id = 4321;
+    let x = w(EMBED_TENSOR).slice(id * c.hiddenSize, (id + 1) * c.hiddenSize);
+    for (let l = 0; l < c.numLayers; l++) {
+      const a = attentionTensorNames(c, l);
+      const v = matVec(
+        w(a.v),
+        rmsNorm(x, w(a.inputNorm), c.rmsNormEps),
+        c.numKvHeads * c.headDim,
+        c.hiddenSize,
+      );
+      const attn = new Float32Array(c.numHeads * c.headDim);
+      const group = c.numHeads / c.numKvHeads;
+      for (let h = 0; h < c.numHeads; h++) {
+        const kv = Math.floor(h / group);
+        attn.set(v.subarray(kv * c.headDim, (kv + 1) * c.headDim), h * c.headDim);
+      }
+      const o = matVec(w(a.o), attn, c.hiddenSize, c.numHeads * c.headDim);
+      x = x.map((xi, i) => xi + o[i]);
+      const h2 = rmsNorm(x, w(a.postAttentionNorm), c.rmsNormEps);
+      let ffn: Float32Array;
+      if (c.layerKinds[l] === "dense") {
+        const m = denseMlpTensorNames(l);
+        ffn = swiglu(h2, w(m.gate), w(m.up), w(m.down), c.hiddenSize, c.intermediateSize);
+      } else {
+        const p = softmax(matVec(w(routerTensorName(c, l)), h2, c.numExperts, c.hiddenSize));
+        const top = topK(p, c.numExpertsPerTok);
+        const sum = top.reduce((s, e) => s + p[e], 0);
+        ffn = new Float32Array(c.hiddenSize);
+        for (const e of top) {
+          const m = expertTensorNames(c, l, e);
+          const out = swiglu(
+            h2,
+            w(m.gate),
+            w(m.up),
+            w(m.down),
+            c.hiddenSize,
+            c.moeIntermediateSize,
+          );
+          out.forEach((v, i) => ffn[i] += Math.fround(p[e] / sum) * v);
+        }
+      }
+      x = x.map((xi, i) => xi + ffn[i]);
+    }
+    const head = w(lmHeadTensorName(c));
+    const logits = matVec(
+      head,
+      rmsNorm(x, w(FINAL_NORM_TENSOR), c.rmsNormEps),
+      c.vocabSize,
+      c.hiddenSize,
+    );
+    ckpt.close();
+    const ref = referenceLogits(model, [id]);
+    const worst = ref.reduce((m, v, i) => Math.max(m, Math.abs(v - logits[i])), 0);
+    assert.ok(worst < 1e-4, `${name}: max |difference| ${worst}`);
   }
 });
 
