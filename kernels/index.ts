@@ -9,6 +9,7 @@ import type { KernelModule } from "./case.ts";
 import * as embedding from "./embedding.ts";
 import * as gemm from "./gemm.ts";
 import * as gemv from "./gemv.ts";
+import * as readBandwidth from "./read_bandwidth.ts";
 import * as rmsnorm from "./rmsnorm.ts";
 import * as rope from "./rope.ts";
 import * as siluMul from "./silu_mul.ts";
@@ -22,6 +23,7 @@ export const KERNELS: readonly KernelModule[] = [
   softmax,
   rope,
   siluMul,
+  readBandwidth,
 ] as unknown as KernelModule[];
 
 /** Looks a kernel up by name; throws listing the known ones. */

@@ -12,6 +12,7 @@ import { validateCase, type ValidationRow } from "../../kernels/validate.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
 import { formatTable } from "../util/table.ts";
+import { userPath } from "../util/user_path.ts";
 
 const SPEC = {
   kernel: { type: "list", help: "only these kernels (comma-separated names)" },

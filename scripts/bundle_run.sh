@@ -1,0 +1,39 @@
+#!/bin/sh
+# webfpm offline bundle: unpacks once per bundle version into a temporary folder, then
+# runs a deno task there:   webfpm/run validate --kernel gemv
+# Paths you pass are resolved against the folder you run from.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+version=$(cat "$here/VERSION")
+base=${WEBFPM_UNPACK_DIR:-${TMPDIR:-/tmp}/webfpm-$version}
+
+if [ ! -f "$base/.unpacked" ]; then
+  command -v xz >/dev/null || { echo "webfpm: the bundle needs 'xz' (xz-utils) to unpack" >&2; exit 1; }
+  rm -rf "$base.part"
+  mkdir -p "$base.part/node_modules/deno"
+  xz -dc "$here/deno.xz" > "$base.part/node_modules/deno/deno"
+  chmod +x "$base.part/node_modules/deno/deno"
+  xz -dc "$here/app.tar.xz" | tar -C "$base.part" -xf -
+  touch "$base.part/.unpacked"
+  rm -rf "$base"
+  mv "$base.part" "$base"
+fi
+
+nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] && [ -f "$nvidia_icd" ]; then
+  export VK_DRIVER_FILES="$nvidia_icd"
+fi
+if ! (ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 '); then
+  export LD_LIBRARY_PATH="$base/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
+export DENO_DIR="$base/.deno_dir"
+export DENO_NO_UPDATE_CHECK=1
+if [ $# -eq 0 ]; then
+  echo "usage: $0 TASK [options]   (tasks: see $base/deno.json)" >&2
+  exit 2
+fi
+task=$1
+shift
+cd "$base"
+exec "$base/node_modules/deno/deno" task -q "$task" "$@"
