@@ -50,7 +50,7 @@ const PACKAGES: Record<string, readonly string[]> = {
   "nlp-corpus": ["package.json", "builds", "src"],
 };
 
-await runCli(async () => {
+await runCli(() => {
   const opts = parseArgs("bundle", "Writes the offline linux-x64 bundle.", {
     out: { type: "string", default: "dist/webfpm-linux-x64.tar", help: "archive to write" },
     xzLevel: { type: "number", default: 6, integer: true, min: 0, help: "xz compression level" },

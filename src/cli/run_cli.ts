@@ -15,7 +15,7 @@ import { UsageError } from "./args.ts";
 export const EXIT_USAGE = 2;
 
 /** Runs `main`, exits with its code or with the code its error maps to. */
-export async function runCli(main: () => Promise<number>): Promise<never> {
+export async function runCli(main: () => Promise<number> | number): Promise<never> {
   let code: number;
   try {
     code = await main();
