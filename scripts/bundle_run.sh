@@ -35,5 +35,6 @@ if [ $# -eq 0 ]; then
 fi
 task=$1
 shift
+export WEBFPM_CWD="${WEBFPM_CWD:-$(pwd)}"
 cd "$base"
 exec "$base/node_modules/deno/deno" task -q "$task" "$@"

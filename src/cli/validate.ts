@@ -131,7 +131,7 @@ await runCli(async () => {
   );
   if (opts.json) {
     writeFileSync(
-      opts.json,
+      userPath(opts.json),
       JSON.stringify(
         {
           adapter: gpu.adapter,
