@@ -1,0 +1,760 @@
+/**
+ * The rank synchronizer: how N benchmark ranks agree on everything and stay in
+ * lockstep. Rank 0 binds a ZeroMQ ROUTER, every other rank connects a DEALER with
+ * routing id `String(rank)`. Every exchange is one round: each follower sends rank 0 a
+ * request, rank 0 waits for all of them (and its own), checks them, and answers every
+ * rank in the same round. Every wait has a timeout; any failure (a timeout, a malformed
+ * or out-of-lockstep message, a rank's own error) is forwarded to every rank, so no
+ * rank hangs, and leaves the synchronizer failed with its sockets closed.
+ *
+ * A group of one rank opens no socket: every round settles locally.
+ */
+import { iterationWalls, requireEqual, requireEqualShapes } from "./agreement.ts";
+import { type CapacityEnvelope, negotiateCapacity, type NegotiatedCapacity } from "./capacity.ts";
+import { DpError } from "./dp_error.ts";
+import {
+  type AnyMessage,
+  encodeMessage,
+  type Message,
+  messageProblem,
+  parseMessage,
+  PROTOCOL_VERSION,
+  REPLY_OF,
+  type ReplyPayloads,
+  type ReplyTypeOf,
+  type RequestPayloads,
+  type RequestType,
+  type ScheduledShape,
+} from "./messages.ts";
+import type { RankIdentity } from "./rank_identity.ts";
+import { type RoundCost, RoundCostMeter } from "./round_cost.ts";
+import {
+  settleStageRound,
+  type StagePhase,
+  stageSettledLine,
+  type StageVerdict,
+} from "./stage_round.ts";
+import { CoordinatorLink, FollowerLink, LinkClosedError, tcpEndpoint } from "./zmq_link.ts";
+
+/** The default limit on every wait, ms (the reference design's 10 s). */
+export const DEFAULT_DP_TIMEOUT_MS = 10_000;
+
+/** Options of {@link RankSynchronizer.create} / {@link RankSynchronizer.open}. */
+export interface SynchronizerOptions {
+  /** Limit on every wait for the group, ms. Default {@link DEFAULT_DP_TIMEOUT_MS}. */
+  readonly timeoutMs?: number;
+  /** Limit on the hello round (ranks starting up), ms. Default: `timeoutMs`. */
+  readonly connectTimeoutMs?: number;
+  /** Receives the log lines (one per settled stage). Default: none. */
+  readonly log?: (line: string) => void;
+  /**
+   * Rank 0 only: the interface to bind. Default: the master host itself when it is an
+   * IP address (`localhost` -> 127.0.0.1), else `*` (all interfaces: a cluster node's
+   * name resolves to the address the other hosts use).
+   */
+  readonly bindHost?: string;
+  /** How long unsent messages (a last abort) may delay closing, ms. Default 1000. */
+  readonly lingerMs?: number;
+}
+
+/** One rank's result of a point, as rank 0 gathers it. */
+export interface RankResult {
+  /** The rank. */
+  readonly rank: number;
+  /** Its measured wall times, seconds, one per sample. */
+  readonly wall_times: readonly number[];
+  /** Anything else the rank reports (its FPM rows), as JSON. */
+  readonly data: unknown;
+}
+
+/** What {@link RankSynchronizer.gatherResult} returns. */
+export interface GatheredResult {
+  /** The point. */
+  readonly benchmark_id: number;
+  /** Per sample, the max wall over ranks, seconds (the group's step is its slowest rank's). */
+  readonly iteration_walls: readonly number[];
+  /** On rank 0: every rank's result, by rank. On other ranks: null. */
+  readonly ranks: readonly RankResult[] | null;
+}
+
+type State = "created" | "open" | "failed" | "closed";
+type Decision<T extends RequestType> = (
+  requests: readonly Message<T>[],
+) => (rank: number) => ReplyPayloads[ReplyTypeOf<T>];
+
+/**
+ * One rank's end of the group.
+ *
+ * @example A benchmark loop (each rank runs the same calls in the same order):
+ * ```ts
+ * const sync = await RankSynchronizer.open(resolveRank({ argv: process.argv, env: process.env }));
+ * try {
+ *   const capacity = await sync.negotiateCapacity(envelope);   // min envelope, kvwarm = all
+ *   await sync.agreeGridDigest(gridDigest);
+ *   for (const point of points) {
+ *     await sync.ready(point.id, point.key);                   // all ranks ready: prepare
+ *     // inject the point's requests, run the untimed admission step ...
+ *     await sync.arm(point.id, scheduledShape);                // shapes equal: GO
+ *     // time the steady step(s) ...
+ *     const group = await sync.gatherResult(point.id, walls, rows);
+ *     await sync.cleanup(point.id);
+ *     if (await sync.boundaryVote(point.id, softTimeoutHit)) break;
+ *   }
+ *   await sync.finish();
+ * } catch (err) {
+ *   await sync.abort(err);   // tells the others; a no-op if the group already failed
+ *   throw err;
+ * }
+ * ```
+ * And every engine step, idle steps included, ends in `await sync.barrier(step)`.
+ */
+export class RankSynchronizer {
+  /** This rank. */
+  readonly rank: number;
+  /** The number of ranks. */
+  readonly size: number;
+  /**
+   * Rank 0: the endpoint bound (with the real port). Followers: rank 0's endpoint.
+   * A group of one: null.
+   */
+  readonly endpoint: string | null;
+
+  readonly #link: CoordinatorLink | FollowerLink | null;
+  readonly #timeoutMs: number;
+  readonly #connectTimeoutMs: number;
+  readonly #log: (line: string) => void;
+  readonly #costs = new Map<RequestType, RoundCostMeter>();
+  readonly #knownToGroup = new WeakSet<DpError>();
+  #state: State = "created";
+  #failure: DpError | null = null;
+  #round = 0;
+  #busy: RequestType | null = null;
+
+  private constructor(
+    identity: RankIdentity,
+    link: CoordinatorLink | FollowerLink | null,
+    options: SynchronizerOptions,
+  ) {
+    this.rank = identity.rank;
+    this.size = identity.size;
+    this.#link = link;
+    this.endpoint = link?.endpoint ?? null;
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_DP_TIMEOUT_MS;
+    this.#connectTimeoutMs = options.connectTimeoutMs ?? this.#timeoutMs;
+    this.#log = options.log ?? (() => {});
+  }
+
+  /**
+   * Opens this rank's socket (rank 0 binds, the others connect) without waiting for
+   * anyone; {@link connect} runs the hello round. Port 0 on rank 0 binds any free port
+   * ({@link port} tells which).
+   */
+  static async create(
+    identity: RankIdentity,
+    options: SynchronizerOptions = {},
+  ): Promise<RankSynchronizer> {
+    checkIdentity(identity);
+    for (const [name, value] of Object.entries(options)) {
+      const min = name === "lingerMs" ? 0 : Number.MIN_VALUE;
+      if (
+        name.endsWith("Ms") &&
+        !(typeof value === "number" && Number.isFinite(value) && value >= min)
+      ) {
+        throw new RangeError(
+          `synchronizer option ${name} must be a ${
+            min === 0 ? "non-negative" : "positive"
+          } number of ms, got ${value}`,
+        );
+      }
+    }
+    const linger = { lingerMs: options.lingerMs ?? 1000 };
+    let link: CoordinatorLink | FollowerLink | null = null;
+    if (identity.size > 1 && identity.rank === 0) {
+      const host = options.bindHost ?? defaultBindHost(identity.masterHost);
+      link = await CoordinatorLink.bind(tcpEndpoint(host, identity.masterPort), linger);
+    } else if (identity.size > 1) {
+      link = FollowerLink.connect(
+        tcpEndpoint(identity.masterHost, identity.masterPort),
+        identity.rank,
+        linger,
+      );
+    }
+    return new RankSynchronizer(identity, link, options);
+  }
+
+  /** {@link create} then {@link connect}: a synchronizer whose group is complete. */
+  static async open(
+    identity: RankIdentity,
+    options: SynchronizerOptions = {},
+  ): Promise<RankSynchronizer> {
+    const sync = await RankSynchronizer.create(identity, options);
+    await sync.connect();
+    return sync;
+  }
+
+  /** The TCP port of {@link endpoint}, or null for a group of one. */
+  get port(): number | null {
+    const m = this.endpoint === null ? null : /:(\d+)$/.exec(this.endpoint);
+    return m ? Number(m[1]) : null;
+  }
+
+  /** The error that failed the group, or null. */
+  get failure(): DpError | null {
+    return this.#failure;
+  }
+
+  /**
+   * The hello round: every rank has connected and agrees on the group size. A rank that
+   * never connects makes every rank fail with a timeout naming it.
+   */
+  async connect(): Promise<void> {
+    if (this.#state !== "created") {
+      throw new Error(`connect() on a synchronizer that is ${this.#state}`);
+    }
+    this.#state = "open";
+    if (this.size === 1) return;
+    const hello = { size: this.size, protocol: PROTOCOL_VERSION };
+    await this.#exchange("hello", hello, (hellos) => {
+      const wrong = hellos.flatMap((h) => h.size === this.size ? [] : [h.rank]);
+      if (wrong.length > 0) {
+        const list = wrong.map((r) => `rank ${r} was started with size ${hellos[r].size}`).join(
+          ", ",
+        );
+        throw new DpError(
+          "config",
+          `ranks disagree on the group size (rank 0: ${this.size}): ${list}`,
+          wrong,
+        );
+      }
+      requireEqual(hellos.map((h) => h.protocol), "protocol versions", "config");
+      return () => ({ size: this.size });
+    }, this.#connectTimeoutMs);
+  }
+
+  /**
+   * Capacity negotiation: every rank gets the minimum envelope over the ranks, and
+   * kvwarm eligibility only if every rank is eligible (an eligible rank whose peer is
+   * not gets the skip reason `peer_ineligible`).
+   */
+  async negotiateCapacity(envelope: CapacityEnvelope): Promise<NegotiatedCapacity> {
+    const reply = await this.#exchange("capacity", { envelope }, (requests) => {
+      const envelopes = requests.map((r) => r.envelope);
+      return (rank) => ({ capacity: negotiateCapacity(envelopes, rank) });
+    });
+    return reply.capacity;
+  }
+
+  /** Grid digest agreement: every rank planned the same grid, or every rank fails with all digests listed. */
+  async agreeGridDigest(digest: string): Promise<string> {
+    const reply = await this.#exchange("grid_digest", { digest }, (requests) => {
+      const agreed = requireEqual(requests.map((r) => r.digest), "grid digests", "disagreement");
+      return () => ({ digest: agreed });
+    });
+    return reply.digest;
+  }
+
+  /** READY -> PREPARE: returns once every rank is ready for the same point. */
+  async ready(benchmarkId: number, pointKey: string): Promise<void> {
+    await this.#exchange(
+      "ready",
+      { benchmark_id: benchmarkId, point_key: pointKey },
+      (requests) => {
+        requireEqual(requests.map((r) => [r.benchmark_id, r.point_key]), "points", "lockstep");
+        return () => ({ benchmark_id: benchmarkId });
+      },
+    );
+  }
+
+  /**
+   * ARM -> GO: returns once every rank has armed the point with an equal scheduled-shape
+   * summary; the measured step starts after this returns.
+   */
+  async arm(benchmarkId: number, shape: ScheduledShape): Promise<void> {
+    await this.#exchange("arm", { benchmark_id: benchmarkId, shape }, (requests) => {
+      requireEqual(requests.map((r) => r.benchmark_id), "armed points", "lockstep");
+      requireEqualShapes(requests.map((r) => r.shape), benchmarkId);
+      return () => ({ benchmark_id: benchmarkId });
+    });
+  }
+
+  /**
+   * Result gather: every rank gets the iteration walls (per sample, max over ranks);
+   * rank 0 also gets every rank's wall times and data.
+   */
+  async gatherResult(
+    benchmarkId: number,
+    wallTimes: readonly number[],
+    data: unknown = null,
+  ): Promise<GatheredResult> {
+    let ranks: RankResult[] | null = null;
+    const reply = await this.#exchange(
+      "result",
+      { benchmark_id: benchmarkId, wall_times: [...wallTimes], data },
+      (requests) => {
+        requireEqual(requests.map((r) => r.benchmark_id), "result points", "lockstep");
+        const walls = iterationWalls(requests.map((r) => r.wall_times), benchmarkId);
+        ranks = requests.map((r) => ({ rank: r.rank, wall_times: r.wall_times, data: r.data }));
+        return () => ({ benchmark_id: benchmarkId, iteration_walls: walls });
+      },
+    );
+    return { benchmark_id: benchmarkId, iteration_walls: reply.iteration_walls, ranks };
+  }
+
+  /** The boundary vote: true (stop, soft timeout) if any rank's soft timeout has passed. */
+  async boundaryVote(benchmarkId: number, softTimeout: boolean): Promise<boolean> {
+    const reply = await this.#exchange(
+      "boundary",
+      { benchmark_id: benchmarkId, soft_timeout: softTimeout },
+      (requests) => {
+        requireEqual(requests.map((r) => r.benchmark_id), "boundaries", "lockstep");
+        const stop = requests.some((r) => r.soft_timeout);
+        return () => ({ benchmark_id: benchmarkId, stop });
+      },
+    );
+    return reply.stop;
+  }
+
+  /** Cleanup: returns once every rank has released the point's requests and blocks. */
+  async cleanup(benchmarkId: number): Promise<void> {
+    await this.#exchange("cleanup", { benchmark_id: benchmarkId }, (requests) => {
+      requireEqual(requests.map((r) => r.benchmark_id), "cleaned points", "lockstep");
+      return () => ({ benchmark_id: benchmarkId });
+    });
+  }
+
+  /**
+   * The per-step group barrier (the stand-in for the MoE collective): every engine step,
+   * idle steps included, ends here, so ranks step in lockstep. `seq` is the step number
+   * and must be equal on every rank. Its cost is in {@link barrierCost}.
+   */
+  async barrier(seq: number): Promise<void> {
+    await this.#exchange("barrier", { seq }, (requests) => {
+      requireEqual(requests.map((r) => r.seq), "barrier steps", "lockstep");
+      return () => ({ seq });
+    });
+  }
+
+  /**
+   * The stage round (document 004), run on every idle decode-sweep step: every rank
+   * reports `(seq, batch, phase, ok)` and leaves with the same `{seq, allDone, ok}`,
+   * where ok = allDone ? every rank's ok : null. A seq or batch mismatch fails every
+   * rank with "ranks are not in lockstep". When the stage settles (allDone) one line
+   * `stage batch=B settled by the group (ok=...) at round R` goes to the logger.
+   *
+   * @example
+   * ```ts
+   * const v = await sync.stageRound(seq, 8, buildFinished ? "done" : "building", buildFinished ? built : null);
+   * if (v.allDone && !v.ok) shedChains(); // every rank sheds in the same step
+   * ```
+   */
+  async stageRound(
+    seq: number,
+    batch: number | null,
+    phase: StagePhase,
+    ok: boolean | null,
+  ): Promise<StageVerdict> {
+    const reply = await this.#exchange("stage", { seq, batch, phase, ok }, (requests) => {
+      const verdict = settleStageRound(requests);
+      return () => ({ seq: verdict.seq, all_done: verdict.allDone, ok: verdict.ok });
+    });
+    const verdict: StageVerdict = { seq: reply.seq, allDone: reply.all_done, ok: reply.ok };
+    if (verdict.allDone) this.#log(stageSettledLine(batch, verdict.ok, seq));
+    return verdict;
+  }
+
+  /** The cost of the per-step barrier so far (microseconds per round). */
+  barrierCost(): RoundCost {
+    return this.#meter("barrier").summary();
+  }
+
+  /** The cost of every kind of round so far, by request type. */
+  roundCosts(): Partial<Record<RequestType, RoundCost>> {
+    return Object.fromEntries([...this.#costs].map(([type, meter]) => [type, meter.summary()]));
+  }
+
+  /**
+   * Orderly end: a last round so that no rank closes while another still waits for it,
+   * then the sockets close.
+   */
+  async finish(): Promise<void> {
+    await this.#exchange("bye", {}, () => () => ({}));
+    this.close();
+  }
+
+  /**
+   * This rank failed (`reason`): tell the group (a follower tells rank 0, which forwards
+   * it to every rank; rank 0 tells every follower), then close. A no-op on a group that
+   * has already failed or closed.
+   */
+  async abort(reason: unknown): Promise<void> {
+    if (this.#state === "failed" || this.#state === "closed") {
+      this.close();
+      return;
+    }
+    const message = reason instanceof Error ? reason.message : String(reason);
+    const err = reason instanceof DpError
+      ? reason
+      : new DpError("peer_failure", `rank ${this.rank} failed: ${message}`, [this.rank]);
+    await this.#fail(err);
+  }
+
+  /** Closes the sockets now (idempotent); a pending round on this rank then fails. */
+  close(): void {
+    if (this.#state !== "failed") this.#state = "closed";
+    this.#link?.close();
+  }
+
+  #meter(type: RequestType): RoundCostMeter {
+    let meter = this.#costs.get(type);
+    if (meter === undefined) this.#costs.set(type, meter = new RoundCostMeter());
+    return meter;
+  }
+
+  async #exchange<T extends RequestType>(
+    type: T,
+    payload: RequestPayloads[T],
+    decide: Decision<T>,
+    timeoutMs = this.#timeoutMs,
+  ): Promise<ReplyPayloads[ReplyTypeOf<T>]> {
+    this.#checkUsable(type);
+    const round = type === "hello" ? 0 : ++this.#round;
+    this.#busy = type;
+    const startedAt = performance.now();
+    try {
+      const own = this.#ownRequest(type, round, payload);
+      let reply: ReplyPayloads[ReplyTypeOf<T>];
+      if (this.size === 1) reply = decide([own])(0);
+      else if (this.rank === 0) reply = await this.#coordinate(type, round, own, decide, timeoutMs);
+      else reply = await this.#follow(type, round, own, timeoutMs);
+      this.#meter(type).add((performance.now() - startedAt) * 1000);
+      return reply;
+    } catch (err) {
+      throw await this.#fail(err);
+    } finally {
+      this.#busy = null;
+    }
+  }
+
+  #checkUsable(type: RequestType): void {
+    if (this.#state === "failed") {
+      const f = this.#failure!;
+      throw new DpError(
+        "closed",
+        `the group already failed (${f.message}); ${type} refused`,
+        f.ranks,
+      );
+    }
+    if (this.#state === "closed") {
+      throw new DpError("closed", `the synchronizer is closed; ${type} refused`);
+    }
+    if (this.#state === "created") {
+      throw new Error(`${type} before connect(): call connect() or use RankSynchronizer.open`);
+    }
+    if (this.#busy !== null) {
+      throw new Error(`${type} while ${this.#busy} is still waiting: one round at a time`);
+    }
+  }
+
+  /** This rank's own request, checked like any other (a bad local status fails the group too). */
+  #ownRequest<T extends RequestType>(
+    type: T,
+    round: number,
+    payload: RequestPayloads[T],
+  ): Message<T> {
+    const message = { type, rank: this.rank, round, ...payload };
+    let wire: unknown;
+    try {
+      wire = JSON.parse(JSON.stringify(message));
+    } catch (err) {
+      throw new DpError(
+        "protocol",
+        `rank ${this.rank}'s own ${type} cannot be sent as JSON: ${(err as Error).message}`,
+        [this.rank],
+      );
+    }
+    const problem = messageProblem(wire);
+    if (problem !== null) {
+      throw new DpError("protocol", `rank ${this.rank}'s own ${problem}`, [this.rank]);
+    }
+    return wire as Message<T>;
+  }
+
+  async #coordinate<T extends RequestType>(
+    type: T,
+    round: number,
+    own: Message<T>,
+    decide: Decision<T>,
+    timeoutMs: number,
+  ): Promise<ReplyPayloads[ReplyTypeOf<T>]> {
+    const link = this.#link as CoordinatorLink;
+    const deadline = performance.now() + timeoutMs;
+    const requests: Message<T>[] = [own];
+    const pending = new Set<number>();
+    for (let r = 1; r < this.size; r++) pending.add(r);
+    while (pending.size > 0) {
+      const incoming = await link.receive(deadline);
+      if (incoming === null) throw this.#timeout(type, own, [...pending], timeoutMs);
+      const sender = this.#senderRank(incoming.from);
+      if (incoming.frames.length !== 1) {
+        throw new DpError(
+          "protocol",
+          `malformed message from rank ${sender}: ${incoming.frames.length} frames, want 1`,
+          [sender],
+        );
+      }
+      const message = withRanks(() => parseMessage(incoming.frames[0], `rank ${sender}`), [sender]);
+      if (message.rank !== sender) {
+        throw new DpError(
+          "protocol",
+          `malformed message from rank ${sender}: it claims to be rank ${message.rank}`,
+          [sender],
+        );
+      }
+      if (message.type === "error") {
+        throw new DpError("peer_failure", `rank ${sender} failed: ${message.message}`, [sender]);
+      }
+      if (message.type !== type || message.round !== round) {
+        throw new DpError(
+          "lockstep",
+          `ranks are not in lockstep: rank ${sender} sent ${
+            describe(message)
+          } (round ${message.round}) ` +
+            `while rank 0 waits for ${describe(own)} (round ${round})`,
+          [sender],
+        );
+      }
+      if (!pending.has(sender)) {
+        throw new DpError("protocol", `rank ${sender} sent ${type} twice in round ${round}`, [
+          sender,
+        ]);
+      }
+      pending.delete(sender);
+      requests[sender] = message as Message<T>;
+    }
+    const replyFor = decide(requests);
+    const replyType = REPLY_OF[type];
+    for (let r = 1; r < this.size; r++) {
+      const reply = { type: replyType, rank: 0, round, ...replyFor(r) } as AnyMessage;
+      if (!await link.send(String(r), encodeMessage(reply), performance.now() + timeoutMs)) {
+        throw new DpError(
+          "peer_failure",
+          `rank ${r} is no longer connected: the ${replyType} of round ${round} could not be delivered`,
+          [r],
+        );
+      }
+    }
+    return replyFor(0);
+  }
+
+  async #follow<T extends RequestType>(
+    type: T,
+    round: number,
+    own: Message<T>,
+    timeoutMs: number,
+  ): Promise<ReplyPayloads[ReplyTypeOf<T>]> {
+    const link = this.#link as FollowerLink;
+    const deadline = performance.now() + timeoutMs;
+    if (!await link.send(encodeMessage(own as AnyMessage), deadline)) {
+      throw new DpError(
+        "timeout",
+        `rank ${this.rank} could not send ${describe(own)} to rank 0 at ${link.endpoint} within ${
+          seconds(timeoutMs)
+        }`,
+        [0],
+      );
+    }
+    const frames = await link.receive(deadline);
+    if (frames === null) {
+      throw new DpError(
+        "timeout",
+        type === "hello"
+          ? `rank 0 at ${link.endpoint} did not answer rank ${this.rank}'s hello within ${
+            seconds(timeoutMs)
+          }`
+          : `timed out after ${
+            seconds(timeoutMs)
+          } waiting for rank 0 (${link.endpoint}) to answer rank ${this.rank}'s ${
+            describe(own)
+          } (round ${round})`,
+        [0],
+      );
+    }
+    if (frames.length !== 1) {
+      throw new DpError(
+        "protocol",
+        `malformed message from rank 0: ${frames.length} frames, want 1`,
+        [0],
+      );
+    }
+    const message = withRanks(() => parseMessage(frames[0], "rank 0"), [0]);
+    if (message.rank !== 0) {
+      throw new DpError(
+        "protocol",
+        `malformed message from rank 0: it claims to be rank ${message.rank}`,
+        [0],
+      );
+    }
+    if (message.type === "abort") {
+      const err = new DpError(
+        message.code,
+        `rank 0 stopped the group: ${message.message}`,
+        message.ranks,
+      );
+      this.#knownToGroup.add(err);
+      throw err;
+    }
+    const replyType = REPLY_OF[type];
+    const echoes = (["seq", "benchmark_id", "size"] as const).filter((k) =>
+      k in message && k in own &&
+      (message as Record<string, unknown>)[k] !== (own as Record<string, unknown>)[k]
+    );
+    if (message.type !== replyType || message.round !== round || echoes.length > 0) {
+      throw new DpError(
+        "lockstep",
+        `ranks are not in lockstep: rank 0 answered ${
+          describe(message)
+        } (round ${message.round}) ` +
+          `to rank ${this.rank}'s ${describe(own)} (round ${round})`,
+        [0],
+      );
+    }
+    const { type: _t, rank: _r, round: _n, ...payload } = message as Record<string, unknown>;
+    return payload as ReplyPayloads[ReplyTypeOf<T>];
+  }
+
+  #senderRank(from: string): number {
+    const rank = /^[1-9]\d*$/.test(from) ? Number(from) : NaN;
+    if (!(rank >= 1 && rank < this.size)) {
+      throw new DpError(
+        "protocol",
+        `a peer with routing id ${
+          JSON.stringify(from)
+        } is not a follower rank of this group of ${this.size}`,
+      );
+    }
+    return rank;
+  }
+
+  #timeout(
+    type: RequestType,
+    own: { readonly type: string; readonly round: number },
+    missing: number[],
+    timeoutMs: number,
+  ): DpError {
+    const who = `rank${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`;
+    return new DpError(
+      "timeout",
+      type === "hello"
+        ? `${who} never connected to rank 0 at ${this.endpoint} (no hello within ${
+          seconds(timeoutMs)
+        })`
+        : `timed out after ${seconds(timeoutMs)} waiting for ${who} in ${
+          describe(own)
+        } (round ${own.round})`,
+      missing,
+    );
+  }
+
+  /**
+   * Leaves the group failed and closed, after telling the others: rank 0 sends every
+   * follower an abort; a follower sends rank 0 an error (which rank 0 forwards). An
+   * error that came from the group is not echoed back.
+   */
+  async #fail(cause: unknown): Promise<DpError> {
+    if (this.#failure !== null) return this.#failure;
+    const err = toDpError(cause, this.#state === "closed");
+    this.#failure = err;
+    const wasClosed = this.#state === "closed";
+    this.#state = "failed";
+    const link = this.#link;
+    if (link !== null && !link.closed && !wasClosed && !this.#knownToGroup.has(err)) {
+      const deadline = performance.now() + 200;
+      try {
+        if (link instanceof CoordinatorLink) {
+          const from = err.code === "peer_failure" && err.ranks.length > 0 ? err.ranks[0] : 0;
+          for (let r = 1; r < this.size; r++) {
+            const abort: AnyMessage = {
+              type: "abort",
+              rank: 0,
+              round: this.#round,
+              from_rank: from,
+              code: err.code,
+              message: clip(err.message),
+              ranks: [...err.ranks],
+            };
+            await link.send(String(r), encodeMessage(abort), deadline);
+          }
+        } else {
+          const notice: AnyMessage = {
+            type: "error",
+            rank: this.rank,
+            round: this.#round,
+            code: err.code,
+            message: clip(err.message),
+            ranks: [...err.ranks],
+          };
+          await link.send(encodeMessage(notice), deadline);
+        }
+      } catch {
+        // The group is told on a best-effort basis; the peers' own timeouts cover the rest.
+      }
+    }
+    link?.close();
+    return err;
+  }
+}
+
+function toDpError(cause: unknown, closedLocally: boolean): DpError {
+  if (cause instanceof DpError) return cause;
+  if (cause instanceof LinkClosedError || closedLocally) {
+    return new DpError("closed", "the synchronizer was closed while a round was waiting");
+  }
+  const message = cause instanceof Error ? cause.message : String(cause);
+  return new DpError("protocol", `ZeroMQ failure: ${message}`);
+}
+
+function withRanks<T>(fn: () => T, ranks: number[]): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof DpError) throw new DpError(err.code, err.message, ranks);
+    throw err;
+  }
+}
+
+/** A message in words for errors: its type and the fields that place it. */
+function describe(m: { readonly type: string }): string {
+  const r = m as unknown as Record<string, unknown>;
+  const parts = ["seq", "batch", "phase", "benchmark_id"].filter((k) => k in r).map((k) =>
+    `${k}=${r[k]}`
+  );
+  return parts.length > 0 ? `${m.type} ${parts.join(" ")}` : m.type;
+}
+
+function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(3))} s`;
+}
+
+function clip(text: string): string {
+  return text.length > 8000 ? text.slice(0, 8000) + "..." : text;
+}
+
+function defaultBindHost(host: string): string {
+  if (host === "localhost") return "127.0.0.1";
+  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(host) || host.includes(":")) return host;
+  return "*";
+}
+
+function checkIdentity(identity: RankIdentity): void {
+  const { rank, size, masterPort } = identity;
+  const problem = !Number.isSafeInteger(size) || size < 1
+    ? `size ${size} is not a positive integer`
+    : !Number.isSafeInteger(rank) || rank < 0 || rank >= size
+    ? `rank ${rank} is not in 0..${size - 1}`
+    : !Number.isSafeInteger(masterPort) || masterPort < 0 || masterPort > 65535
+    ? `master port ${masterPort} is not a TCP port`
+    : masterPort === 0 && rank > 0
+    ? "a follower cannot connect to port 0"
+    : null;
+  if (problem !== null) throw new DpError("config", `bad rank identity: ${problem}`);
+}
