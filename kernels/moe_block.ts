@@ -1,0 +1,392 @@
+/**
+ * The MoE block on the GPU with no host read-back, and its CPU reference.
+ *
+ * Dispatch sequence (one compute pass; N = tokens * k rows):
+ *   1. moe_router        [tokens] workgroups        logits -> topk_ids, topk_weights
+ *   2. moe_dispatch      1 workgroup                -> expert_offsets, sorted_token, row_of,
+ *                                                      work_items, dispatch_args
+ *   3. moe_gemm_gate_up  indirect (dispatch_args+0)  x, w_gate_up -> act [N, inter]
+ *   4. moe_gemm_down     indirect (dispatch_args+12) act, w_down -> y [N, hidden]
+ *   5. moe_combine       tokens * hidden / 4 invocations: residual += sum_j w * y[row]
+ * Bytes (s = bytes per weight, U = experts that receive a token): router T*E*4 + N*8;
+ * dispatch N*12 + (E+1)*4 + 16*(items+1) + 24; gate/up U*2*I*H*s + N*H*4 + N*I*4;
+ * down U*H*I*s + N*I*4 + N*H*4; combine T*H*(8 + 4k) + N*8 (see moeBlockBytes).
+ *
+ * ```ts
+ * const block = await MoeBlock.create(gpu, { hidden, inter, experts, topK, normTopk: true,
+ *   maxTokens: 256, dtype: "f16" });
+ * block.setTokens(tokens); // before the submit that carries the encoded passes
+ * block.encode(pass, { routerLogits, x, wGateUp, wDown, residual });
+ * ```
+ */
+import type { Gpu } from "../src/gpu/device.ts";
+import { BufferUsage } from "../src/gpu/device.ts";
+import { createStorage, STORAGE_USAGE, writeBuffer } from "../src/gpu/buffers.ts";
+import {
+  type BufferArg,
+  getPipeline,
+  type KernelPipeline,
+  makeBindGroup,
+  unsupportedReason,
+  variantByName,
+} from "./kernel.ts";
+import type { ParamFields, ParamValues } from "./params.ts";
+import * as router from "./moe_router.ts";
+import * as dispatch from "./moe_dispatch.ts";
+import * as gateUp from "./moe_gemm_gate_up.ts";
+import * as down from "./moe_gemm_down.ts";
+import * as combine from "./moe_combine.ts";
+
+/** Shape of one MoE block (all layers of a model share it). */
+export interface MoeBlockShape {
+  readonly hidden: number;
+  /** Expert width (moe_intermediate_size). */
+  readonly inter: number;
+  readonly experts: number;
+  readonly topK: number;
+  readonly normTopk: boolean;
+  /** Most tokens one step may carry (scratch buffers are sized for it). */
+  readonly maxTokens: number;
+  /** Storage type of the expert weights. */
+  readonly dtype: "f16" | "f32";
+}
+
+/** The buffers of one layer's call. */
+export interface MoeBlockIo {
+  /** f32 [tokens, experts], from the router weight's gemv/gemm. */
+  readonly routerLogits: BufferArg;
+  /** f32 [tokens, hidden]: the normed hidden states the experts read. */
+  readonly x: BufferArg;
+  /** T [experts, 2 * inter, hidden]: each expert's gate rows, then its up rows. */
+  readonly wGateUp: BufferArg;
+  /** T [experts, hidden, inter]. */
+  readonly wDown: BufferArg;
+  /** f32 [tokens, hidden], updated in place: residual += moe(x). */
+  readonly residual: BufferArg;
+}
+
+/** Options of MoeBlock.create. */
+export interface MoeBlockOptions {
+  /** GEMM variant name, or "auto" (default): per step, by rows per expert and device. */
+  readonly gemm?: string;
+  /** Rows per work item (default MOE_BLOCK_M). */
+  readonly blockM?: number;
+}
+
+/**
+ * The grouped-GEMM variant for a step: decode-shaped (f16-sg) when an expert gets few
+ * rows on average, tensor cores (f16-sgmat) or the tiled form otherwise.
+ */
+export function moeGemmVariantFor(
+  gpu: Gpu,
+  dtype: "f16" | "f32",
+  tokens: number,
+  topK: number,
+  experts: number,
+): string {
+  if (dtype === "f32") return "f32";
+  const ok = (name: string) => unsupportedReason(gpu, variantByName(gateUp.spec, name)) === null;
+  if ((tokens * topK) / experts <= 16 && ok("f16-sg")) return "f16-sg";
+  if (ok("f16-sgmat")) return "f16-sgmat";
+  return "f16";
+}
+
+type Pipe = KernelPipeline<ParamFields>;
+
+/** Scratch buffers of the block, sized for maxTokens (exposed for tests and tracing). */
+export interface MoeBlockScratch {
+  readonly topkIds: GPUBuffer;
+  readonly topkWeights: GPUBuffer;
+  readonly expertOffsets: GPUBuffer;
+  readonly sortedToken: GPUBuffer;
+  readonly rowOf: GPUBuffer;
+  readonly workItems: GPUBuffer;
+  /** INDIRECT | STORAGE, 6 u32: gate/up args at byte 0, down args at byte 12. */
+  readonly dispatchArgs: GPUBuffer;
+  readonly act: GPUBuffer;
+  readonly y: GPUBuffer;
+}
+
+/** One MoE block's pipelines, params and scratch; encode() records its five dispatches. */
+export class MoeBlock {
+  private tokens = -1;
+  private gemmName = "";
+  private routerGrid: readonly number[] = [];
+  private combineGrid: readonly number[] = [];
+
+  private constructor(
+    private readonly gpu: Gpu,
+    readonly shape: MoeBlockShape,
+    private readonly options: MoeBlockOptions,
+    private readonly pipes: {
+      router: Pipe;
+      dispatch: Pipe;
+      gateUp: ReadonlyMap<string, Pipe>;
+      down: ReadonlyMap<string, Pipe>;
+      combine: Pipe;
+    },
+    private readonly params: Record<
+      "router" | "dispatch" | "gateUp" | "down" | "combine",
+      GPUBuffer
+    >,
+    readonly scratch: MoeBlockScratch,
+  ) {}
+
+  /** Compiles the pipelines and allocates scratch; throws on a shape the kernels refuse. */
+  static async create(
+    gpu: Gpu,
+    shape: MoeBlockShape,
+    options: MoeBlockOptions = {},
+  ): Promise<MoeBlock> {
+    const { hidden, inter, experts, topK, maxTokens } = shape;
+    router.moeRouterParams({ tokens: maxTokens, experts, topK, normTopk: shape.normTopk });
+    gateUp.moeGemmGateUpParams(hidden, inter, 0);
+    down.moeGemmDownParams(hidden, inter, 0);
+    const blockM = options.blockM ?? dispatch.MOE_BLOCK_M;
+    dispatch.moeDispatchParams({
+      tokens: maxTokens,
+      topK,
+      experts,
+      blockM,
+      gridXGateUp: 1,
+      gridXDown: 1,
+    });
+    const names = options.gemm && options.gemm !== "auto"
+      ? [options.gemm]
+      : gateUp.spec.variants.filter((v) =>
+        v.dtype === shape.dtype && unsupportedReason(gpu, v) === null
+      ).map((v) => v.name);
+    if (names.length === 0) throw new Error(`moe block: no ${shape.dtype} GEMM variant runs here`);
+    const pipe = <F extends ParamFields>(spec: Parameters<typeof getPipeline<F>>[1], v: string) =>
+      getPipeline(gpu, spec, variantByName(spec, v)) as unknown as Promise<Pipe>;
+    const gateUpPipes = new Map<string, Pipe>();
+    const downPipes = new Map<string, Pipe>();
+    for (const name of names) {
+      if (variantByName(gateUp.spec, name).dtype !== shape.dtype) {
+        throw new Error(`moe block: GEMM variant ${name} does not store ${shape.dtype} weights`);
+      }
+      gateUpPipes.set(name, await pipe(gateUp.spec, name));
+      downPipes.set(name, await pipe(down.spec, name));
+    }
+    const pipes = {
+      router: await pipe(router.spec, "f32"),
+      dispatch: await pipe(dispatch.spec, "f32"),
+      gateUp: gateUpPipes,
+      down: downPipes,
+      combine: await pipe(combine.spec, "f32"),
+    };
+    const d = gpu.device;
+    const uniform = (label: string, size: number) =>
+      d.createBuffer({ label, size, usage: BufferUsage.UNIFORM | BufferUsage.COPY_DST });
+    const params = {
+      router: uniform("moe_router.params", router.spec.params.size),
+      dispatch: uniform("moe_dispatch.params", dispatch.spec.params.size),
+      gateUp: uniform("moe_gemm_gate_up.params", gateUp.spec.params.size),
+      down: uniform("moe_gemm_down.params", down.spec.params.size),
+      combine: uniform("moe_combine.params", combine.spec.params.size),
+    };
+    const rows = maxTokens * topK;
+    const maxItems = dispatch.moeMaxWorkItems(rows, experts, blockM);
+    const scratch: MoeBlockScratch = {
+      topkIds: createStorage(d, "moe.topk_ids", rows * 4),
+      topkWeights: createStorage(d, "moe.topk_weights", rows * 4),
+      expertOffsets: createStorage(d, "moe.expert_offsets", (experts + 1) * 4),
+      sortedToken: createStorage(d, "moe.sorted_token", rows * 4),
+      rowOf: createStorage(d, "moe.row_of", rows * 4),
+      workItems: createStorage(d, "moe.work_items", (1 + maxItems) * 16),
+      dispatchArgs: createStorage(d, "moe.dispatch_args", 24, STORAGE_USAGE | BufferUsage.INDIRECT),
+      act: createStorage(d, "moe.act", rows * inter * 4),
+      y: createStorage(d, "moe.y", rows * hidden * 4),
+    };
+    return new MoeBlock(gpu, shape, options, pipes, params, scratch);
+  }
+
+  /** The GEMM variant the current step uses. */
+  get gemmVariant(): string {
+    return this.gemmName;
+  }
+
+  /**
+   * Writes the params of a step of `tokens` tokens (queue writes, ordered before the next
+   * submit); every layer encoded for that submit uses them.
+   */
+  setTokens(tokens: number): void {
+    const s = this.shape;
+    if (!Number.isInteger(tokens) || tokens < 0 || tokens > s.maxTokens) {
+      throw new Error(`moe block: tokens = ${tokens} must be in 0..${s.maxTokens}`);
+    }
+    const names = [...this.pipes.gateUp.keys()];
+    const auto = moeGemmVariantFor(this.gpu, s.dtype, tokens, s.topK, s.experts);
+    this.gemmName = names.includes(auto) ? auto : names[0];
+    const gu = this.pipes.gateUp.get(this.gemmName)!;
+    const dn = this.pipes.down.get(this.gemmName)!;
+    const blockM = this.options.blockM ?? dispatch.MOE_BLOCK_M;
+    const maxItems = dispatch.moeMaxWorkItems(tokens * s.topK, s.experts, blockM);
+    const guParams = gateUp.moeGemmGateUpParams(s.hidden, s.inter, maxItems);
+    const dnParams = down.moeGemmDownParams(s.hidden, s.inter, maxItems);
+    const write = <F extends ParamFields>(
+      buffer: GPUBuffer,
+      layout: { pack(v: ParamValues<F>): Uint8Array },
+      v: ParamValues<F>,
+    ) => writeBuffer(this.gpu.device, buffer, 0, layout.pack(v));
+    const rp = router.moeRouterParams({
+      tokens,
+      experts: s.experts,
+      topK: s.topK,
+      normTopk: s.normTopk,
+    });
+    const cp = combine.moeCombineParams(tokens, s.hidden, s.topK);
+    write(this.params.router, router.spec.params, rp);
+    write(
+      this.params.dispatch,
+      dispatch.spec.params,
+      dispatch.moeDispatchParams({
+        tokens,
+        topK: s.topK,
+        experts: s.experts,
+        blockM,
+        gridXGateUp: gateUp.spec.grid(guParams, gu.variant, this.gpu)[0],
+        gridXDown: down.spec.grid(dnParams, dn.variant, this.gpu)[0],
+      }),
+    );
+    write(this.params.gateUp, gateUp.spec.params, guParams);
+    write(this.params.down, down.spec.params, dnParams);
+    write(this.params.combine, combine.spec.params, cp);
+    this.routerGrid = router.spec.grid(rp, this.pipes.router.variant, this.gpu);
+    this.combineGrid = combine.spec.grid(cp, this.pipes.combine.variant, this.gpu);
+    this.tokens = tokens;
+  }
+
+  /** Records the block's five dispatches into `pass` (after setTokens). */
+  encode(pass: GPUComputePassEncoder, io: MoeBlockIo): void {
+    if (this.tokens < 0) throw new Error("moe block: setTokens before encode");
+    if (this.tokens === 0) return;
+    const sc = this.scratch;
+    const { gpu, params, pipes } = this;
+    const gu = pipes.gateUp.get(this.gemmName)!;
+    const dn = pipes.down.get(this.gemmName)!;
+    const run = (
+      pipe: Pipe,
+      p: GPUBuffer,
+      b: Record<string, BufferArg>,
+      grid?: readonly number[],
+    ) => {
+      pass.setPipeline(pipe.pipeline);
+      pass.setBindGroup(0, makeBindGroup(gpu, pipe, p, b));
+      if (grid) pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
+    };
+    run(pipes.router, params.router, {
+      logits: io.routerLogits,
+      topk_ids: sc.topkIds,
+      topk_weights: sc.topkWeights,
+    }, this.routerGrid);
+    run(pipes.dispatch, params.dispatch, {
+      topk_ids: sc.topkIds,
+      expert_offsets: sc.expertOffsets,
+      sorted_token: sc.sortedToken,
+      row_of: sc.rowOf,
+      work_items: sc.workItems,
+      dispatch_args: sc.dispatchArgs,
+    }, [1, 1, 1]);
+    run(gu, params.gateUp, {
+      x: io.x,
+      w: io.wGateUp,
+      sorted_token: sc.sortedToken,
+      work_items: sc.workItems,
+      act: sc.act,
+    });
+    pass.dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
+    run(dn, params.down, { act: sc.act, w: io.wDown, work_items: sc.workItems, y: sc.y });
+    pass.dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
+    run(pipes.combine, params.combine, {
+      y: sc.y,
+      row_of: sc.rowOf,
+      topk_weights: sc.topkWeights,
+      residual: io.residual,
+    }, this.combineGrid);
+  }
+
+  /** Frees the scratch and params buffers (pipelines stay cached). */
+  destroy(): void {
+    for (const b of Object.values(this.scratch)) b.destroy();
+    for (const b of Object.values(this.params)) b.destroy();
+  }
+}
+
+/** Minimum bytes each stage moves for `tokens` tokens of which `used` experts get rows. */
+export function moeBlockBytes(
+  shape: Omit<MoeBlockShape, "maxTokens">,
+  tokens: number,
+  used: number,
+): Record<"router" | "dispatch" | "gateUp" | "down" | "combine", number> {
+  const { hidden: H, inter: I, experts: E, topK: k } = shape;
+  const s = shape.dtype === "f16" ? 2 : 4;
+  const n = tokens * k;
+  const items = dispatch.moeMaxWorkItems(n, E, dispatch.MOE_BLOCK_M);
+  return {
+    router: tokens * E * 4 + n * 8,
+    dispatch: n * 12 + (E + 1) * 4 + 16 * (items + 1) + 24,
+    gateUp: used * 2 * I * H * s + n * H * 4 + n * I * 4,
+    down: used * H * I * s + n * I * 4 + n * H * 4,
+    combine: tokens * H * (8 + 4 * k) + n * 8,
+  };
+}
+
+/** Host inputs of the CPU block reference. */
+export interface MoeBlockRefInputs {
+  readonly routerLogits: Float32Array;
+  readonly x: Float32Array;
+  readonly wGateUp: Float32Array;
+  readonly wDown: Float32Array;
+  readonly residual: Float32Array;
+}
+
+/**
+ * CPU reference of the whole block, written directly (no permutation): for each token,
+ * softmax over its router logits, the top-k experts (ties to the lower index), weights
+ * (renormalized over the top k when normTopk), each expert's SwiGLU MLP
+ * `down(silu(gate x) * up x)`, and `residual + sum_j w_j * expert_j(x)`.
+ * Returns the new residual `[tokens, hidden]`.
+ */
+export function moeBlockRef(
+  inp: MoeBlockRefInputs,
+  shape: Omit<MoeBlockShape, "maxTokens" | "dtype">,
+  tokens: number,
+): Float32Array {
+  const { hidden: H, inter: I, experts: E, topK: k } = shape;
+  const out = new Float32Array(inp.residual.subarray(0, tokens * H));
+  const act = new Float64Array(I);
+  const ffn = new Float64Array(H);
+  for (let t = 0; t < tokens; t++) {
+    const logits = inp.routerLogits.subarray(t * E, (t + 1) * E);
+    const max = Math.max(...logits);
+    const p = Array.from(logits, (l) => Math.exp(l - max));
+    const total = p.reduce((a, b) => a + b, 0);
+    const order = Array.from({ length: E }, (_, e) => e).sort((a, b) =>
+      logits[b] - logits[a] || a - b
+    ).slice(0, k);
+    const topSum = order.reduce((a, e) => a + p[e], 0);
+    const xo = t * H;
+    ffn.fill(0);
+    for (const e of order) {
+      const w = p[e] / (shape.normTopk ? topSum : total);
+      for (let c = 0; c < I; c++) {
+        const go = (e * 2 * I + c) * H, uo = go + I * H;
+        let g = 0, u = 0;
+        for (let q = 0; q < H; q++) {
+          g += inp.x[xo + q] * inp.wGateUp[go + q];
+          u += inp.x[xo + q] * inp.wGateUp[uo + q];
+        }
+        act[c] = (g / (1 + Math.exp(-g))) * u;
+      }
+      for (let n = 0; n < H; n++) {
+        const wo = (e * H + n) * I;
+        let s = 0;
+        for (let c = 0; c < I; c++) s += act[c] * inp.wDown[wo + c];
+        ffn[n] += w * s;
+      }
+    }
+    for (let n = 0; n < H; n++) out[xo + n] += ffn[n];
+  }
+  return out;
+}

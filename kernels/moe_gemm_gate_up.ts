@@ -1,0 +1,202 @@
+/**
+ * Grouped gate/up GEMM of the MoE experts over (expert, row tile) work items, with the
+ * SwiGLU fused into its epilogue:
+ * `act[r, c] = silu(x[tok(r)] . w[e, c]) * (x[tok(r)] . w[e, inter + c])` for each row r
+ * of a work item of expert e, where `w` is `[experts, 2 * inter, hidden]` (each expert's
+ * gate rows, then its up rows), rows are in the expert-sorted order of moe_dispatch and
+ * `tok(r) = sorted_token[r]` gathers the token's activations on the fly.
+ *
+ * Launch with `dispatchWorkgroupsIndirect(dispatch_args, MOE_ARGS_GATE_UP)` after
+ * moe_dispatch (grid x from `spec.grid`, y = work items); a direct launch of `spec.grid`
+ * (y = max_items) is equivalent: surplus workgroups return.
+ * Variants: f32 / f16 tiled through workgroup memory (any shape), f16-sg decode-shaped
+ * (few rows per expert, weights streamed once with vec4 loads), f16-sgmat prefill-shaped
+ * on tensor cores (unverified on lavapipe). hidden and inter must be multiples of 4.
+ */
+import type { KernelCase } from "./case.ts";
+import type { KernelSpec, Variant } from "./kernel.ts";
+import { defineParams, type ParamValues } from "./params.ts";
+import {
+  MOE_BLOCK_M,
+  moeDispatchParams,
+  moeDispatchRef,
+  moeMaxWorkItems,
+  type RoutingPattern,
+  sampleRouting,
+} from "./moe_dispatch.ts";
+import { Rng } from "../src/util/rng.ts";
+
+const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "moe_gemm_gate_up",
+  shader: "moe_gemm_gate_up.wgsl",
+  params,
+  bindings: [
+    { name: "x", type: "vec4<f32>", access: "read", shape: "[tokens, hidden/4]" },
+    { name: "w", type: "vec4<T>", access: "read", shape: "[experts, 2 * inter, hidden/4]" },
+    { name: "sorted_token", type: "u32", access: "read", shape: "[rows] row -> token" },
+    {
+      name: "work_items",
+      type: "vec4<u32>",
+      access: "read",
+      shape: "[1 + max_items] (count, rows, 0, 0), (expert, row start, row end, 0)",
+    },
+    { name: "act", type: "f32", access: "read_write", shape: "[rows, inter]" },
+  ],
+  variants: [
+    { name: "f32", dtype: "f32" },
+    { name: "f16", dtype: "f16" },
+    {
+      name: "f16-sg",
+      dtype: "f16",
+      subgroups: true,
+      shader: "moe_gemm_gate_up_subgroup.wgsl",
+      consts: { WG: 128, RPW: 2, MT: 4 },
+    },
+    {
+      name: "f16-sgmat",
+      dtype: "f16",
+      subgroupMatrix: { m: 16, n: 16, k: 16 },
+      shader: "moe_gemm_gate_up_subgroup_matrix.wgsl",
+    },
+  ],
+  grid: (p, v) => [Math.ceil(p.inter / (v.consts?.RPW ?? 32)), Math.max(1, p.max_items), 1],
+};
+
+/** Validated params; throws naming the bad field. */
+export function moeGemmGateUpParams(
+  hidden: number,
+  inter: number,
+  maxItems: number,
+): ParamValues<typeof params.fields> {
+  for (const [name, v] of [["hidden", hidden], ["inter", inter]] as const) {
+    if (!Number.isInteger(v) || v < 4 || v % 4) {
+      throw new Error(`moe_gemm_gate_up: ${name} = ${v} must be a positive multiple of 4`);
+    }
+  }
+  if (!Number.isInteger(maxItems) || maxItems < 0 || maxItems > 65535) {
+    throw new Error(`moe_gemm_gate_up: max_items = ${maxItems} must be in 0..65535`);
+  }
+  return { hidden, inter, max_items: maxItems };
+}
+
+/**
+ * CPU reference (f64 dot products): act `[rows, inter]` for every row of every work item
+ * (`workItems` as moe_dispatch writes it).
+ */
+export function moeGemmGateUpRef(
+  x: Float32Array,
+  w: Float32Array,
+  sortedToken: Uint32Array,
+  workItems: Uint32Array,
+  hidden: number,
+  inter: number,
+): Float32Array {
+  const rows = workItems[1];
+  const act = new Float32Array(rows * inter);
+  for (let it = 0; it < workItems[0]; it++) {
+    const [e, start, end] = workItems.subarray(4 + 4 * it, 7 + 4 * it);
+    for (let r = start; r < end; r++) {
+      const xo = sortedToken[r] * hidden;
+      for (let c = 0; c < inter; c++) {
+        const go = (e * 2 * inter + c) * hidden, uo = go + inter * hidden;
+        let g = 0, u = 0;
+        for (let q = 0; q < hidden; q++) {
+          g += x[xo + q] * w[go + q];
+          u += x[xo + q] * w[uo + q];
+        }
+        act[r * inter + c] = (g / (1 + Math.exp(-g))) * u;
+      }
+    }
+  }
+  return act;
+}
+
+/** Number of distinct experts named by a dispatch's work items. */
+export function expertsTouched(workItems: Uint32Array): number {
+  const seen = new Set<number>();
+  for (let it = 0; it < workItems[0]; it++) seen.add(workItems[4 + 4 * it]);
+  return seen.size;
+}
+
+function gateUpCase(
+  tokens: number,
+  experts: number,
+  topK: number,
+  hidden: number,
+  inter: number,
+  pattern: RoutingPattern,
+  note = "",
+  variants?: readonly string[],
+  blockM = MOE_BLOCK_M,
+): KernelCase<typeof params.fields> {
+  const label =
+    `tokens=${tokens} E=${experts} k=${topK} hidden=${hidden} inter=${inter} ${pattern}${
+      blockM === MOE_BLOCK_M ? "" : ` block_m=${blockM}`
+    } ${note}`.trim();
+  // The routing is part of the case, fixed at construction (small), so bytes() knows it.
+  const ids = sampleRouting(Rng.fromSeed(`routing/${label}`), tokens, experts, topK, pattern);
+  const dispatch = moeDispatchRef(
+    ids,
+    moeDispatchParams({ tokens, topK, experts, blockM, gridXGateUp: 1, gridXDown: 1 }),
+  );
+  const rows = tokens * topK;
+  const maxItems = moeMaxWorkItems(rows, experts, blockM);
+  const touched = expertsTouched(dispatch.workItems);
+  const memo = new Map<string, Float32Array>();
+  return {
+    label,
+    params: moeGemmGateUpParams(hidden, inter, maxItems),
+    inputs: (rng) => ({
+      x: rng.fillNormal(new Float32Array(tokens * hidden)),
+      w: rng.fillUniform(
+        new Float32Array(experts * 2 * inter * hidden),
+        -Math.sqrt(3 / hidden),
+        Math.sqrt(3 / hidden),
+      ),
+      sorted_token: dispatch.sortedToken,
+      work_items: dispatch.workItems,
+    }),
+    outputs: { act: rows * inter },
+    reference: (inp, v) => {
+      // f16 variants share one reference (same rounded weights); the tensor-core variant's
+      // f16 rounding of x is covered by its tolerance.
+      let act = memo.get(v.dtype);
+      if (!act) {
+        act = moeGemmGateUpRef(
+          inp.x as Float32Array,
+          inp.w as Float32Array,
+          dispatch.sortedToken,
+          dispatch.workItems,
+          hidden,
+          inter,
+        );
+        memo.set(v.dtype, act);
+      }
+      return { act };
+    },
+    tolerance: (v: Variant) =>
+      v.subgroupMatrix ? { atol: 5e-3, rtol: 5e-3 } : { atol: 2e-4, rtol: 2e-4 },
+    bytes: (v) =>
+      touched * 2 * inter * hidden * (v.dtype === "f16" ? 2 : 4) + rows * hidden * 4 +
+      rows * inter * 4 + rows * 4,
+    flops: rows * 2 * inter * (2 * hidden + 2),
+    variants,
+  };
+}
+
+const F16_ONLY = ["f16", "f16-sg", "f16-sgmat"];
+
+export const cases = [
+  gateUpCase(1, 8, 2, 64, 32, "spread"),
+  gateUpCase(5, 8, 2, 64, 32, "skewed"),
+  gateUpCase(37, 8, 2, 64, 36, "skewed"),
+  gateUpCase(70, 4, 2, 20, 12, "skewed"),
+  gateUpCase(75, 6, 2, 16, 8, "skewed", "", undefined, 150),
+  gateUpCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b"),
+  gateUpCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b"),
+  gateUpCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
+  gateUpCase(1, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", F16_ONLY),
+  gateUpCase(16, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", F16_ONLY),
+];

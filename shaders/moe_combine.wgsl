@@ -1,0 +1,28 @@
+// MoE combine with the residual add fused, in place:
+//   residual[t, :] += sum_j topk_weights[t, j] * y[row_of[t, j], :]
+// One invocation per (token, vec4 of hidden); the k expert rows are summed in j order,
+// so the result is deterministic (no float atomics). A row_of outside the rows (an
+// assignment moe_dispatch dropped) adds nothing.
+// Bytes: tokens * hidden * (8 + 4 * k) + tokens * k * 8.
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(global_invocation_id) gid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+  let idx = gid.x + gid.y * nwg.x * WG;
+  let h4 = params.hidden / 4u;
+  if (idx >= params.tokens * h4) {
+    return;
+  }
+  let t = idx / h4;
+  let c = idx % h4;
+  let rows = params.tokens * params.top_k;
+  var acc = vec4<f32>(0.0);
+  for (var j = 0u; j < params.top_k; j++) {
+    let row = row_of[t * params.top_k + j];
+    if (row < rows) {
+      acc += topk_weights[t * params.top_k + j] * y[row * h4 + c];
+    }
+  }
+  residual[idx] += acc;
+}

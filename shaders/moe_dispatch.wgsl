@@ -1,0 +1,106 @@
+// MoE dispatch in one workgroup, so the host never reads a count back:
+//   1. per-expert counts of the tokens * k assignments (workgroup atomics);
+//   2. exclusive offsets over the experts, and for each expert its (expert, row tile)
+//      work items of at most params.block_m rows;
+//   3. a stable counting sort: assignment i = t * k + j lands on row
+//      offset[e] + (number of earlier assignments to the same expert), so rows of an
+//      expert are in token order and the permutation does not depend on scheduling;
+//   4. the indirect dispatch args of both grouped GEMMs: (grid_x, work items, 1).
+// Assignments are taken WG at a time; an assignment's rank within its round is the
+// number of lower lanes holding the same expert (a scan of the round in workgroup memory).
+// An expert id outside 0..E-1 is dropped: it gets row_of = 0xffffffff and no row.
+// Bytes: N * 4 read (N = tokens * k), N * 8 + (E + 1) * 4 + 16 * (items + 1) + 24 written.
+const NO_EXPERT: u32 = 0xffffffffu;
+
+var<workgroup> expert_count: array<atomic<u32>, MAX_E>;
+var<workgroup> expert_next: array<atomic<u32>, MAX_E>;
+var<workgroup> expert_first_item: array<u32, MAX_E>;
+var<workgroup> round_expert: array<u32, WG>;
+
+fn expert_of(i: u32) -> u32 {
+  let id = topk_ids[i];
+  if (id >= 0 && u32(id) < params.experts) {
+    return u32(id);
+  }
+  return NO_EXPERT;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) lid: u32) {
+  let n = params.tokens * params.top_k;
+  let num_e = params.experts;
+  let bm = params.block_m;
+  for (var e = lid; e < num_e; e += WG) {
+    atomicStore(&expert_count[e], 0u);
+  }
+  workgroupBarrier();
+  for (var i = lid; i < n; i += WG) {
+    let e = expert_of(i);
+    if (e != NO_EXPERT) {
+      atomicAdd(&expert_count[e], 1u);
+    }
+  }
+  workgroupBarrier();
+  if (lid == 0u) {
+    var row = 0u;
+    var item = 0u;
+    for (var e = 0u; e < num_e; e++) {
+      let c = atomicLoad(&expert_count[e]);
+      atomicStore(&expert_next[e], row);
+      expert_offsets[e] = row;
+      expert_first_item[e] = item;
+      row += c;
+      item += (c + bm - 1u) / bm;
+    }
+    expert_offsets[num_e] = row;
+    work_items[0] = vec4<u32>(item, row, 0u, 0u);
+    dispatch_args[0] = params.grid_x_gate_up;
+    dispatch_args[1] = item;
+    dispatch_args[2] = 1u;
+    dispatch_args[3] = params.grid_x_down;
+    dispatch_args[4] = item;
+    dispatch_args[5] = 1u;
+  }
+  workgroupBarrier();
+  for (var e = lid; e < num_e; e += WG) {
+    let first = atomicLoad(&expert_next[e]);
+    let end = first + atomicLoad(&expert_count[e]);
+    var item = 1u + expert_first_item[e];
+    for (var r = first; r < end; r += bm) {
+      work_items[item] = vec4<u32>(e, r, min(r + bm, end), 0u);
+      item++;
+    }
+  }
+  // expert_next is read above before the rounds below advance it.
+  workgroupBarrier();
+  for (var base = 0u; base < n; base += WG) {
+    let i = base + lid;
+    var e = NO_EXPERT;
+    if (i < n) {
+      e = expert_of(i);
+      if (e == NO_EXPERT) {
+        row_of[i] = NO_EXPERT;
+      }
+    }
+    round_expert[lid] = e;
+    workgroupBarrier();
+    var rank = 0u;
+    var start = 0u;
+    if (e != NO_EXPERT) {
+      for (var j = 0u; j < lid; j++) {
+        if (round_expert[j] == e) {
+          rank++;
+        }
+      }
+      start = atomicLoad(&expert_next[e]);
+    }
+    workgroupBarrier();
+    if (e != NO_EXPERT) {
+      let row = start + rank;
+      sorted_token[row] = i / params.top_k;
+      row_of[i] = row;
+      atomicAdd(&expert_next[e], 1u);
+    }
+    workgroupBarrier();
+  }
+}

@@ -1,0 +1,220 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { readBuffer, uploadBuffer } from "../../src/gpu/buffers.ts";
+import type { Gpu } from "../../src/gpu/device.ts";
+import { f32ToF16Bits, roundToF16InPlace } from "../../src/util/f16.ts";
+import { Rng } from "../../src/util/rng.ts";
+import { MoeBlock, moeBlockRef, type MoeBlockShape } from "../../kernels/moe_block.ts";
+import { moeDispatchParams, moeDispatchRef } from "../../kernels/moe_dispatch.ts";
+import { moeRouterParams, moeRouterRef } from "../../kernels/moe_router.ts";
+import { spec as gateUpSpec } from "../../kernels/moe_gemm_gate_up.ts";
+import { supportedVariants } from "../../kernels/kernel.ts";
+import { sharedGpu } from "../shared_gpu.ts";
+
+// Tiny shapes of the brief: hidden 64, 8 experts top-2, expert width 32.
+const H = 64, I = 32, E = 8, K = 2;
+
+interface Layer {
+  wGateUp: Float32Array;
+  wDown: Float32Array;
+}
+
+function makeLayer(rng: Rng, dtype: "f16" | "f32"): Layer {
+  const wGateUp = rng.fillNormal(new Float32Array(E * 2 * I * H), 1 / Math.sqrt(H));
+  const wDown = rng.fillNormal(new Float32Array(E * H * I), 1 / Math.sqrt(I));
+  if (dtype === "f16") {
+    roundToF16InPlace(wGateUp);
+    roundToF16InPlace(wDown);
+  }
+  return { wGateUp, wDown };
+}
+
+/**
+ * Router logits of a routing pattern. "skewed": expert 0 is every token's first choice
+ * and experts 4..7 are never chosen (experts that receive no token, one that receives all).
+ */
+function makeLogits(rng: Rng, tokens: number, pattern: "spread" | "skewed"): Float32Array {
+  const logits = rng.fillNormal(new Float32Array(tokens * E));
+  if (pattern === "skewed") {
+    for (let t = 0; t < tokens; t++) {
+      logits[t * E] += 20;
+      for (let e = 4; e < E; e++) logits[t * E + e] -= 20;
+    }
+  }
+  return logits;
+}
+
+function weightBuffer(gpu: Gpu, label: string, w: Float32Array, dtype: "f16" | "f32") {
+  return uploadBuffer(gpu.device, label, dtype === "f16" ? f32ToF16Bits(w) : w);
+}
+
+async function runBlock(
+  gpu: Gpu,
+  shape: MoeBlockShape,
+  gemm: string,
+  tokens: number,
+  logits: Float32Array[],
+  xs: Float32Array[],
+  layers: Layer[],
+  residual: Float32Array,
+): Promise<{ out: Float32Array; args: Uint32Array }> {
+  const block = await MoeBlock.create(gpu, shape, { gemm });
+  const d = gpu.device;
+  const made: GPUBuffer[] = [];
+  const keep = (b: GPUBuffer) => (made.push(b), b);
+  const res = keep(uploadBuffer(d, "residual", residual));
+  block.setTokens(tokens);
+  const enc = d.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  layers.forEach((layer, l) => {
+    block.encode(pass, {
+      routerLogits: keep(uploadBuffer(d, "logits", logits[l])),
+      x: keep(uploadBuffer(d, "x", xs[l])),
+      wGateUp: keep(weightBuffer(gpu, "w_gate_up", layer.wGateUp, shape.dtype)),
+      wDown: keep(weightBuffer(gpu, "w_down", layer.wDown, shape.dtype)),
+      residual: res,
+    });
+  });
+  pass.end();
+  d.queue.submit([enc.finish()]);
+  const out = new Float32Array(await readBuffer(d, res, tokens * H * 4));
+  const args = new Uint32Array(await readBuffer(d, block.scratch.dispatchArgs, 24));
+  block.destroy();
+  for (const b of made) b.destroy();
+  return { out, args };
+}
+
+function assertClose(got: Float32Array, want: Float32Array, what: string) {
+  assert.is(got.length, want.length);
+  for (let i = 0; i < want.length; i++) {
+    const tol = 1e-4 + 1e-4 * Math.abs(want[i]);
+    if (!(Math.abs(got[i] - want[i]) <= tol)) {
+      assert.unreachable(`${what}: out[${i}] = ${got[i]}, expected ${want[i]}`);
+    }
+  }
+}
+
+async function gemmVariants(): Promise<{ gpu: Gpu; names: string[] }> {
+  const gpu = await sharedGpu();
+  const names = supportedVariants(gpu, gateUpSpec).map((v) => v.name);
+  assert.ok(names.length >= 2, `only ${names.join(", ")} GEMM variants run here`);
+  return { gpu, names };
+}
+
+for (const pattern of ["spread", "skewed"] as const) {
+  test(`the GPU MoE block (router, dispatch, grouped GEMMs, combine) matches the CPU block on 1/5/37 tokens, ${pattern} routing, every GEMM variant`, async () => {
+    const { gpu, names } = await gemmVariants();
+    for (const gemm of names) {
+      const dtype = gemm.startsWith("f16") ? "f16" : "f32";
+      for (const tokens of [1, 5, 37]) {
+        for (const normTopk of [true, false]) {
+          const shape: MoeBlockShape = {
+            hidden: H,
+            inter: I,
+            experts: E,
+            topK: K,
+            normTopk,
+            maxTokens: 40,
+            dtype,
+          };
+          const rng = Rng.fromSeed(`moe block ${pattern} ${tokens}`);
+          const logits = makeLogits(rng, tokens, pattern);
+          const x = rng.fillNormal(new Float32Array(tokens * H));
+          const layer = makeLayer(rng, dtype);
+          const residual = rng.fillNormal(new Float32Array(tokens * H));
+          const { out, args } = await runBlock(gpu, shape, gemm, tokens, [logits], [x], [
+            layer,
+          ], residual);
+          const want = moeBlockRef(
+            { routerLogits: logits, x, ...layer, residual },
+            shape,
+            tokens,
+          );
+          const what = `${gemm} tokens=${tokens} norm=${normTopk}`;
+          assertClose(out, want, what);
+          // The indirect launches cover exactly the (expert, tile) work items needed.
+          const ids = moeRouterRef(
+            logits,
+            moeRouterParams({ tokens, experts: E, topK: K, normTopk }),
+          ).ids;
+          const items = moeDispatchRef(
+            ids,
+            moeDispatchParams({ tokens, topK: K, experts: E, gridXGateUp: 1, gridXDown: 1 }),
+          ).workItems[0];
+          assert.is(args[1], items, `${what}: gate/up work items`);
+          assert.is(args[4], items, `${what}: down work items`);
+          if (pattern === "skewed") assert.ok(items <= 4, `${what}: ${items} work items`);
+        }
+      }
+    }
+  });
+}
+
+test("two MoE layers encoded in one pass update the residual like two CPU blocks in a row", async () => {
+  const { gpu, names } = await gemmVariants();
+  for (const gemm of names) {
+    const dtype = gemm.startsWith("f16") ? "f16" : "f32";
+    const tokens = 5;
+    const shape: MoeBlockShape = {
+      hidden: H,
+      inter: I,
+      experts: E,
+      topK: K,
+      normTopk: true,
+      maxTokens: 8,
+      dtype,
+    };
+    const rng = Rng.fromSeed(`moe two layers ${gemm}`);
+    const logits = [makeLogits(rng, tokens, "spread"), makeLogits(rng, tokens, "skewed")];
+    const xs = [0, 1].map(() => rng.fillNormal(new Float32Array(tokens * H)));
+    const layers = [makeLayer(rng, dtype), makeLayer(rng, dtype)];
+    const residual = rng.fillNormal(new Float32Array(tokens * H));
+    const { out } = await runBlock(gpu, shape, gemm, tokens, logits, xs, layers, residual);
+    let want = residual;
+    for (let l = 0; l < 2; l++) {
+      want = moeBlockRef(
+        { routerLogits: logits[l], x: xs[l], ...layers[l], residual: want },
+        shape,
+        tokens,
+      );
+    }
+    assertClose(out, want, gemm);
+  }
+});
+
+test("the MoE block refuses a step larger than its scratch and encode before setTokens", async () => {
+  const gpu = await sharedGpu();
+  const shape: MoeBlockShape = {
+    hidden: H,
+    inter: I,
+    experts: E,
+    topK: K,
+    normTopk: true,
+    maxTokens: 4,
+    dtype: "f32",
+  };
+  const block = await MoeBlock.create(gpu, shape);
+  assert.throws(() => block.setTokens(5), /tokens = 5 must be in 0..4/);
+  const enc = gpu.device.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  const dummy = block.scratch.y;
+  assert.throws(
+    () =>
+      block.encode(pass, {
+        routerLogits: dummy,
+        x: dummy,
+        wGateUp: dummy,
+        wDown: dummy,
+        residual: dummy,
+      }),
+    /setTokens before encode/,
+  );
+  pass.end();
+  enc.finish();
+  block.destroy();
+  let refused = "";
+  await MoeBlock.create(gpu, { ...shape, hidden: 62 }).catch((e) => refused = e.message);
+  assert.match(refused, /hidden = 62 must be a positive multiple of 4/);
+});
+
+test.run();
