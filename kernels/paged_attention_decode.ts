@@ -1,0 +1,331 @@
+/**
+ * Split-K paged attention for decode (queryLen = 1 per sequence): workgroup (split, seq,
+ * kv head) attends the sequence's query with the G = num_q_heads / num_kv_heads query
+ * heads of one kv head over keys [split * split_tokens, (split + 1) * split_tokens) of its
+ * context, reading each K/V row once for the whole group. With num_splits = 1 it writes the
+ * result to `out` itself; with more, it writes per-split partials (normalised output and
+ * log-sum-exp) that paged_attention_decode_reduce merges into `out`.
+ *
+ * The host picks split_tokens and num_splits from the step's context lengths:
+ * ```ts
+ * const plan = planDecodeSplits(batch.seqs.map((s) => s.contextLen), shape, variant);
+ * const p = { ...common, split_tokens: plan.splitTokens, num_splits: plan.numSplits };
+ * pass.dispatchWorkgroups(...spec.grid(p, variant, gpu));            // this kernel
+ * if (plan.numSplits > 1) pass.dispatchWorkgroups(...reduce.spec.grid(...)); // the merge
+ * ```
+ *
+ * Bytes: every context key's K and V once (sum(contextLen) * kv_heads * head_dim * 2 *
+ * sizeof(T)), q once, and, with splits, num_seqs * num_q_heads * num_splits * (head_dim + 1)
+ * f32 of partials written here and read by the merge.
+ */
+import type { HostArray, KernelCase } from "./case.ts";
+import type { KernelSpec, Variant } from "./kernel.ts";
+import { defineParams } from "./params.ts";
+import {
+  attendRangeRef,
+  attentionFlops,
+  type AttentionSeq,
+  type AttentionShape,
+  checkAttentionGeometry,
+  kvBytes,
+  layoutSeqs,
+  packBlockTables,
+  packSeqInfo,
+  pagedAttentionRef,
+  unpackSeqs,
+} from "./paged_attention.ts";
+
+const params = defineParams({
+  num_seqs: "u32",
+  num_q_heads: "u32",
+  num_kv_heads: "u32",
+  head_dim: "u32",
+  block_size: "u32",
+  /** Row stride of block_tables. */
+  max_blocks: "u32",
+  /** Keys per split (at most SCORES / G; see planDecodeSplits). */
+  split_tokens: "u32",
+  /** Splits per sequence; num_splits * split_tokens must cover every contextLen. */
+  num_splits: "u32",
+  /** Softmax scale, 1 / sqrt(head_dim). */
+  scale: "f32",
+});
+
+/** Params of paged_attention_decode. */
+export type PagedAttentionDecodeParams = { readonly [K in keyof typeof params.fields]: number };
+
+/** The "no keys" log-sum-exp an empty split writes (finite: WGSL need not keep infinities). */
+export const EMPTY_SPLIT_LSE = -1e30;
+
+const CONSTS = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096 } as const;
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "paged_attention_decode",
+  shader: "paged_attention_decode.wgsl",
+  params,
+  bindings: [
+    { name: "q", type: "vec4<f32>", access: "read", shape: "[tokens, num_q_heads * head_dim / 4]" },
+    {
+      name: "k_cache",
+      type: "vec4<T>",
+      access: "read",
+      shape: "[num_blocks, block_size, num_kv_heads, head_dim / 4]",
+    },
+    {
+      name: "v_cache",
+      type: "vec4<T>",
+      access: "read",
+      shape: "[num_blocks, block_size, num_kv_heads, head_dim / 4]",
+    },
+    { name: "block_tables", type: "i32", access: "read", shape: "[num_seqs, max_blocks]" },
+    {
+      name: "seq_info",
+      type: "i32",
+      access: "read",
+      shape: "[num_seqs, 3] (query_start, query_len = 1, context_len)",
+    },
+    {
+      name: "out",
+      type: "vec4<f32>",
+      access: "read_write",
+      shape: "[tokens, num_q_heads * head_dim / 4] (written when num_splits = 1)",
+    },
+    {
+      name: "part_o",
+      type: "vec4<f32>",
+      access: "read_write",
+      shape: "[num_seqs, num_q_heads, num_splits, head_dim / 4] (when num_splits > 1)",
+    },
+    {
+      name: "part_lse",
+      type: "f32",
+      access: "read_write",
+      shape: "[num_seqs, num_q_heads, num_splits] (when num_splits > 1)",
+    },
+  ],
+  variants: [
+    { name: "f32", dtype: "f32", consts: CONSTS },
+    { name: "f16", dtype: "f16", consts: CONSTS },
+  ],
+  grid: (p, v) => {
+    const group = checkAttentionGeometry("paged_attention_decode", p, v, v.consts!.GMAX);
+    if (!(p.split_tokens >= 1) || p.split_tokens * group > v.consts!.SCORES) {
+      throw new Error(
+        `paged_attention_decode/${v.name}: split_tokens ${p.split_tokens} x ${group} heads exceeds ${
+          v.consts!.SCORES
+        } scores (use planDecodeSplits)`,
+      );
+    }
+    if (!(p.num_splits >= 1) || p.num_splits > 65535) {
+      throw new Error(`paged_attention_decode: num_splits ${p.num_splits} out of 1..65535`);
+    }
+    return [p.num_splits, p.num_seqs, p.num_kv_heads];
+  },
+};
+
+/** How a decode step's keys are cut into splits. */
+export interface DecodeSplitPlan {
+  /** Keys per split (params.split_tokens). */
+  readonly splitTokens: number;
+  /** Splits per sequence (params.num_splits): ceil(max contextLen / splitTokens). */
+  readonly numSplits: number;
+}
+
+/**
+ * Chooses split_tokens so that the step's (seq, kv head, split) workgroups number about
+ * `targetWorkgroups` (enough to fill the GPU), never fewer than `minSplitTokens` keys a
+ * split (merging costs), never more than the variant's score buffer holds. One split
+ * means no merge dispatch.
+ *
+ * ```ts
+ * planDecodeSplits(Array(64).fill(1024), { numQHeads: 32, numKvHeads: 4 }, variant);
+ * // { splitTokens: 256, numSplits: 4 }: 64 x 4 x 4 = 1024 workgroups
+ * ```
+ */
+export function planDecodeSplits(
+  contextLens: ArrayLike<number>,
+  shape: Pick<AttentionShape, "numQHeads" | "numKvHeads">,
+  variant: Variant,
+  targetWorkgroups = 1024,
+  minSplitTokens = 64,
+): DecodeSplitPlan {
+  const group = shape.numQHeads / shape.numKvHeads;
+  const scoreCap = variant.consts?.SCORES;
+  if (!scoreCap) throw new Error(`planDecodeSplits: variant ${variant.name} has no SCORES`);
+  if (!Number.isInteger(group) || group < 1 || group > scoreCap) {
+    throw new Error(`planDecodeSplits: ${shape.numQHeads} q heads / ${shape.numKvHeads} kv heads`);
+  }
+  let total = 0, longest = 1;
+  for (let i = 0; i < contextLens.length; i++) {
+    if (!(contextLens[i] >= 1)) throw new Error(`planDecodeSplits: contextLen ${contextLens[i]}`);
+    total += contextLens[i];
+    longest = Math.max(longest, contextLens[i]);
+  }
+  const maxSplit = Math.floor(scoreCap / group);
+  const align = (n: number) => (n >= 16 ? Math.ceil(n / 16) * 16 : n);
+  let split = align(
+    Math.max(minSplitTokens, Math.ceil((total * shape.numKvHeads) / targetWorkgroups)),
+  );
+  if (split > maxSplit) split = maxSplit >= 16 ? Math.floor(maxSplit / 16) * 16 : maxSplit;
+  if (split >= longest) return { splitTokens: Math.min(longest, maxSplit), numSplits: 1 };
+  return { splitTokens: split, numSplits: Math.ceil(longest / split) };
+}
+
+/** Elements of part_o and part_lse for a plan (allocate at least 1 each). */
+export function decodePartialsSize(
+  numSeqs: number,
+  numQHeads: number,
+  headDim: number,
+  numSplits: number,
+): { partO: number; partLse: number } {
+  const lse = numSplits > 1 ? numSeqs * numQHeads * numSplits : 0;
+  return { partO: Math.max(4, lse * headDim), partLse: Math.max(1, lse) };
+}
+
+/**
+ * CPU reference of the per-split partials (the same attendRangeRef as the full reference):
+ * part_o [seqs, heads, splits, head_dim] normalised over each split's keys, part_lse
+ * [seqs, heads, splits] (EMPTY_SPLIT_LSE and zeros for a split past the context).
+ */
+export function decodePartialsRef(
+  q: Float32Array,
+  kCache: Float32Array,
+  vCache: Float32Array,
+  seqs: readonly AttentionSeq[],
+  shape: AttentionShape,
+  scale: number,
+  plan: DecodeSplitPlan,
+): { partO: Float32Array; partLse: Float32Array } {
+  const { numQHeads, headDim } = shape;
+  const { splitTokens, numSplits } = plan;
+  const partO = new Float32Array(seqs.length * numQHeads * numSplits * headDim);
+  const partLse = new Float32Array(seqs.length * numQHeads * numSplits).fill(EMPTY_SPLIT_LSE);
+  seqs.forEach((seq, s) => {
+    const token = seq.queryStart + seq.queryLen - 1;
+    for (let h = 0; h < numQHeads; h++) {
+      for (let i = 0; i < numSplits; i++) {
+        const start = i * splitTokens;
+        if (start >= seq.contextLen) continue;
+        const end = Math.min(seq.contextLen, start + splitTokens);
+        const r = attendRangeRef(q, token, h, kCache, vCache, seq, shape, scale, start, end);
+        const at = (s * numQHeads + h) * numSplits + i;
+        partO.set(r.out, at * headDim);
+        partLse[at] = r.lse;
+      }
+    }
+  });
+  return { partO, partLse };
+}
+
+interface CaseShape extends AttentionShape {
+  readonly label: string;
+  readonly contexts: readonly number[];
+  /** Forced split length (default: planDecodeSplits with the default target). */
+  readonly splitTokens?: number;
+}
+
+function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
+  const { numQHeads, numKvHeads, headDim, blockSize } = c;
+  const scale = 1 / Math.sqrt(headDim);
+  const lens = c.contexts.map((ctx) => ({ prefix: ctx - 1, query: 1 }));
+  const sizes = layoutSeqs((x) => x, blockSize, lens);
+  const variant0 = spec.variants[0];
+  const plan = c.splitTokens
+    ? { splitTokens: c.splitTokens, numSplits: Math.ceil(Math.max(...c.contexts) / c.splitTokens) }
+    : planDecodeSplits(c.contexts, c, variant0);
+  const cacheElems = sizes.numBlocks * blockSize * numKvHeads * headDim;
+  const qElems = sizes.numTokens * numQHeads * headDim;
+  const { table, maxBlocks } = packBlockTables(sizes.seqs, blockSize);
+  const part = decodePartialsSize(c.contexts.length, numQHeads, headDim, plan.numSplits);
+  const split = plan.numSplits > 1;
+  return {
+    label: `${c.label} (${plan.numSplits} x ${plan.splitTokens})`,
+    params: {
+      num_seqs: c.contexts.length,
+      num_q_heads: numQHeads,
+      num_kv_heads: numKvHeads,
+      head_dim: headDim,
+      block_size: blockSize,
+      max_blocks: maxBlocks,
+      split_tokens: plan.splitTokens,
+      num_splits: plan.numSplits,
+      scale,
+    },
+    inputs: (rng) => {
+      const { seqs } = layoutSeqs((x) => rng.shuffle(x), blockSize, lens);
+      return {
+        q: rng.fillNormal(new Float32Array(qElems)),
+        k_cache: rng.fillNormal(new Float32Array(cacheElems), 1.5),
+        v_cache: rng.fillNormal(new Float32Array(cacheElems)),
+        block_tables: packBlockTables(seqs, blockSize, maxBlocks).table,
+        seq_info: packSeqInfo(seqs),
+      };
+    },
+    outputs: { out: qElems, part_o: part.partO, part_lse: part.partLse },
+    reference: (inp): Record<string, HostArray> => {
+      const q = inp.q as Float32Array, k = inp.k_cache as Float32Array;
+      const v = inp.v_cache as Float32Array;
+      const seqs = unpackSeqs(
+        inp.seq_info as Int32Array,
+        inp.block_tables as Int32Array,
+        maxBlocks,
+      );
+      if (!split) return { out: pagedAttentionRef(q, k, v, seqs, c, scale, sizes.numTokens) };
+      const r = decodePartialsRef(q, k, v, seqs, c, scale, plan);
+      return { part_o: r.partO, part_lse: r.partLse };
+    },
+    tolerance: () => ({ atol: 2e-5, rtol: 1e-4 }),
+    bytes: (v) =>
+      kvBytes(sizes.seqs, c, v) + qElems * 4 + table.length * 4 +
+      (split ? (part.partO + part.partLse) * 4 : qElems * 4),
+    flops: attentionFlops(sizes.seqs, c),
+  };
+}
+
+const QWEN3_30B = { numQHeads: 32, numKvHeads: 4, headDim: 128, blockSize: 16 } as const;
+const MIXTRAL = { numQHeads: 32, numKvHeads: 8, headDim: 128, blockSize: 16 } as const;
+
+export const cases: KernelCase<typeof params.fields>[] = [
+  decodeCase({
+    label: "1 seq ctx 7, bs=4 hd=16 q/kv=2/1",
+    numQHeads: 2,
+    numKvHeads: 1,
+    headDim: 16,
+    blockSize: 4,
+    contexts: [7],
+  }),
+  decodeCase({
+    label: "3 seqs ctx 1,9,23, bs=4 hd=32 q/kv=6/2",
+    numQHeads: 6,
+    numKvHeads: 2,
+    headDim: 32,
+    blockSize: 4,
+    contexts: [1, 9, 23],
+    splitTokens: 5,
+  }),
+  decodeCase({
+    label: "2 seqs ctx 37,150, bs=16 hd=128 q/kv=8/1",
+    numQHeads: 8,
+    numKvHeads: 1,
+    headDim: 128,
+    blockSize: 16,
+    contexts: [37, 150],
+    splitTokens: 48,
+  }),
+  decodeCase({
+    label: "Qwen3-30B-A3B decode 64 x 1024",
+    ...QWEN3_30B,
+    contexts: Array(64).fill(1024),
+  }),
+  decodeCase({
+    label: "Qwen3-30B-A3B decode 8 x 8192",
+    ...QWEN3_30B,
+    contexts: Array(8).fill(8192),
+  }),
+  decodeCase({ label: "Qwen3-30B-A3B decode 1 x 1024", ...QWEN3_30B, contexts: [1024] }),
+  decodeCase({
+    label: "Mixtral-8x7B decode 32 x 2048",
+    ...MIXTRAL,
+    contexts: Array(32).fill(2048),
+  }),
+];

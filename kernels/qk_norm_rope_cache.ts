@@ -1,0 +1,297 @@
+/**
+ * The step between the fused QKV projection and attention, in one dispatch: per-head
+ * RMSNorm of q and k (Qwen3; `qk_norm: 0` skips it, as Mixtral has none), rotate-half RoPE
+ * at each token's position, q written to q_out, k and v written into the paged KV cache of
+ * the layer at slot_mapping[t] (slot = block * block_size + offset; slot < 0 = padding,
+ * writes no K/V).
+ *
+ * ```ts
+ * const p = { tokens, num_q_heads: 32, num_kv_heads: 4, head_dim: 128,
+ *   max_positions: table.length / 128, qk_norm: 1, eps: 1e-6 };
+ * // bindings: qkv, q_norm, k_norm, cos_sin (ropeTable), positions, slot_mapping, q_out,
+ * //           k_cache, v_cache
+ * pass.dispatchWorkgroups(...spec.grid(p, variant, gpu)); // one workgroup per (token, head)
+ * ```
+ *
+ * Bytes: qkv read once (tokens * (nq + 2 nkv) * head_dim * 4), q_out written once
+ * (tokens * nq * head_dim * 4), K and V of tokens with a slot written once
+ * (tokens * 2 * nkv * head_dim * sizeof(T)), one cos/sin row per token (head_dim * 4),
+ * positions and slots (8 per token), the norm weights (2 * head_dim * sizeof(T)).
+ */
+import type { KernelCase } from "./case.ts";
+import { grid1d, type KernelSpec } from "./kernel.ts";
+import { defineParams } from "./params.ts";
+import { ropeTable } from "./rope.ts";
+
+const params = defineParams({
+  tokens: "u32",
+  num_q_heads: "u32",
+  num_kv_heads: "u32",
+  head_dim: "u32",
+  /** Rows of cos_sin; a position beyond it is clamped (the host must never ask for one). */
+  max_positions: "u32",
+  /** 1: RMSNorm q and k per head with q_norm / k_norm (Qwen3); 0: none (Mixtral). */
+  qk_norm: "u32",
+  eps: "f32",
+});
+
+/** Params of qk_norm_rope_cache. */
+export type QkNormRopeCacheParams = { readonly [K in keyof typeof params.fields]: number };
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "qk_norm_rope_cache",
+  shader: "qk_norm_rope_cache.wgsl",
+  params,
+  bindings: [
+    {
+      name: "qkv",
+      type: "f32",
+      access: "read",
+      shape: "[tokens, (num_q_heads + 2 * num_kv_heads) * head_dim]",
+    },
+    {
+      name: "q_norm",
+      type: "T",
+      access: "read",
+      shape: "[head_dim] (any buffer when qk_norm = 0)",
+    },
+    {
+      name: "k_norm",
+      type: "T",
+      access: "read",
+      shape: "[head_dim] (any buffer when qk_norm = 0)",
+    },
+    {
+      name: "cos_sin",
+      type: "f32",
+      access: "read",
+      shape: "[max_positions, head_dim] (ropeTable)",
+    },
+    { name: "positions", type: "i32", access: "read", shape: "[tokens]" },
+    { name: "slot_mapping", type: "i32", access: "read", shape: "[tokens] (-1: padding)" },
+    { name: "q_out", type: "f32", access: "read_write", shape: "[tokens, num_q_heads, head_dim]" },
+    {
+      name: "k_cache",
+      type: "T",
+      access: "read_write",
+      shape: "[num_blocks, block_size, num_kv_heads, head_dim]",
+    },
+    {
+      name: "v_cache",
+      type: "T",
+      access: "read_write",
+      shape: "[num_blocks, block_size, num_kv_heads, head_dim]",
+    },
+  ],
+  variants: [
+    { name: "f32", dtype: "f32", consts: { WG: 64 } },
+    { name: "f16", dtype: "f16", consts: { WG: 64 } },
+  ],
+  grid: (p, _v, gpu) => {
+    if (p.head_dim % 2 !== 0 || p.head_dim < 2) {
+      throw new Error(`qk_norm_rope_cache: head_dim ${p.head_dim} must be even`);
+    }
+    if (p.max_positions < 1) throw new Error("qk_norm_rope_cache: max_positions 0");
+    return grid1d(p.tokens * (p.num_q_heads + 2 * p.num_kv_heads), gpu);
+  },
+};
+
+/** Head geometry of the fused projection. */
+export interface QkvShape {
+  readonly numQHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+}
+
+/**
+ * CPU reference (f64 inside, f32 results). Returns q [tokens, nq, head_dim] and copies of
+ * the caches with every token's K/V written at its slot (none for slot < 0); the RoPE
+ * angles are read from `cosSin` (ropeTable), as the GPU does.
+ */
+export function qkNormRopeCacheRef(
+  qkv: Float32Array,
+  qNorm: Float32Array | null,
+  kNorm: Float32Array | null,
+  cosSin: Float32Array,
+  positions: Int32Array,
+  slotMapping: Int32Array,
+  kCache: Float32Array,
+  vCache: Float32Array,
+  shape: QkvShape,
+  eps: number,
+): { q: Float32Array; kCache: Float32Array; vCache: Float32Array } {
+  const { numQHeads: nq, numKvHeads: nkv, headDim: hd } = shape;
+  const heads = nq + 2 * nkv, half = hd / 2;
+  const tokens = positions.length;
+  const q = new Float32Array(tokens * nq * hd);
+  const k = new Float32Array(kCache), v = new Float32Array(vCache);
+  const x = new Float64Array(hd);
+  for (let t = 0; t < tokens; t++) {
+    const slot = slotMapping[t];
+    const table = positions[t] * hd;
+    for (let h = 0; h < heads; h++) {
+      const src = (t * heads + h) * hd;
+      if (h >= nq + nkv) {
+        if (slot >= 0) v.set(qkv.subarray(src, src + hd), (slot * nkv + h - nq - nkv) * hd);
+        continue;
+      }
+      const weight = h < nq ? qNorm : kNorm;
+      let inv = 1;
+      if (weight) {
+        let ss = 0;
+        for (let i = 0; i < hd; i++) ss += qkv[src + i] ** 2;
+        inv = 1 / Math.sqrt(ss / hd + eps);
+      }
+      for (let i = 0; i < hd; i++) x[i] = qkv[src + i] * inv * (weight ? weight[i] : 1);
+      const dst = h < nq ? q : k;
+      const at = h < nq ? (t * nq + h) * hd : (slot * nkv + h - nq) * hd;
+      if (h >= nq && slot < 0) continue;
+      for (let i = 0; i < half; i++) {
+        const c = cosSin[table + i], s = cosSin[table + half + i];
+        dst[at + i] = x[i] * c - x[i + half] * s;
+        dst[at + i + half] = x[i + half] * c + x[i] * s;
+      }
+    }
+  }
+  return { q, kCache: k, vCache: v };
+}
+
+interface CaseShape extends QkvShape {
+  readonly label: string;
+  readonly tokens: number;
+  readonly blockSize: number;
+  readonly numBlocks: number;
+  readonly maxPositions: number;
+  readonly qkNorm: boolean;
+  /** Token indices that are padding (slot -1). */
+  readonly padding?: readonly number[];
+}
+
+function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
+  const { tokens, numQHeads: nq, numKvHeads: nkv, headDim: hd } = c;
+  const cacheElems = c.numBlocks * c.blockSize * nkv * hd;
+  const slots = c.numBlocks * c.blockSize;
+  if (slots < tokens) throw new Error(`${c.label}: ${slots} slots < ${tokens} tokens`);
+  const written = tokens - (c.padding?.length ?? 0);
+  const eps = 1e-6;
+  return {
+    label: c.label,
+    params: {
+      tokens,
+      num_q_heads: nq,
+      num_kv_heads: nkv,
+      head_dim: hd,
+      max_positions: c.maxPositions,
+      qk_norm: c.qkNorm ? 1 : 0,
+      eps,
+    },
+    inputs: (rng) => {
+      const slotMapping = Int32Array.from(rng.shuffle([...Array(slots).keys()]).slice(0, tokens));
+      for (const t of c.padding ?? []) slotMapping[t] = -1;
+      return {
+        qkv: rng.fillNormal(new Float32Array(tokens * (nq + 2 * nkv) * hd), 2),
+        q_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
+        k_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
+        cos_sin: ropeTable(c.maxPositions, hd, 1e6),
+        positions: new Int32Array(tokens).map(() => rng.int(0, c.maxPositions)),
+        slot_mapping: slotMapping,
+        k_cache: rng.fillNormal(new Float32Array(cacheElems)),
+        v_cache: rng.fillNormal(new Float32Array(cacheElems)),
+      };
+    },
+    outputs: { q_out: tokens * nq * hd },
+    reference: (inp) => {
+      const r = qkNormRopeCacheRef(
+        inp.qkv as Float32Array,
+        c.qkNorm ? inp.q_norm as Float32Array : null,
+        c.qkNorm ? inp.k_norm as Float32Array : null,
+        inp.cos_sin as Float32Array,
+        inp.positions as Int32Array,
+        inp.slot_mapping as Int32Array,
+        inp.k_cache as Float32Array,
+        inp.v_cache as Float32Array,
+        c,
+        eps,
+      );
+      return { q_out: r.q, k_cache: r.kCache, v_cache: r.vCache };
+    },
+    tolerance: (v) => v.dtype === "f16" ? { atol: 1e-4, rtol: 1e-3 } : { atol: 1e-5, rtol: 1e-4 },
+    bytes: (v) => {
+      const t = v.dtype === "f16" ? 2 : 4;
+      return tokens * (nq + 2 * nkv) * hd * 4 + tokens * nq * hd * 4 +
+        written * 2 * nkv * hd * t + tokens * (hd * 4 + 8) + 2 * hd * t;
+    },
+    flops: tokens * (nq + nkv) * hd * 8,
+  };
+}
+
+export const cases: KernelCase<typeof params.fields>[] = [
+  qkCase({
+    label: "5 tokens (1 padding) q/kv=2/1 hd=16 bs=4, qk norm",
+    tokens: 5,
+    numQHeads: 2,
+    numKvHeads: 1,
+    headDim: 16,
+    blockSize: 4,
+    numBlocks: 3,
+    maxPositions: 64,
+    qkNorm: true,
+    padding: [3],
+  }),
+  qkCase({
+    label: "7 tokens q/kv=6/2 hd=32 bs=4, no norm (Mixtral form)",
+    tokens: 7,
+    numQHeads: 6,
+    numKvHeads: 2,
+    headDim: 32,
+    blockSize: 4,
+    numBlocks: 5,
+    maxPositions: 300,
+    qkNorm: false,
+  }),
+  qkCase({
+    label: "3 tokens (last padding) q/kv=8/1 hd=128 bs=16, qk norm",
+    tokens: 3,
+    numQHeads: 8,
+    numKvHeads: 1,
+    headDim: 128,
+    blockSize: 16,
+    numBlocks: 2,
+    maxPositions: 8192,
+    qkNorm: true,
+    padding: [2],
+  }),
+  qkCase({
+    label: "Qwen3-30B-A3B decode 64 tokens",
+    tokens: 64,
+    numQHeads: 32,
+    numKvHeads: 4,
+    headDim: 128,
+    blockSize: 16,
+    numBlocks: 4096,
+    maxPositions: 8192,
+    qkNorm: true,
+  }),
+  qkCase({
+    label: "Qwen3-30B-A3B prefill 2048 tokens",
+    tokens: 2048,
+    numQHeads: 32,
+    numKvHeads: 4,
+    headDim: 128,
+    blockSize: 16,
+    numBlocks: 256,
+    maxPositions: 4096,
+    qkNorm: true,
+  }),
+  qkCase({
+    label: "Mixtral-8x7B decode 64 tokens",
+    tokens: 64,
+    numQHeads: 32,
+    numKvHeads: 8,
+    headDim: 128,
+    blockSize: 16,
+    numBlocks: 1024,
+    maxPositions: 8192,
+    qkNorm: false,
+  }),
+];

@@ -1,0 +1,87 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import {
+  decodePartialsSize,
+  planDecodeSplits,
+  spec as decodeSpec,
+} from "../../kernels/paged_attention_decode.ts";
+import { spec as prefillSpec } from "../../kernels/paged_attention.ts";
+import { variantByName } from "../../kernels/kernel.ts";
+import type { Gpu } from "../../src/gpu/device.ts";
+
+const QWEN3_30B = { numQHeads: 32, numKvHeads: 4 } as const;
+const f16 = variantByName(decodeSpec, "f16");
+const noGpu = { limits: {} } as unknown as Gpu;
+
+test("64 x 1024 on Qwen3-30B-A3B: 4 splits of 256 keys, 1024 (seq, kv head, split) workgroups", () => {
+  const plan = planDecodeSplits(Array(64).fill(1024), QWEN3_30B, f16);
+  assert.equal(plan, { splitTokens: 256, numSplits: 4 });
+});
+
+test("8 x 131072: splits grow until the score buffer (4096 / 8 heads = 512 keys) caps them", () => {
+  const plan = planDecodeSplits(Array(8).fill(131072), QWEN3_30B, f16);
+  assert.equal(plan, { splitTokens: 512, numSplits: 256 });
+});
+
+test("a single short context is one split: no merge dispatch", () => {
+  assert.equal(planDecodeSplits([50], QWEN3_30B, f16), { splitTokens: 50, numSplits: 1 });
+});
+
+test("the splits cover the longest context of a mixed batch", () => {
+  const lens = [3, 700, 9000, 17];
+  const plan = planDecodeSplits(lens, QWEN3_30B, f16, 512);
+  assert.ok(plan.numSplits * plan.splitTokens >= 9000);
+  assert.ok((plan.numSplits - 1) * plan.splitTokens < 9000);
+  assert.ok(plan.splitTokens * 8 <= f16.consts!.SCORES);
+});
+
+test("partials are sized for the plan, and not at all for one split", () => {
+  assert.equal(decodePartialsSize(64, 32, 128, 4), {
+    partO: 64 * 32 * 4 * 128,
+    partLse: 64 * 32 * 4,
+  });
+  assert.equal(decodePartialsSize(64, 32, 128, 1), { partO: 4, partLse: 1 });
+});
+
+test("the decode grid refuses a split longer than its score buffer, naming the fix", () => {
+  const p = {
+    num_seqs: 1,
+    num_q_heads: 32,
+    num_kv_heads: 4,
+    head_dim: 128,
+    block_size: 16,
+    max_blocks: 64,
+    split_tokens: 1024,
+    num_splits: 1,
+    scale: 1,
+  };
+  assert.throws(
+    () => decodeSpec.grid(p, f16, noGpu),
+    /exceeds 4096 scores \(use planDecodeSplits\)/,
+  );
+  assert.equal(decodeSpec.grid({ ...p, split_tokens: 512, num_splits: 2 }, f16, noGpu), [2, 1, 4]);
+});
+
+test("attention grids refuse head geometry they cannot hold", () => {
+  const p = {
+    num_seqs: 2,
+    num_q_heads: 32,
+    num_kv_heads: 4,
+    head_dim: 128,
+    block_size: 16,
+    max_blocks: 8,
+    max_query_len: 17,
+    scale: 1,
+  };
+  const v = variantByName(prefillSpec, "f32");
+  // 8 heads per kv head: 4 tokens x 8 heads = 32 rows a tile, 5 tiles for 17 tokens.
+  assert.equal(prefillSpec.grid(p, v, noGpu), [5, 2, 4]);
+  assert.throws(
+    () => prefillSpec.grid({ ...p, head_dim: 256 }, v, noGpu),
+    /head_dim 256 unsupported/,
+  );
+  assert.throws(() => prefillSpec.grid({ ...p, num_kv_heads: 5 }, v, noGpu), /not a multiple/);
+  assert.throws(() => prefillSpec.grid({ ...p, head_dim: 8 }, v, noGpu), /head_dim 8/);
+});
+
+test.run();
