@@ -14,6 +14,11 @@ import * as moeDispatch from "./moe_dispatch.ts";
 import * as moeGemmDown from "./moe_gemm_down.ts";
 import * as moeGemmGateUp from "./moe_gemm_gate_up.ts";
 import * as moeRouter from "./moe_router.ts";
+import * as kvBlockCopy from "./kv_block_copy.ts";
+import * as pagedAttention from "./paged_attention.ts";
+import * as pagedAttentionDecode from "./paged_attention_decode.ts";
+import * as pagedAttentionDecodeReduce from "./paged_attention_decode_reduce.ts";
+import * as qkNormRopeCache from "./qk_norm_rope_cache.ts";
 import * as readBandwidth from "./read_bandwidth.ts";
 import * as rmsnorm from "./rmsnorm.ts";
 import * as rope from "./rope.ts";
@@ -30,6 +35,11 @@ export const KERNELS: readonly KernelModule[] = [
   rope,
   siluMul,
   readBandwidth,
+  qkNormRopeCache,
+  pagedAttention,
+  pagedAttentionDecode,
+  pagedAttentionDecodeReduce,
+  kvBlockCopy,
   moeRouter,
   moeDispatch,
   moeGemmGateUp,
