@@ -1,0 +1,66 @@
+/**
+ * What the engine reports of every step, for the benchmark: the scheduled sums that
+ * place the step on the latency grid, and its times. Host times are
+ * `performance.now()` milliseconds: `scheduleEndMs` when the step was handed to the
+ * model (schedule and StepBatch done), `outputArrivalMs` when its sampled tokens
+ * arrived on the host. A step's wall time is `outputArrivalMs - scheduleEndMs`; steady
+ * decode is the gap between consecutive arrivals. `gpuMs` comes from the model's
+ * timestamp queries (null when unavailable).
+ */
+import type { SchedulerOutput } from "./scheduler_output.ts";
+
+export interface StepObservation {
+  readonly stepId: number;
+  /** Requests in the step. */
+  readonly numRequests: number;
+  /** Tokens computed by the step. */
+  readonly numScheduledTokens: number;
+  /** Requests computing prompt (or recompute) tokens. */
+  readonly numPrefillRequests: number;
+  /** New tokens of the prefill requests. */
+  readonly sumPrefillTokens: number;
+  /** KV tokens the prefill requests read (their tokens computed before the step). */
+  readonly sumPrefillKvTokens: number;
+  /** Requests computing one token after their whole prompt. */
+  readonly numDecodeRequests: number;
+  /** KV tokens the decode requests read (their tokens computed before the step). */
+  readonly sumDecodeKvTokens: number;
+  /** Requests preempted while scheduling the step. */
+  readonly numPreempted: number;
+  /** Copy-on-write block copies the step carried. */
+  readonly numBlockCopies: number;
+  readonly scheduleEndMs: number;
+  readonly outputArrivalMs: number;
+  readonly gpuMs: number | null;
+}
+
+/** The scheduled sums of a step, without its times. */
+export type StepSums = Omit<StepObservation, "scheduleEndMs" | "outputArrivalMs" | "gpuMs">;
+
+/** Sums a scheduler output into the observation's counts. */
+export function stepSums(output: SchedulerOutput): StepSums {
+  let numPrefillRequests = 0, sumPrefillTokens = 0, sumPrefillKvTokens = 0;
+  let numDecodeRequests = 0, sumDecodeKvTokens = 0;
+  for (const s of output.scheduled) {
+    if (s.isDecode) {
+      numDecodeRequests++;
+      sumDecodeKvTokens += s.numComputedBefore;
+    } else {
+      numPrefillRequests++;
+      sumPrefillTokens += s.numNewTokens;
+      sumPrefillKvTokens += s.numComputedBefore;
+    }
+  }
+  return {
+    stepId: output.stepId,
+    numRequests: output.scheduled.length,
+    numScheduledTokens: output.numScheduledTokens,
+    numPrefillRequests,
+    sumPrefillTokens,
+    sumPrefillKvTokens,
+    numDecodeRequests,
+    sumDecodeKvTokens,
+    numPreempted: output.numPreempted,
+    numBlockCopies: output.blockCopies.length,
+  };
+}
