@@ -39,9 +39,15 @@ import { CoordinatorLink, FollowerLink, LinkClosedError, tcpEndpoint } from "./z
 /** The default limit on every wait, ms (the reference design's 10 s). */
 export const DEFAULT_DP_TIMEOUT_MS = 10_000;
 
+/** At most this much longer than rank 0 (and a quarter of the timeout) a follower waits, ms. */
+export const FOLLOWER_GRACE_MS = 2000;
+
 /** Options of {@link RankSynchronizer.create} / {@link RankSynchronizer.open}. */
 export interface SynchronizerOptions {
-  /** Limit on every wait for the group, ms. Default {@link DEFAULT_DP_TIMEOUT_MS}. */
+  /**
+   * Limit on every wait for the group, ms. Default {@link DEFAULT_DP_TIMEOUT_MS}.
+   * Followers wait up to a quarter longer (at most {@link FOLLOWER_GRACE_MS}).
+   */
   readonly timeoutMs?: number;
   /** Limit on the hello round (ranks starting up), ms. Default: `timeoutMs`. */
   readonly connectTimeoutMs?: number;
@@ -511,7 +517,11 @@ export class RankSynchronizer {
         );
       }
       if (message.type === "error") {
-        throw new DpError("peer_failure", `rank ${sender} failed: ${message.message}`, [sender]);
+        const prefix = `rank ${sender} failed: `;
+        const text = message.message.startsWith(prefix)
+          ? message.message
+          : prefix + message.message;
+        throw new DpError("peer_failure", text, [sender]);
       }
       if (message.type !== type || message.round !== round) {
         throw new DpError(
@@ -553,12 +563,15 @@ export class RankSynchronizer {
     timeoutMs: number,
   ): Promise<ReplyPayloads[ReplyTypeOf<T>]> {
     const link = this.#link as FollowerLink;
-    const deadline = performance.now() + timeoutMs;
+    // A follower outwaits rank 0 a little, so that rank 0's diagnosis (which names the
+    // rank that did not answer) reaches it before its own timeout does.
+    const waitMs = timeoutMs + Math.min(timeoutMs / 4, FOLLOWER_GRACE_MS);
+    const deadline = performance.now() + waitMs;
     if (!await link.send(encodeMessage(own as AnyMessage), deadline)) {
       throw new DpError(
         "timeout",
         `rank ${this.rank} could not send ${describe(own)} to rank 0 at ${link.endpoint} within ${
-          seconds(timeoutMs)
+          seconds(waitMs)
         }`,
         [0],
       );
@@ -569,10 +582,10 @@ export class RankSynchronizer {
         "timeout",
         type === "hello"
           ? `rank 0 at ${link.endpoint} did not answer rank ${this.rank}'s hello within ${
-            seconds(timeoutMs)
+            seconds(waitMs)
           }`
           : `timed out after ${
-            seconds(timeoutMs)
+            seconds(waitMs)
           } waiting for rank 0 (${link.endpoint}) to answer rank ${this.rank}'s ${
             describe(own)
           } (round ${round})`,
