@@ -152,19 +152,29 @@ export async function openGpu(options: OpenGpuOptions = {}): Promise<Gpu> {
     console.error(`webgpu: uncaptured error: ${e.error.message}`);
   });
 
-  const info = (device as unknown as { adapterInfo: Record<string, unknown> }).adapterInfo ??
-    adapter.info;
+  const info = (device as unknown as { adapterInfo?: GPUAdapterInfo }).adapterInfo ?? adapter.info;
   const infoRecord = info as unknown as Record<string, unknown>;
   const features = new Set<string>([...device.features] as string[]);
+  // Dawn lists subgroup-matrix configs on the adapter's info; the device's copy can be
+  // empty, so take whichever has them.
+  const configSources = [adapter.info, info].map((i) =>
+    ((i as unknown as Record<string, unknown>).subgroupMatrixConfigs as
+      | SubgroupMatrixConfig[]
+      | undefined) ?? []
+  );
+  const rawConfigs = configSources.reduce((a, b) => (b.length > a.length ? b : a));
   const configs = features.has("chromium-experimental-subgroup-matrix")
-    ? ((infoRecord.subgroupMatrixConfigs as SubgroupMatrixConfig[] | undefined) ?? []).map((c) => ({
-      componentType: c.componentType,
-      resultComponentType: c.resultComponentType,
-      M: c.M,
-      N: c.N,
-      K: c.K,
+    ? [...rawConfigs].map((c) => ({
+      componentType: String(c.componentType),
+      resultComponentType: String(c.resultComponentType),
+      M: Number(c.M),
+      N: Number(c.N),
+      K: Number(c.K),
     }))
     : [];
+  if (process.env.WEBFPM_DEBUG_ADAPTER) {
+    console.error("adapter.info:", adapter.info, "device.adapterInfo:", info, "configs:", rawConfigs);
+  }
   const limits: Record<string, number> = {};
   const deviceLimits = device.limits as unknown as Record<string, number>;
   for (const key in deviceLimits) {
