@@ -25,10 +25,17 @@ export type BlockHash = string;
 
 const TAG = new TextEncoder().encode("webfpm.kv_block.v1\0");
 const encoder = new TextEncoder();
+let scratch = new Uint8Array(1024);
 
 /** The extra keys that enter the hash of block `blockIndex` of a request. */
 export function blockExtraKeys(blockIndex: number, cacheSalt: string | null): readonly string[] {
   return blockIndex === 0 && cacheSalt !== null ? [`cache_salt:${cacheSalt}`] : [];
+}
+
+function hexValue(code: number): number {
+  if (code >= 48 && code <= 57) return code - 48;
+  if (code >= 97 && code <= 102) return code - 87;
+  return -1;
 }
 
 /**
@@ -46,32 +53,41 @@ export function hashBlockTokens(
   if (n <= 0 || end > tokens.length) {
     throw new Error(`block token range [${start}, ${end}) is empty or past ${tokens.length}`);
   }
-  const body = new DataView(new ArrayBuffer(4 + 4 * n + 4));
-  body.setUint32(0, n, true);
-  for (let i = 0; i < n; i++) {
+  const keys = extraKeys.map((k) => encoder.encode(k));
+  let size = TAG.length + 1 + (parent === null ? 0 : 32) + 4 + 4 * n + 4;
+  for (const k of keys) size += 4 + k.length;
+  if (scratch.length < size) scratch = new Uint8Array(Math.max(size, 2 * scratch.length));
+  const buf = scratch;
+  const view = new DataView(buf.buffer);
+  buf.set(TAG, 0);
+  let o = TAG.length;
+  if (parent === null) buf[o++] = 0;
+  else {
+    buf[o++] = 1;
+    if (parent.length !== 64) throw new Error(`parent hash "${parent}" is not sha256 hex`);
+    for (let i = 0; i < 64; i += 2) {
+      const hi = hexValue(parent.charCodeAt(i)), lo = hexValue(parent.charCodeAt(i + 1));
+      if (hi < 0 || lo < 0) throw new Error(`parent hash "${parent}" is not sha256 hex`);
+      buf[o++] = (hi << 4) | lo;
+    }
+  }
+  view.setUint32(o, n, true);
+  o += 4;
+  for (let i = 0; i < n; i++, o += 4) {
     const t = tokens[start + i];
     if (!Number.isInteger(t) || t < 0 || t > 0xffffffff) {
       throw new Error(`token ${t} at position ${start + i} is not a token id`);
     }
-    body.setUint32(4 + 4 * i, t, true);
+    view.setUint32(o, t, true);
   }
-  body.setUint32(4 + 4 * n, extraKeys.length, true);
-  const h = createHash("sha256").update(TAG);
-  if (parent === null) h.update(new Uint8Array([0]));
-  else {
-    if (!/^[0-9a-f]{64}$/.test(parent)) {
-      throw new Error(`parent hash "${parent}" is not sha256 hex`);
-    }
-    h.update(new Uint8Array([1])).update(parent, "hex");
+  view.setUint32(o, keys.length, true);
+  o += 4;
+  for (const k of keys) {
+    view.setUint32(o, k.length, true);
+    buf.set(k, o + 4);
+    o += 4 + k.length;
   }
-  h.update(new Uint8Array(body.buffer));
-  for (const key of extraKeys) {
-    const bytes = encoder.encode(key);
-    const len = new DataView(new ArrayBuffer(4));
-    len.setUint32(0, bytes.length, true);
-    h.update(new Uint8Array(len.buffer)).update(bytes);
-  }
-  return h.digest("hex");
+  return createHash("sha256").update(buf.subarray(0, o)).digest("hex");
 }
 
 /**
