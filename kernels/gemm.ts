@@ -5,11 +5,11 @@
  */
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
-import { matmulTransposedRef } from "./gemv.ts";
+import { linearRef } from "./gemv.ts";
 import { defineParams } from "./params.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
 
-const params = defineParams({ m: "u32", n: "u32", k: "u32" });
+const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "gemm",
@@ -18,7 +18,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   bindings: [
     { name: "a", type: "f32", access: "read", shape: "[m, k]" },
     { name: "b", type: "T", access: "read", shape: "[n, k]" },
-    { name: "c", type: "f32", access: "read_write", shape: "[m, n]" },
+    { name: "c", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
   ],
   variants: [
     { name: "f32", dtype: "f32" },
@@ -33,20 +33,27 @@ export const spec: KernelSpec<typeof params.fields> = {
   grid: (p) => [Math.ceil(p.n / 64), Math.ceil(p.m / 64), 1],
 };
 
-function gemmCase(m: number, n: number, k: number): KernelCase<typeof params.fields> {
+function gemmCase(
+  m: number,
+  n: number,
+  k: number,
+  accumulate = false,
+): KernelCase<typeof params.fields> {
   return {
-    label: `m=${m} n=${n} k=${k}`,
-    params: { m, n, k },
+    label: `m=${m} n=${n} k=${k}${accumulate ? " c+=" : ""}`,
+    params: { m, n, k, accumulate: accumulate ? 1 : 0 },
     inputs: (rng) => ({
       a: rng.fillNormal(new Float32Array(m * k)),
       b: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)),
+      ...(accumulate ? { c: rng.fillNormal(new Float32Array(m * n)) } : {}),
     }),
-    outputs: { c: m * n },
+    outputs: accumulate ? {} : { c: m * n },
     reference: (inp, v) => {
       // The subgroup-matrix variant rounds a to f16 on its way into the tensor cores.
       const a = inp.a as Float32Array;
       const left = v.subgroupMatrix ? roundCopy(a) : a;
-      return { c: matmulTransposedRef(left, inp.b as Float32Array, m, n, k) };
+      const c0 = accumulate ? inp.c as Float32Array : undefined;
+      return { c: linearRef(left, inp.b as Float32Array, m, n, k, c0) };
     },
     tolerance: () => ({ atol: 2e-4, rtol: 2e-4 }),
     bytes: (v) => n * k * (v.dtype === "f16" ? 2 : 4) + m * k * 4 + m * n * 4,
@@ -60,6 +67,7 @@ function roundCopy(a: Float32Array): Float32Array {
 export const cases = [
   gemmCase(1, 5, 8),
   gemmCase(67, 131, 100),
+  gemmCase(70, 33, 48, true),
   gemmCase(256, 512, 512),
   gemmCase(1024, 1024, 1024),
 ];

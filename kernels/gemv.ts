@@ -6,7 +6,7 @@ import type { KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams } from "./params.ts";
 
-const params = defineParams({ m: "u32", n: "u32", k: "u32" });
+const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "gemv",
@@ -15,7 +15,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   bindings: [
     { name: "x", type: "vec4<f32>", access: "read", shape: "[m, k/4]" },
     { name: "w", type: "vec4<T>", access: "read", shape: "[n, k/4]" },
-    { name: "y", type: "f32", access: "read_write", shape: "[m, n]" },
+    { name: "y", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
   ],
   variants: [
     { name: "f32", dtype: "f32", consts: { WG: 256, MT: 4 } },
@@ -50,17 +50,44 @@ export function matmulTransposedRef(
   return y;
 }
 
-function gemvCase(m: number, n: number, k: number): KernelCase<typeof params.fields> {
+/** y + x w^T (the accumulate form's reference), or x w^T without y0. */
+export function linearRef(
+  x: Float32Array,
+  w: Float32Array,
+  m: number,
+  n: number,
+  k: number,
+  y0?: Float32Array,
+): Float32Array {
+  const y = matmulTransposedRef(x, w, m, n, k);
+  if (y0) { for (let i = 0; i < y.length; i++) y[i] += y0[i]; }
+  return y;
+}
+
+function gemvCase(
+  m: number,
+  n: number,
+  k: number,
+  accumulate = false,
+): KernelCase<typeof params.fields> {
   return {
-    label: `m=${m} n=${n} k=${k}`,
-    params: { m, n, k },
+    label: `m=${m} n=${n} k=${k}${accumulate ? " y+=" : ""}`,
+    params: { m, n, k, accumulate: accumulate ? 1 : 0 },
     inputs: (rng) => ({
       x: rng.fillNormal(new Float32Array(m * k)),
       w: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)),
+      ...(accumulate ? { y: rng.fillNormal(new Float32Array(m * n)) } : {}),
     }),
-    outputs: { y: m * n },
+    outputs: accumulate ? {} : { y: m * n },
     reference: (inp) => ({
-      y: matmulTransposedRef(inp.x as Float32Array, inp.w as Float32Array, m, n, k),
+      y: linearRef(
+        inp.x as Float32Array,
+        inp.w as Float32Array,
+        m,
+        n,
+        k,
+        accumulate ? inp.y as Float32Array : undefined,
+      ),
     }),
     tolerance: () => ({ atol: 1e-4, rtol: 1e-4 }),
     bytes: (v) => n * k * (v.dtype === "f16" ? 2 : 4) + m * k * 4 + m * n * 4,
@@ -71,6 +98,7 @@ function gemvCase(m: number, n: number, k: number): KernelCase<typeof params.fie
 export const cases = [
   gemvCase(1, 7, 12),
   gemvCase(3, 301, 300),
+  gemvCase(6, 45, 64, true),
   gemvCase(5, 2048, 2048),
   gemvCase(1, 8192, 8192),
 ];

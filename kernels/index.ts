@@ -7,6 +7,8 @@
  */
 import type { KernelModule } from "./case.ts";
 import * as embedding from "./embedding.ts";
+import * as fillRandom from "./fill_random.ts";
+import * as gatherRows from "./gather_rows.ts";
 import * as gemm from "./gemm.ts";
 import * as gemv from "./gemv.ts";
 import * as moeCombine from "./moe_combine.ts";
@@ -35,6 +37,8 @@ export const KERNELS: readonly KernelModule[] = [
   rope,
   siluMul,
   readBandwidth,
+  gatherRows,
+  fillRandom,
   qkNormRopeCache,
   pagedAttention,
   pagedAttentionDecode,

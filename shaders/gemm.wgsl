@@ -1,4 +1,4 @@
-// c[m, n] = sum_k a[m, k] * b[n, k]: prefill-shaped GEMM, 64x64 tiles, BK 16, 256
+// c[m, n] (+)= sum_k a[m, k] * b[n, k] (+= when params.accumulate: fused residual add): prefill-shaped GEMM, 64x64 tiles, BK 16, 256
 // invocations each computing 4x4 outputs; f32 accumulate. Any m, n, k.
 var<workgroup> a_tile: array<f32, 1024>; // [BK=16][BM=64]
 var<workgroup> b_tile: array<f32, 1024>; // [BK=16][BN=64]
@@ -50,7 +50,8 @@ fn main(
     for (var j = 0u; j < 4u; j++) {
       let col = n0 + tx * 4u + j;
       if (r < params.m && col < params.n) {
-        c[r * params.n + col] = acc[i * 4u + j];
+        let at = r * params.n + col;
+        c[at] = select(acc[i * 4u + j], c[at] + acc[i * 4u + j], params.accumulate != 0u);
       }
     }
   }

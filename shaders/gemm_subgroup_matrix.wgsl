@@ -1,4 +1,4 @@
-// c[m, n] = sum_k a[m, k] * b[n, k] on subgroup matrices (tensor cores): 64x64 tiles,
+// c[m, n] (+)= sum_k a[m, k] * b[n, k] (+= when params.accumulate) on subgroup matrices (tensor cores): 64x64 tiles,
 // 128 invocations = 4 subgroups of 32, each owning a 32x32 quarter as 2x2 16x16 f32
 // accumulators. a (f32) is staged to f16 in workgroup memory, b (f16, [n, k]) is staged
 // as-is and read column-major as the right matrix. Edges are zero-padded on load and
@@ -60,7 +60,8 @@ fn main(
     let r = m0 + i / 64u;
     let col = n0 + i % 64u;
     if (r < params.m && col < params.n) {
-      c[r * params.n + col] = c_tile[i];
+      let at = r * params.n + col;
+      c[at] = select(c_tile[i], c[at] + c_tile[i], params.accumulate != 0u);
     }
   }
 }

@@ -1,4 +1,4 @@
-// y[m, n] = sum_k x[m, k] * w[n, k]: decode-shaped matrix-vector products (few tokens).
+// y[m, n] (+)= sum_k x[m, k] * w[n, k]  (+= when params.accumulate: fused residual add): decode-shaped matrix-vector products (few tokens).
 // One workgroup per weight row; the row is read once for MT tokens at a time.
 //#include "lib/workgroup_sum.wgsl"
 
@@ -26,7 +26,8 @@ fn main(
     for (var j = 0u; j < MT; j++) {
       let s = workgroup_sum(acc[j], lid);
       if (lid == 0u && m0 + j < params.m) {
-        y[(m0 + j) * params.n + row] = s;
+        let at = (m0 + j) * params.n + row;
+        y[at] = select(s, y[at] + s, params.accumulate != 0u);
       }
     }
   }

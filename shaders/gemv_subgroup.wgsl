@@ -1,4 +1,4 @@
-// y[m, n] = sum_k x[m, k] * w[n, k], subgroup reduction: RPW rows per workgroup, WG / RPW
+// y[m, n] (+)= sum_k x[m, k] * w[n, k]  (+= when params.accumulate: fused residual add), subgroup reduction: RPW rows per workgroup, WG / RPW
 // invocations per row; partial sums meet through subgroupAdd, then workgroup memory
 // (works for any subgroup size that divides WG / RPW).
 var<workgroup> sg_partial: array<f32, WG>;
@@ -42,7 +42,8 @@ fn main(
         for (var g = 0u; g < groups; g++) {
           total += sg_partial[first + g];
         }
-        y[(m0 + j) * params.n + row] = total;
+        let at = (m0 + j) * params.n + row;
+        y[at] = select(total, y[at] + total, params.accumulate != 0u);
       }
       workgroupBarrier();
     }
