@@ -62,6 +62,7 @@ interface InFlightStep {
   readonly gpuMs: Promise<number | null>;
 }
 
+/** The engine over one model: see the module doc above. */
 export class Engine {
   /** The validated, frozen configuration. */
   readonly config: EngineConfig;

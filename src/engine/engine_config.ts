@@ -1,3 +1,5 @@
+import type { ForwardModel } from "../model/step_batch.ts";
+
 /**
  * The engine's configuration: validated once against the model and frozen. Values the
  * model decides (block size, pool size, vocabulary) are read from the model, not
@@ -7,8 +9,6 @@
  * const config = engineConfig(model, { maxNumSeqs: 64, asyncScheduling: true });
  * ```
  */
-import type { ForwardModel } from "../model/step_batch.ts";
-
 export interface EngineConfig {
   /** Token budget of one step, summed over requests (chunked prefill splits prompts to fit). */
   readonly maxNumBatchedTokens: number;

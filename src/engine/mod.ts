@@ -20,3 +20,10 @@ export { Scheduler } from "./scheduler.ts";
 export type { ScheduledRequest, SchedulerOutput } from "./scheduler_output.ts";
 export { buildStepBatch } from "./step_batch_builder.ts";
 export { type StepObservation, type StepSums, stepSums } from "./step_observation.ts";
+export type {
+  ForwardModel,
+  SamplingParams,
+  StepBatch,
+  StepOutput,
+  StepSequence,
+} from "../model/step_batch.ts";

@@ -32,15 +32,18 @@ export type FinishReason = "stop" | "length" | "abort" | "shed" | "kv_capacity";
 
 /** One streamed output: a token that arrived, and whether the request finished with it. */
 export interface RequestOutput {
+  /** The request it belongs to. */
   readonly request: Request;
   /** The token that arrived, or null when the request finished without a new token. */
   readonly tokenId: number | null;
+  /** No more tokens will come: the request finished, or stopped and parks. */
   readonly finished: boolean;
 }
 
 /** Called for every token that arrives and once when the request finishes. */
 export type OutputCallback = (output: RequestOutput) => void;
 
+/** One request and its progress (see the module doc above). */
 export class Request implements KvRequest {
   /** Prompt then arrived output tokens (known values only). */
   readonly tokenIds: number[];
@@ -49,10 +52,12 @@ export class Request implements KvRequest {
   numComputedTokens = 0;
   /** Sampled tokens scheduled but not yet arrived. */
   numOutputPlaceholders = 0;
+  /** Where the request is. */
   status: RequestStatus = "waiting";
+  /** Why it finished (or stopped before parking); null while generating. */
   finishReason: FinishReason | null = null;
   /** Prompt tokens found in the prefix cache at first admission (-1 before). */
-  numCachedTokens = -1;
+  numCachedTokens: number = -1;
   /** Times the request was preempted (its KV dropped, to be recomputed). */
   numPreemptions = 0;
   /** Park instead of freeing when the request finishes (a kvwarm chain). */
@@ -64,13 +69,20 @@ export class Request implements KvRequest {
   /** Step whose output holds this request's last sampled token, and its row there. */
   lastSampleStepId = 0;
   /** Row of the request's last sampled token in step `lastSampleStepId`'s output. */
-  lastSampleRow = -1;
+  lastSampleRow: number = -1;
   /** Generation ended (EOS or length) while a park was due: later tokens are discarded. */
   stopped = false;
   /** How the model samples this request's tokens (one frozen object, reused every step). */
   readonly sampling: SamplingParams;
 
-  /** @param onOutput streaming callback (tokens as they arrive, then the finish) */
+  /**
+   * A waiting request with its prompt as its known tokens.
+   * @param requestId unique among unfinished requests
+   * @param promptTokenIds the prompt
+   * @param params validated generation params
+   * @param arrivalIndex order of arrival
+   * @param onOutput streaming callback (tokens as they arrive, then the finish)
+   */
   constructor(
     readonly requestId: string,
     readonly promptTokenIds: Int32Array,

@@ -1,3 +1,8 @@
+import type { KvCacheManager } from "../kv/kv_cache_manager.ts";
+import type { EngineConfig } from "./engine_config.ts";
+import type { FinishReason, Request, RequestOutput } from "./request.ts";
+import type { ScheduledRequest, SchedulerOutput } from "./scheduler_output.ts";
+
 /**
  * The scheduler: owns `waiting`, `running` and the parked requests, and has one rule.
  * Each request has `numComputedTokens` and `numTokens`; each step closes the gap under a
@@ -8,17 +13,17 @@
  * budget, sequences and KV blocks last. When a running request cannot get blocks, the
  * most recently admitted running request is preempted by recompute (its KV dropped, its
  * computed count reset, back to the front of waiting) until it fits; no request is
- * admitted in a step that preempted (unless nothing else was scheduled). While an in-flight step still holds deferred
- * frees, a request that cannot get blocks waits a step instead of preempting more.
+ * admitted in a step that preempted (unless nothing else was scheduled). While an
+ * in-flight step still holds deferred frees, a request that cannot get blocks waits a
+ * step instead of preempting more.
  *
  * A request stops by EOS (unless ignore_eos), max_tokens, max_model_len, abort, shed,
  * or kv_capacity (it cannot be admitted even with nothing else running or in flight).
+ * A running request marked to park (a chain) parks instead of finishing.
+ *
+ * Prefix hits may name blocks that a step issued earlier, or this very step, writes:
+ * the model must write every token's K/V of a layer before that layer's attention.
  */
-import type { KvCacheManager } from "../kv/kv_cache_manager.ts";
-import type { EngineConfig } from "./engine_config.ts";
-import type { FinishReason, Request, RequestOutput } from "./request.ts";
-import type { ScheduledRequest, SchedulerOutput } from "./scheduler_output.ts";
-
 export class Scheduler {
   /** Requests not yet running (new, or preempted), in admission order. */
   readonly waiting: Request[] = [];
@@ -32,6 +37,7 @@ export class Scheduler {
   /** Streaming events not yet delivered (the engine delivers them once state is settled). */
   readonly #outbox: RequestOutput[] = [];
 
+  /** A scheduler over `kv`; `eosTokenIds` end a request unless it ignores EOS. */
   constructor(
     readonly config: EngineConfig,
     readonly kv: KvCacheManager,

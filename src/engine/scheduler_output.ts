@@ -9,6 +9,7 @@ import type { Request } from "./request.ts";
 
 /** One request's share of a step. */
 export interface ScheduledRequest {
+  /** The request. */
   readonly request: Request;
   /** Tokens computed in this step (>= 1). */
   readonly numNewTokens: number;
@@ -26,7 +27,9 @@ export interface ScheduledRequest {
 
 /** One issued step. */
 export interface SchedulerOutput {
+  /** Id the KV manager issued the step under (1, 2, ...). */
   readonly stepId: number;
+  /** The requests of the step, in batch order (running first, then admitted). */
   readonly scheduled: readonly ScheduledRequest[];
   /** Sum of numNewTokens. */
   readonly numScheduledTokens: number;

@@ -1,3 +1,5 @@
+import type { SchedulerOutput } from "./scheduler_output.ts";
+
 /**
  * What the engine reports of every step, for the benchmark: the scheduled sums that
  * place the step on the latency grid, and its times. Host times are
@@ -7,9 +9,8 @@
  * decode is the gap between consecutive arrivals. `gpuMs` comes from the model's
  * timestamp queries (null when unavailable).
  */
-import type { SchedulerOutput } from "./scheduler_output.ts";
-
 export interface StepObservation {
+  /** Id of the step (1, 2, ... in issue order). */
   readonly stepId: number;
   /** Requests in the step. */
   readonly numRequests: number;
@@ -29,8 +30,11 @@ export interface StepObservation {
   readonly numPreempted: number;
   /** Copy-on-write block copies the step carried. */
   readonly numBlockCopies: number;
+  /** performance.now() when the step was handed to the model. */
   readonly scheduleEndMs: number;
+  /** performance.now() when its sampled tokens arrived. */
   readonly outputArrivalMs: number;
+  /** GPU time of the step from timestamp queries, or null when unavailable. */
   readonly gpuMs: number | null;
 }
 

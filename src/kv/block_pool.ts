@@ -33,6 +33,7 @@ export interface KvPoolUsage {
   readonly cachedFree: number;
 }
 
+/** The pool of physical KV blocks (see the module doc above). */
 export class BlockPool {
   /** Every block, indexed by block id; `blocks[0]` is the null block. */
   readonly blocks: readonly KvCacheBlock[];
@@ -46,6 +47,7 @@ export class BlockPool {
   #numCachedFree = 0;
 
   /**
+   * Builds the blocks, takes block 0 as the null block and queues the rest in id order.
    * @param numBlocks physical blocks including the null block (>= 2)
    * @param blockSize tokens per block, a power of two
    * @param enablePrefixCaching when false, full blocks are never registered

@@ -1,3 +1,5 @@
+import type { KvCacheBlock } from "./kv_cache_block.ts";
+
 /**
  * A request's blocks in one KV group, in position order, mirrored as an Int32Array of
  * block ids so a step's block table is one typed-array copy.
@@ -8,8 +10,6 @@
  * table.ids(1); // Int32Array [blockA.blockId]
  * ```
  */
-import type { KvCacheBlock } from "./kv_cache_block.ts";
-
 export class BlockTable {
   readonly #blocks: KvCacheBlock[] = [];
   #ids = new Int32Array(8);

@@ -1,3 +1,5 @@
+import { KvCacheBlock } from "./kv_cache_block.ts";
+
 /**
  * The free queue of the block pool, in eviction order: the block freed least recently
  * sits at the front and is handed out (and, if cached, evicted) first.
@@ -12,8 +14,6 @@
  * queue.append(blocks[0]); // 2, 1
  * ```
  */
-import { KvCacheBlock } from "./kv_cache_block.ts";
-
 export class FreeBlockQueue {
   readonly #head = new KvCacheBlock(-1);
   readonly #tail = new KvCacheBlock(-1);

@@ -1,3 +1,8 @@
+import type { BlockHash } from "./block_hash.ts";
+import type { BlockPool } from "./block_pool.ts";
+import { BlockTable } from "./block_table.ts";
+import type { KvCacheBlock } from "./kv_cache_block.ts";
+
 /**
  * The KV manager of one full-attention group (vLLM's single-type KV cache manager):
  * request -> block table, and how many of a request's blocks are registered in the
@@ -9,17 +14,16 @@
  * table      [ 5,     2,     9 ]     numCachedBlocks(r) = 2 (blocks 5 and 2 are full)
  * ```
  */
-import type { BlockHash } from "./block_hash.ts";
-import type { BlockPool } from "./block_pool.ts";
-import { BlockTable } from "./block_table.ts";
-import type { KvCacheBlock } from "./kv_cache_block.ts";
-
 export class FullAttentionManager {
   readonly #tables = new Map<string, BlockTable>();
   readonly #numCachedBlocks = new Map<string, number>();
   readonly #blockSize: number;
 
-  /** @param groupId index of the group; @param pool the shared block pool */
+  /**
+   * A manager for group `groupId` over the shared pool.
+   * @param groupId index of the group
+   * @param pool the shared block pool
+   */
   constructor(readonly groupId: number, readonly pool: BlockPool) {
     this.#blockSize = pool.blockSize;
   }

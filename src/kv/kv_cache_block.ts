@@ -1,3 +1,5 @@
+import type { BlockHash } from "./block_hash.ts";
+
 /**
  * One physical KV block: `block_size` consecutive KV slots in every layer's KV store,
  * identified by `blockId` (slot = blockId * blockSize + offset).
@@ -13,8 +15,6 @@
  * block.refCnt; // 0
  * ```
  */
-import type { BlockHash } from "./block_hash.ts";
-
 export class KvCacheBlock {
   /** Number of holders; never negative. 0 means the block is in the free queue. */
   refCnt = 0;
@@ -23,13 +23,14 @@ export class KvCacheBlock {
   /** Hash of the previous block of the chain it was cached under (null for block 0). */
   parentHash: BlockHash | null = null;
   /** KV group whose prefix cache holds the block while `blockHash` is set, else -1. */
-  groupId = -1;
+  groupId: number = -1;
   /** Free-queue neighbours; both null while the block is not in the free queue. */
   prevFree: KvCacheBlock | null = null;
   /** Free-queue neighbours; both null while the block is not in the free queue. */
   nextFree: KvCacheBlock | null = null;
 
   /**
+   * A free, uncached block.
    * @param blockId physical id (index into the KV store), or -1 for a queue sentinel
    * @param isNull true for the null block (block 0), which is never allocated or freed
    */

@@ -1,14 +1,14 @@
-/**
- * The coordinator over the per-group KV managers: one call from the KV cache manager
- * becomes one call per group, and a prefix hit is the longest prefix that every group
- * has cached. All groups share one block pool.
- */
 import type { BlockHash } from "./block_hash.ts";
 import type { BlockPool } from "./block_pool.ts";
 import { FullAttentionManager } from "./full_attention_manager.ts";
 import type { KvCacheBlock } from "./kv_cache_block.ts";
 import type { KvCacheGroupSpec } from "./kv_cache_group.ts";
 
+/**
+ * The coordinator over the per-group KV managers: one call from the KV cache manager
+ * becomes one call per group, and a prefix hit is the longest prefix that every group
+ * has cached. All groups share one block pool.
+ */
 export class KvCacheCoordinator {
   /** One manager per KV group, in group order. */
   readonly managers: readonly FullAttentionManager[];

@@ -48,7 +48,9 @@ export interface KvCacheConfig {
 
 /** A prefix-cache hit: per group the hit blocks, and the tokens they cover. */
 export interface CacheHit {
+  /** Per group, the hit blocks from block 0 on. */
   readonly blocks: readonly (readonly KvCacheBlock[])[];
+  /** Tokens the hit covers (whole blocks). */
   readonly numComputedTokens: number;
 }
 
@@ -87,6 +89,7 @@ interface RequestRecord {
   copies: PendingCopy[];
 }
 
+/** The KV cache manager (see the module doc above). */
 export class KvCacheManager {
   /** The shared block pool. */
   readonly pool: BlockPool;

@@ -1,3 +1,5 @@
+import type { BlockHash } from "./block_hash.ts";
+
 /**
  * What the KV layer needs to know of a request: its id, the token ids whose values are
  * known on the host (prompt, then arrived outputs; a placeholder for an output still in
@@ -6,9 +8,8 @@
  * The engine's Request implements it; the KV layer never changes anything but
  * `blockHashes`.
  */
-import type { BlockHash } from "./block_hash.ts";
-
 export interface KvRequest {
+  /** Unique id. */
   readonly requestId: string;
   /** Known token ids, position order. */
   readonly tokenIds: ArrayLike<number>;
