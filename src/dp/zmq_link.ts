@@ -4,8 +4,8 @@
  *
  * Waiting is done here, in JavaScript, not by zeromq.js's own poller: every socket
  * operation runs with a zero timeout (the addon's synchronous fast path), and a wait
- * re-tries on the next macrotask for the first {@link SPIN_MS} milliseconds, then every
- * millisecond. Reason: under Deno 2.9 the addon's libuv integration is incomplete (its
+ * re-tries on the next macrotask for the first `spinMs` milliseconds (default
+ * {@link DEFAULT_SPIN_MS}), then every millisecond. Reason: under Deno 2.9 the addon's libuv integration is incomplete (its
  * `uv_poll` shim stops after the first callback, so a pending `receive()` never
  * resolves, and a positive `receiveTimeout` crashes the process), while the zero-timeout
  * path works the same in Deno and Node. Nothing is left pending on a socket between
@@ -14,13 +14,18 @@
 import { setImmediate } from "node:timers";
 import { Dealer, Router } from "zeromq";
 
-/** How long a wait re-tries on every macrotask before it falls back to 1 ms sleeps. */
-export const SPIN_MS = 2;
+/** How long a wait re-tries on every macrotask before it falls back to 1 ms sleeps, ms. */
+export const DEFAULT_SPIN_MS = 2;
 
 /** Options shared by both ends. */
 export interface LinkOptions {
   /** How long unsent messages may delay closing, ms (so a last abort still leaves). */
   readonly lingerMs: number;
+  /**
+   * How long a wait re-tries on every macrotask (low latency, one busy core) before it
+   * sleeps 1 ms between tries. Default {@link DEFAULT_SPIN_MS}.
+   */
+  readonly spinMs?: number;
 }
 
 /** One message that arrived at rank 0: the sender's routing id and its frames after it. */
@@ -40,10 +45,10 @@ function zmqCode(err: unknown): string | undefined {
 const nextMacrotask = () => new Promise<void>((resolve) => setImmediate(resolve));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-async function waitStep(startedAt: number, deadline: number): Promise<boolean> {
+async function waitStep(startedAt: number, deadline: number, spinMs: number): Promise<boolean> {
   const now = performance.now();
   if (now >= deadline) return false;
-  if (now - startedAt < SPIN_MS) await nextMacrotask();
+  if (now - startedAt < spinMs) await nextMacrotask();
   else await sleep(Math.max(0, Math.min(1, deadline - now)));
   return true;
 }
@@ -52,6 +57,7 @@ async function waitStep(startedAt: number, deadline: number): Promise<boolean> {
 async function receiveBefore(
   socket: ZmqSocket,
   deadline: number,
+  spinMs: number,
   isClosed: () => boolean,
 ): Promise<string[] | null> {
   const startedAt = performance.now();
@@ -66,7 +72,7 @@ async function receiveBefore(
         throw err;
       }
     }
-    if (!await waitStep(startedAt, deadline)) return null;
+    if (!await waitStep(startedAt, deadline, spinMs)) return null;
   }
 }
 
@@ -89,12 +95,14 @@ export function tcpEndpoint(host: string, port: number): string {
  */
 export class CoordinatorLink {
   readonly #socket: Router;
+  readonly #spinMs: number;
   #closed = false;
   /** The endpoint actually bound (with the real port when port 0 was asked for). */
   readonly endpoint: string;
 
-  private constructor(socket: Router, endpoint: string) {
+  private constructor(socket: Router, endpoint: string, spinMs: number) {
     this.#socket = socket;
+    this.#spinMs = spinMs;
     this.endpoint = endpoint;
   }
 
@@ -122,7 +130,11 @@ export class CoordinatorLink {
       socket.close();
       throw err;
     }
-    return new CoordinatorLink(socket, socket.lastEndpoint ?? endpoint);
+    return new CoordinatorLink(
+      socket,
+      socket.lastEndpoint ?? endpoint,
+      options.spinMs ?? DEFAULT_SPIN_MS,
+    );
   }
 
   /** Whether {@link close} was called. */
@@ -132,7 +144,7 @@ export class CoordinatorLink {
 
   /** The next message from any follower before `deadline` (performance.now() ms), or null. */
   async receive(deadline: number): Promise<RoutedFrames | null> {
-    const frames = await receiveBefore(this.#socket, deadline, () => this.#closed);
+    const frames = await receiveBefore(this.#socket, deadline, this.#spinMs, () => this.#closed);
     if (frames === null) return null;
     return { from: frames[0], frames: frames.slice(1) };
   }
@@ -153,7 +165,7 @@ export class CoordinatorLink {
         if (code === "EHOSTUNREACH") return false;
         if (code !== "EAGAIN") throw err;
       }
-      if (!await waitStep(startedAt, deadline)) return false;
+      if (!await waitStep(startedAt, deadline, this.#spinMs)) return false;
     }
   }
 
@@ -168,12 +180,14 @@ export class CoordinatorLink {
 /** A follower's end: a DEALER with routing id `String(rank)`, connected to rank 0. */
 export class FollowerLink {
   readonly #socket: Dealer;
+  readonly #spinMs: number;
   #closed = false;
   /** The endpoint this link connects to. */
   readonly endpoint: string;
 
-  private constructor(socket: Dealer, endpoint: string) {
+  private constructor(socket: Dealer, endpoint: string, spinMs: number) {
     this.#socket = socket;
+    this.#spinMs = spinMs;
     this.endpoint = endpoint;
   }
 
@@ -195,7 +209,7 @@ export class FollowerLink {
       socket.close();
       throw err;
     }
-    return new FollowerLink(socket, endpoint);
+    return new FollowerLink(socket, endpoint, options.spinMs ?? DEFAULT_SPIN_MS);
   }
 
   /** Whether {@link close} was called. */
@@ -205,7 +219,7 @@ export class FollowerLink {
 
   /** The next message from rank 0 before `deadline` (performance.now() ms), or null. */
   receive(deadline: number): Promise<string[] | null> {
-    return receiveBefore(this.#socket, deadline, () => this.#closed);
+    return receiveBefore(this.#socket, deadline, this.#spinMs, () => this.#closed);
   }
 
   /** Sends one frame to rank 0; false when it could not be queued before `deadline`. */
@@ -219,7 +233,7 @@ export class FollowerLink {
       } catch (err) {
         if (zmqCode(err) !== "EAGAIN") throw err;
       }
-      if (!await waitStep(startedAt, deadline)) return false;
+      if (!await waitStep(startedAt, deadline, this.#spinMs)) return false;
     }
   }
 

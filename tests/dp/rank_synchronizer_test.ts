@@ -2,7 +2,7 @@ import { test } from "uvu";
 import * as assert from "uvu/assert";
 import type { CapacityEnvelope } from "../../src/dp/capacity.ts";
 import { RankSynchronizer } from "../../src/dp/rank_synchronizer.ts";
-import { closeAll, createGroup, failureOf, identity, openGroup } from "./group.ts";
+import { closeAll, createGroup, failureOf, identity, openGroup, sleep } from "./group.ts";
 
 const fast = { timeoutMs: 2000 };
 
@@ -115,6 +115,25 @@ test("a point: ready -> prepare, arm -> go with equal shapes, gather with wall =
     ]);
     assert.is(order.length, 3);
     await Promise.all(group.map((s) => s.finish()));
+  } finally {
+    closeAll(group);
+  }
+});
+
+test("GO comes only after every rank has armed (a late rank holds the others)", async () => {
+  const group = await openGroup(3, fast);
+  try {
+    const events: string[] = [];
+    await Promise.all(group.map(async (s) => {
+      if (s.rank === 2) {
+        await sleep(100);
+        events.push("rank 2 armed");
+      }
+      await s.arm(1, { num_requests: 1 });
+      events.push(`rank ${s.rank} go`);
+    }));
+    assert.is(events[0], "rank 2 armed");
+    assert.equal(events.slice(1).sort(), ["rank 0 go", "rank 1 go", "rank 2 go"]);
   } finally {
     closeAll(group);
   }
