@@ -3,15 +3,7 @@
  * smallest envelope over the ranks, and seeds real KV ("kvwarm") only when every rank
  * can.
  */
-import {
-  boolean,
-  type Check,
-  checkObject,
-  integer,
-  nullable,
-  type Shape,
-  text,
-} from "./shape_check.ts";
+import { boolean, checkObject, integer, nullable, type Shape, text } from "./shape_check.ts";
 
 /** What one rank can hold, sent by every rank before the grid is planned. */
 export interface CapacityEnvelope {
@@ -64,7 +56,7 @@ export const CAPACITY_ENVELOPE_SHAPE: Shape = {
 };
 
 /** Checks a {@link CapacityEnvelope}: its shape, and a reason exactly when ineligible. */
-export const checkCapacityEnvelope: Check = (v) => {
+export function checkCapacityEnvelope(v: unknown): string | null {
   const problem = checkObject(v, CAPACITY_ENVELOPE_SHAPE);
   if (problem !== null) return problem;
   const e = v as CapacityEnvelope;
@@ -75,10 +67,10 @@ export const checkCapacityEnvelope: Check = (v) => {
     return "is not kvwarm_eligible but gives no kvwarm_skip_reason";
   }
   return null;
-};
+}
 
 /** Checks a {@link NegotiatedCapacity} as rank 0 sends it. */
-export const checkNegotiatedCapacity: Check = (v) => {
+export function checkNegotiatedCapacity(v: unknown): string | null {
   const problem = checkObject(v, {
     ...CAPACITY_ENVELOPE_SHAPE,
     first_ineligible: nullable((f) => checkObject(f, { rank: integer(0), reason: text(256) })),
@@ -92,7 +84,7 @@ export const checkNegotiatedCapacity: Check = (v) => {
     return "has kvwarm_eligible inconsistent with kvwarm_skip_reason";
   }
   return null;
-};
+}
 
 /**
  * The group's capacity as seen by `rank`, from every rank's envelope (index = rank).

@@ -22,6 +22,7 @@ export class DpError extends Error {
   /** The ranks the failure is about (those that timed out, failed or disagreed). */
   readonly ranks: readonly number[];
 
+  /** An error of kind `code` about `ranks`. */
   constructor(code: DpErrorCode, message: string, ranks: readonly number[] = []) {
     super(message);
     this.name = "DpError";

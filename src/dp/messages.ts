@@ -38,37 +38,61 @@ export type ScheduledShape = Readonly<Record<string, number>>;
 
 /** What a rank sends rank 0 in each kind of exchange. */
 export interface RequestPayloads {
+  /** Connect: this rank's idea of the group size, and its protocol version. */
   hello: { size: number; protocol: number };
+  /** Capacity negotiation: this rank's envelope. */
   capacity: { envelope: CapacityEnvelope };
+  /** Grid digest agreement: the digest of the grid this rank planned. */
   grid_digest: { digest: string };
+  /** READY: this rank is ready for the point. */
   ready: { benchmark_id: number; point_key: string };
+  /** ARM: the point is admitted; its scheduled-shape summary. */
   arm: { benchmark_id: number; shape: ScheduledShape };
+  /** Result gather: this rank's wall times (s) and data. */
   result: { benchmark_id: number; wall_times: number[]; data: unknown };
+  /** Boundary vote: whether this rank's soft timeout has passed. */
   boundary: { benchmark_id: number; soft_timeout: boolean };
+  /** Cleanup: this rank released the point. */
   cleanup: { benchmark_id: number };
+  /** The per-step barrier: the step number. */
   barrier: { seq: number };
+  /** The stage round: this rank's stage status. */
   stage: StageStatus;
+  /** The orderly end. */
   bye: Record<never, never>;
 }
 
 /** What rank 0 answers each kind of exchange with. */
 export interface ReplyPayloads {
+  /** Every rank is connected. */
   welcome: { size: number };
+  /** The group's capacity as seen by the receiving rank. */
   capacity_agreed: { capacity: NegotiatedCapacity };
+  /** The agreed grid digest. */
   grid_agreed: { digest: string };
+  /** PREPARE: every rank is ready; admit the point. */
   prepare: { benchmark_id: number };
+  /** GO: every rank armed an equal shape; start timing. */
   go: { benchmark_id: number };
+  /** Per sample, the max wall over ranks. */
   result_gathered: { benchmark_id: number; iteration_walls: number[] };
+  /** Stop (soft timeout) when any rank voted so. */
   boundary_decided: { benchmark_id: number; stop: boolean };
+  /** Every rank released the point. */
   cleaned: { benchmark_id: number };
+  /** Every rank reached the step's barrier. */
   barrier_done: { seq: number };
+  /** The stage round's verdict. */
   stage_decided: { seq: number; all_done: boolean; ok: boolean | null };
+  /** Every rank is done; close. */
   bye_ack: Record<never, never>;
 }
 
 /** Failure notices: a follower's `error` to rank 0, rank 0's `abort` to every follower. */
 export interface FailurePayloads {
+  /** A follower failed (sent to rank 0, which forwards it). */
   error: { code: DpErrorCode; message: string; ranks: number[] };
+  /** Rank 0 stops the group; `from_rank` is the rank whose failure caused it. */
   abort: { from_rank: number; code: DpErrorCode; message: string; ranks: number[] };
 }
 

@@ -32,7 +32,9 @@ export function finite(min = 0): Check {
 }
 
 /** A boolean. */
-export const boolean: Check = (v) => typeof v === "boolean" ? null : "must be a boolean";
+export function boolean(v: unknown): string | null {
+  return typeof v === "boolean" ? null : "must be a boolean";
+}
 
 /** A non-empty string of at most `maxLength` characters. */
 export function text(maxLength = 4096): Check {
@@ -96,7 +98,9 @@ export function recordOf(check: Check, maxKeys = 64, keyPattern = /^[a-z][a-z0-9
 }
 
 /** Any JSON value except `undefined`. */
-export const json: Check = (v) => v === undefined ? "is missing" : null;
+export function json(v: unknown): string | null {
+  return v === undefined ? "is missing" : null;
+}
 
 /**
  * Checks `value` against a strict object shape.

@@ -6,15 +6,7 @@
  * step, no rank can start the rung's first point before the others have the verdict.
  */
 import { DpError } from "./dp_error.ts";
-import {
-  boolean,
-  type Check,
-  checkObject,
-  integer,
-  nullable,
-  oneOf,
-  type Shape,
-} from "./shape_check.ts";
+import { boolean, checkObject, integer, nullable, oneOf, type Shape } from "./shape_check.ts";
 
 /** Where a rank's stage build is: no stage, still building, or done (ok or not). */
 export type StagePhase = "none" | "building" | "done";
@@ -52,7 +44,7 @@ const STAGE_STATUS_SHAPE: Shape = {
  * Checks a {@link StageStatus}: its shape, a batch exactly when a stage is active, and
  * a verdict exactly when the phase is `done` (a missing or spurious verdict is an error).
  */
-export const checkStageStatus: Check = (v) => {
+export function checkStageStatus(v: unknown): string | null {
   const problem = checkObject(v, STAGE_STATUS_SHAPE);
   if (problem !== null) return problem;
   const s = v as StageStatus;
@@ -67,17 +59,17 @@ export const checkStageStatus: Check = (v) => {
       : `has phase '${s.phase}' but a spurious ok verdict`;
   }
   return null;
-};
+}
 
 /** Checks a verdict as rank 0 sends it: ok is a boolean exactly when all ranks are done. */
-export const checkStageVerdict: Check = (v) => {
+export function checkStageVerdict(v: unknown): string | null {
   const problem = checkObject(v, { seq: integer(0), all_done: boolean, ok: nullable(boolean) });
   if (problem !== null) return problem;
   const d = v as { all_done: boolean; ok: boolean | null };
   if (d.all_done && d.ok === null) return "says all ranks are done but gives no ok verdict";
   if (!d.all_done && d.ok !== null) return "gives an ok verdict before all ranks are done";
   return null;
-};
+}
 
 /**
  * Settles one stage round from every rank's status (index = rank). Throws a
