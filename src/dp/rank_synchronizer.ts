@@ -59,7 +59,10 @@ export interface SynchronizerOptions {
    * name resolves to the address the other hosts use).
    */
   readonly bindHost?: string;
-  /** How long unsent messages (a last abort) may delay closing, ms. Default 1000. */
+  /**
+   * How long unsent messages (a last reply or abort) may delay closing, ms. Default
+   * 1000; 0 may drop rank 0's last answer before a follower has it.
+   */
   readonly lingerMs?: number;
   /**
    * How long a wait polls its socket on every macrotask before it sleeps 1 ms between
@@ -183,7 +186,12 @@ export class RankSynchronizer {
     let link: CoordinatorLink | FollowerLink | null = null;
     if (identity.size > 1 && identity.rank === 0) {
       const host = options.bindHost ?? defaultBindHost(identity.masterHost);
-      link = await CoordinatorLink.bind(tcpEndpoint(host, identity.masterPort), linkOptions);
+      const endpoint = tcpEndpoint(host, identity.masterPort);
+      try {
+        link = await CoordinatorLink.bind(endpoint, linkOptions);
+      } catch (err) {
+        throw new DpError("config", `rank 0 cannot bind ${endpoint}: ${(err as Error).message}`);
+      }
     } else if (identity.size > 1) {
       link = FollowerLink.connect(
         tcpEndpoint(identity.masterHost, identity.masterPort),

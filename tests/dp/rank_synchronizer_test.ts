@@ -253,6 +253,17 @@ test("ranks started with different group sizes refuse each other", async () => {
   }
 });
 
+test("rank 0 on a port that is taken fails with a clear error", async () => {
+  const first = await RankSynchronizer.create(identity(0, 2, 0));
+  try {
+    const err = await failureOf(RankSynchronizer.create(identity(0, 2, first.port!)));
+    assert.is(err.code, "config");
+    assert.match(err.message, /^rank 0 cannot bind tcp:\/\/127\.0\.0\.1:\d+: /);
+  } finally {
+    first.close();
+  }
+});
+
 test("after a failure every call is refused and names the original failure", async () => {
   const group = await openGroup(2, fast);
   try {
