@@ -193,11 +193,15 @@ export class RankSynchronizer {
         throw new DpError("config", `rank 0 cannot bind ${endpoint}: ${(err as Error).message}`);
       }
     } else if (identity.size > 1) {
-      link = FollowerLink.connect(
-        tcpEndpoint(identity.masterHost, identity.masterPort),
-        identity.rank,
-        linkOptions,
-      );
+      const endpoint = tcpEndpoint(identity.masterHost, identity.masterPort);
+      try {
+        link = FollowerLink.connect(endpoint, identity.rank, linkOptions);
+      } catch (err) {
+        throw new DpError(
+          "config",
+          `rank ${identity.rank} cannot connect to ${endpoint}: ${(err as Error).message}`,
+        );
+      }
     }
     return new RankSynchronizer(identity, link, options);
   }
