@@ -34,7 +34,13 @@ import {
   stageSettledLine,
   type StageVerdict,
 } from "./stage_round.ts";
-import { CoordinatorLink, FollowerLink, LinkClosedError, tcpEndpoint } from "./zmq_link.ts";
+import {
+  CoordinatorLink,
+  DEFAULT_SPIN_MS,
+  FollowerLink,
+  LinkClosedError,
+  tcpEndpoint,
+} from "./zmq_link.ts";
 
 /** The default limit on every wait, ms (the reference design's 10 s). */
 export const DEFAULT_DP_TIMEOUT_MS = 10_000;
@@ -67,7 +73,7 @@ export interface SynchronizerOptions {
   /**
    * How long a wait polls its socket on every macrotask before it sleeps 1 ms between
    * polls, ms. Longer: lower barrier latency when ranks arrive further apart, at the
-   * price of a busy core while waiting. Default 2.
+   * price of a busy core while waiting. Default {@link DEFAULT_SPIN_MS}.
    */
   readonly spinMs?: number;
 }
@@ -182,7 +188,10 @@ export class RankSynchronizer {
         );
       }
     }
-    const linkOptions = { lingerMs: options.lingerMs ?? 1000, spinMs: options.spinMs };
+    const linkOptions = {
+      lingerMs: options.lingerMs ?? 1000,
+      spinMs: options.spinMs ?? DEFAULT_SPIN_MS,
+    };
     let link: CoordinatorLink | FollowerLink | null = null;
     if (identity.size > 1 && identity.rank === 0) {
       const host = options.bindHost ?? defaultBindHost(identity.masterHost);

@@ -9,13 +9,15 @@
  * `uv_poll` shim stops after the first callback, so a pending `receive()` never
  * resolves, and a positive `receiveTimeout` crashes the process), while the zero-timeout
  * path works the same in Deno and Node. Nothing is left pending on a socket between
- * calls, so closing a link leaves no handle that keeps the process alive.
+ * calls, so closing a link leaves no handle that keeps the process alive. The spin
+ * window matters: a timer wakes a wait only every 1-2 ms, so rounds whose ranks arrive
+ * further apart than the window pay that much latency on each side.
  */
 import { setImmediate } from "node:timers";
 import { Dealer, Router } from "zeromq";
 
 /** How long a wait re-tries on every macrotask before it falls back to 1 ms sleeps, ms. */
-export const DEFAULT_SPIN_MS = 2;
+export const DEFAULT_SPIN_MS = 10;
 
 /** Options shared by both ends. */
 export interface LinkOptions {
