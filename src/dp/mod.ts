@@ -36,6 +36,7 @@ export {
   type SynchronizerOptions,
 } from "./rank_synchronizer.ts";
 export { type RoundCost } from "./round_cost.ts";
+export { DEFAULT_SPIN_MS } from "./zmq_link.ts";
 export {
   settleStageRound,
   type StagePhase,
