@@ -1,0 +1,755 @@
+/**
+ * The transformer on the GPU: turns a StepBatch into sampled tokens (and logits on
+ * request) with one command buffer per step and no host read-back inside the step. It
+ * knows nothing of requests or scheduling.
+ *
+ * One step, top to bottom (T tokens, S sequences, R sampled rows):
+ * ```
+ * kv_block_copy (CoW forks)         every layer's K and V, before anything writes them
+ * embedding                         token_ids | previous step's sampled ids -> x [T, H]
+ * per layer:
+ *   rmsnorm                         x -> h
+ *   linear qkv                      h -> qkv [T, (nq + 2 nkv) hd]
+ *   qk_norm_rope_cache              qkv -> q [T, nq hd]; K/V written at slot_mapping
+ *   paged_attention | _decode       q, paged K/V -> attn [T, nq hd]
+ *   linear o (+=)                   x += attn o^T
+ *   rmsnorm                         x -> h
+ *   moe: linear router, MoeBlock    x += experts(h)     dense: gate|up, silu_mul, down (+=)
+ * gather_rows, rmsnorm, linear lm_head, sample -> sampled [R]
+ * ```
+ *
+ * ```ts
+ * const model = await GpuModel.load(gpu, "fixtures/out/tiny-qwen3-moe", { maxNumTokens: 256 });
+ * const out = model.forward(batch);
+ * const tokens = await out.sampled;
+ * ```
+ */
+import type { Gpu } from "../gpu/device.ts";
+import { BufferUsage, MapMode } from "../gpu/device.ts";
+import { createStorage, uploadBuffer, writeBuffer } from "../gpu/buffers.ts";
+import { PassTimer } from "../gpu/timestamps.ts";
+import { type BufferArg, unsupportedReason, variantByName } from "../../kernels/kernel.ts";
+import * as embedding from "../../kernels/embedding.ts";
+import * as rmsnorm from "../../kernels/rmsnorm.ts";
+import * as gemv from "../../kernels/gemv.ts";
+import * as gemm from "../../kernels/gemm.ts";
+import * as qkNormRopeCache from "../../kernels/qk_norm_rope_cache.ts";
+import * as pagedAttention from "../../kernels/paged_attention.ts";
+import * as pagedAttentionDecode from "../../kernels/paged_attention_decode.ts";
+import * as decodeReduce from "../../kernels/paged_attention_decode_reduce.ts";
+import * as kvBlockCopy from "../../kernels/kv_block_copy.ts";
+import * as siluMul from "../../kernels/silu_mul.ts";
+import * as gatherRows from "../../kernels/gather_rows.ts";
+import * as sample from "../../kernels/sample.ts";
+import { ropeTable } from "../../kernels/rope.ts";
+import { MoeBlock } from "../../kernels/moe_block.ts";
+import { Checkpoint } from "./checkpoint.ts";
+import { type ModelConfig, resolveModelConfig } from "./config.ts";
+import { GpuWeights, type StorageDtype } from "./gpu_weights.ts";
+import { kvBlockBytes, KvBuffers } from "./kv_buffers.ts";
+import { KernelCall } from "./kernel_call.ts";
+import type { ForwardModel, StepBatch, StepOutput } from "./step_batch.ts";
+
+/** How the model is built. */
+export interface GpuModelOptions {
+  /** Storage type of weights and KV (default f16 where the adapter has it). */
+  readonly dtype?: StorageDtype;
+  readonly blockSize?: number;
+  /** KV blocks (block 0 is the null block); default from kvCacheBytes. */
+  readonly numBlocks?: number;
+  /** KV memory when numBlocks is not given (default 256 MiB on a CPU adapter, 16 GiB else). */
+  readonly kvCacheBytes?: number;
+  /** Most tokens one step carries (scratch is sized for it). */
+  readonly maxNumTokens?: number;
+  /** Most sequences one step carries. */
+  readonly maxNumSeqs?: number;
+  /** Model length limit (default: the config's max_position_embeddings). */
+  readonly maxModelLen?: number;
+  /** Time every dispatch in its own pass (for per-kernel profiles; slower). */
+  readonly profile?: boolean;
+  /** Linear layers use GEMV up to this many rows, GEMM above (default 8). */
+  readonly gemvMaxRows?: number;
+}
+
+/** One dispatch's GPU time, when the model runs with `profile`. */
+export interface KernelSpan {
+  readonly label: string;
+  readonly kernel: string;
+  readonly us: number;
+  readonly startUs: number;
+}
+
+type LinearKind = "qkv" | "o" | "router" | "gateUp" | "down" | "lmHead";
+
+interface LinearCall {
+  readonly gemv: KernelCall<typeof gemv.spec.params.fields>;
+  readonly gemm: KernelCall<typeof gemm.spec.params.fields>;
+  readonly n: number;
+  readonly k: number;
+  readonly accumulate: boolean;
+}
+
+/** What a step needs from the host, packed (exported for tests). */
+interface StepPlan {
+  readonly tokens: number;
+  readonly seqs: number;
+  readonly rows: number;
+  readonly decode: boolean;
+}
+
+const SAMPLE_STAGING = 4;
+
+export class GpuModel implements ForwardModel {
+  readonly blockSize: number;
+  readonly numBlocks: number;
+  readonly vocabSize: number;
+  readonly maxModelLen: number;
+  readonly eosTokenIds: readonly number[];
+  readonly maxNumTokens: number;
+  readonly maxNumSeqs: number;
+  /** Most rows whose logits one step can return (binding limit of the logits buffer). */
+  readonly maxLogitRows: number;
+
+  private stepIndex = 0;
+  private readonly timer: PassTimer;
+  private readonly sampleStaging: GPUBuffer[] = [];
+  private partials: { o: GPUBuffer; lse: GPUBuffer; elements: number } | null = null;
+  /** Spans of the last profiled step. */
+  private spans: Promise<KernelSpan[]> | null = null;
+
+  private constructor(
+    private readonly gpu: Gpu,
+    readonly config: ModelConfig,
+    readonly weights: GpuWeights,
+    readonly kv: KvBuffers,
+    private readonly opts: Required<Omit<GpuModelOptions, "numBlocks" | "kvCacheBytes">>,
+    private readonly calls: Awaited<ReturnType<typeof createCalls>>,
+    private readonly moe: MoeBlock | null,
+    private readonly buf: ReturnType<typeof createScratch>,
+  ) {
+    this.blockSize = kv.blockSize;
+    this.numBlocks = kv.numBlocks;
+    this.vocabSize = config.vocabSize;
+    this.maxModelLen = opts.maxModelLen;
+    this.eosTokenIds = config.eosTokenIds;
+    this.maxNumTokens = opts.maxNumTokens;
+    this.maxNumSeqs = opts.maxNumSeqs;
+    this.maxLogitRows = buf.maxRows;
+    this.timer = new PassTimer(gpu, opts.profile ? 4096 : 1);
+  }
+
+  /** Loads `dir` (a Hugging Face checkpoint folder) or `synthetic:NAME`. */
+  static async load(
+    gpu: Gpu,
+    spec: string,
+    options: GpuModelOptions = {},
+    onProgress?: (message: string) => void,
+  ): Promise<GpuModel> {
+    const config = resolveModelConfig(spec);
+    const dtype = options.dtype ?? (gpu.f16 ? "f16" : "f32");
+    if (dtype === "f16" && !gpu.f16) {
+      throw new Error("dtype f16 asked for, but the adapter has no shader-f16");
+    }
+    const t0 = performance.now();
+    let weights: GpuWeights;
+    if (config.synthetic) {
+      onProgress?.(`drawing ${config.name} weights on the GPU (${dtype})`);
+      weights = await GpuWeights.synthetic(gpu, config, dtype);
+    } else {
+      onProgress?.(`loading ${spec} (${dtype})`);
+      const ckpt = Checkpoint.open(spec);
+      try {
+        weights = await GpuWeights.fromCheckpoint(gpu, config, ckpt, dtype);
+      } finally {
+        ckpt.close();
+      }
+      if (weights.f16Overflow.count > 0) {
+        onProgress?.(
+          `warning: ${weights.f16Overflow.count} weight values overflow f16 (largest |x| ${weights.f16Overflow.maxAbs}); they are stored as inf`,
+        );
+      }
+    }
+    onProgress?.(
+      `weights: ${(weights.bytes / 2 ** 30).toFixed(2)} GiB in ${
+        ((performance.now() - t0) / 1000).toFixed(1)
+      } s`,
+    );
+    return await GpuModel.create(gpu, config, weights, options);
+  }
+
+  /** Builds the model around loaded weights: KV cache, pipelines, scratch. */
+  static async create(
+    gpu: Gpu,
+    config: ModelConfig,
+    weights: GpuWeights,
+    options: GpuModelOptions = {},
+  ): Promise<GpuModel> {
+    const dtype = weights.dtype;
+    const blockSize = options.blockSize ?? 16;
+    const cpu = gpu.adapter.type === "cpu";
+    const kvBytes = options.kvCacheBytes ?? (cpu ? 256 * 2 ** 20 : 16 * 2 ** 30);
+    const maxModelLen = options.maxModelLen ?? config.maxPositionEmbeddings;
+    if (maxModelLen > config.maxPositionEmbeddings) {
+      throw new Error(
+        `max model length ${maxModelLen} exceeds the model's max_position_embeddings ${config.maxPositionEmbeddings}`,
+      );
+    }
+    const perBlock = kvBlockBytes(config, dtype, blockSize);
+    const perLayerLimit = Math.floor(
+      gpu.limits.maxStorageBufferBindingSize / (perBlock / (2 * config.numLayers)),
+    );
+    const numBlocks = options.numBlocks ??
+      Math.max(2, Math.min(perLayerLimit, Math.floor(kvBytes / perBlock)));
+    const kv = await KvBuffers.allocate(gpu, config, dtype, { blockSize, numBlocks });
+    const opts = {
+      dtype,
+      blockSize,
+      maxNumTokens: options.maxNumTokens ?? (cpu ? 256 : 8192),
+      maxNumSeqs: options.maxNumSeqs ?? (cpu ? 32 : 256),
+      maxModelLen,
+      profile: options.profile ?? false,
+      gemvMaxRows: options.gemvMaxRows ?? 8,
+    };
+    const calls = await createCalls(gpu, config, dtype);
+    const moe = config.layerKinds.includes("moe")
+      ? await MoeBlock.create(gpu, {
+        hidden: config.hiddenSize,
+        inter: config.moeIntermediateSize,
+        experts: config.numExperts,
+        topK: config.numExpertsPerTok,
+        normTopk: config.normTopkProb,
+        maxTokens: opts.maxNumTokens,
+        dtype,
+      })
+      : null;
+    const buf = createScratch(gpu, config, opts);
+    const model = new GpuModel(gpu, config, weights, kv, opts, calls, moe, buf);
+    model.ensurePartials(opts.maxNumSeqs * config.numHeads * 4);
+    return model;
+  }
+
+  /** Runs one step; returns at once (the promises settle when the GPU is done). */
+  forward(batch: StepBatch): StepOutput {
+    const plan = this.plan(batch);
+    const parity = this.stepIndex++ % 2;
+    this.writeInputs(batch, plan);
+    const enc = this.gpu.device.createCommandEncoder({ label: `step ${this.stepIndex}` });
+    const step = new StepPasses(enc, this.timer, this.opts.profile);
+    this.encodeStep(step, batch, plan, parity);
+    step.end();
+    const rows = plan.rows;
+    const staging = this.sampleStaging.pop() ?? this.gpu.device.createBuffer({
+      label: "sampled staging",
+      size: Math.max(16, this.buf.maxRows * 4),
+      usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST,
+    });
+    enc.copyBufferToBuffer(this.buf.sampled[parity], 0, staging, 0, Math.max(4, rows * 4));
+    let logitsStaging: GPUBuffer | null = null;
+    if (batch.logits) {
+      const bytes = rows * this.vocabSize * 4;
+      logitsStaging = this.gpu.device.createBuffer({
+        label: "logits staging",
+        size: Math.max(16, Math.ceil(bytes / 4) * 4),
+        usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST,
+      });
+      enc.copyBufferToBuffer(this.buf.logits, 0, logitsStaging, 0, Math.max(4, bytes));
+    }
+    this.timer.resolve(enc);
+    this.gpu.device.queue.submit([enc.finish()]);
+    const timing = this.timer.read();
+    const labels = step.labels;
+    if (this.opts.profile) {
+      this.spans = timing.then((spans) =>
+        spans.map((s, i) => ({ ...s, kernel: labels[i]?.kernel ?? s.label }))
+      );
+    }
+    const sampled = staging.mapAsync(MapMode.READ).then(() => {
+      const out = new Int32Array(
+        staging.getMappedRange(0, Math.max(4, rows * 4)).slice(0, rows * 4),
+      );
+      staging.unmap();
+      if (this.sampleStaging.length < SAMPLE_STAGING) this.sampleStaging.push(staging);
+      else staging.destroy();
+      return out;
+    });
+    const logits = logitsStaging
+      ? logitsStaging.mapAsync(MapMode.READ).then(() => {
+        const out = new Float32Array(
+          logitsStaging!.getMappedRange().slice(0, rows * this.vocabSize * 4),
+        );
+        logitsStaging!.destroy();
+        return out;
+      })
+      : undefined;
+    const gpuMs = timing.then((spans) => {
+      if (spans.length === 0) return null;
+      const first = spans[0];
+      const last = spans[spans.length - 1];
+      return this.opts.profile
+        ? spans.reduce((s, x) => s + x.us, 0) / 1000
+        : (last.startUs + last.us - first.startUs) / 1000;
+    });
+    return { sampled, logits, gpuMs };
+  }
+
+  /** Per-dispatch GPU times of the last step (profile mode only). */
+  lastStepSpans(): Promise<KernelSpan[]> {
+    if (!this.spans) throw new Error("lastStepSpans: the model was not created with profile");
+    return this.spans;
+  }
+
+  /** Frees GPU memory held by the model. */
+  destroy(): void {
+    this.weights.destroy();
+    this.kv.destroy();
+    this.moe?.destroy();
+    for (const b of this.buf.all) b.destroy();
+    this.partials?.o.destroy();
+    this.partials?.lse.destroy();
+    this.timer.destroy();
+  }
+
+  private plan(batch: StepBatch): StepPlan {
+    const tokens = batch.tokenIds.length;
+    const seqs = batch.seqs.length;
+    const rows = batch.sampleTokenIndices.length;
+    if (tokens < 1 || tokens > this.maxNumTokens) {
+      throw new Error(`forward: ${tokens} tokens, this model takes 1..${this.maxNumTokens} a step`);
+    }
+    if (seqs < 1 || seqs > this.maxNumSeqs) {
+      throw new Error(`forward: ${seqs} sequences, this model takes 1..${this.maxNumSeqs} a step`);
+    }
+    if (rows > this.buf.maxRows) {
+      throw new Error(`forward: ${rows} sampled rows, at most ${this.buf.maxRows} a step`);
+    }
+    for (const arr of [batch.prevSampleRef, batch.positions, batch.slotMapping]) {
+      if (arr.length !== tokens) throw new Error("forward: token arrays differ in length");
+    }
+    for (const s of batch.seqs) {
+      if (s.contextLen > this.maxModelLen) {
+        throw new Error(
+          `forward: context ${s.contextLen} exceeds max model length ${this.maxModelLen}`,
+        );
+      }
+    }
+    if (batch.sampling.length !== rows) {
+      throw new Error("forward: one sampling entry per sampled row");
+    }
+    return { tokens, seqs, rows, decode: batch.seqs.every((s) => s.queryLen === 1) };
+  }
+
+  private writeInputs(batch: StepBatch, plan: StepPlan): void {
+    const d = this.gpu.device;
+    const b = this.buf;
+    writeBuffer(d, b.tokenIds, 0, batch.tokenIds);
+    writeBuffer(d, b.prevRef, 0, batch.prevSampleRef);
+    writeBuffer(d, b.positions, 0, batch.positions);
+    writeBuffer(d, b.slotMapping, 0, batch.slotMapping);
+    writeBuffer(d, b.seqInfo, 0, pagedAttention.packSeqInfo(batch.seqs));
+    const { table, maxBlocks } = pagedAttention.packBlockTables(batch.seqs, this.blockSize);
+    if (table.byteLength > b.blockTables.size) {
+      throw new Error(`forward: block tables of ${maxBlocks} blocks per sequence do not fit`);
+    }
+    writeBuffer(d, b.blockTables, 0, table);
+    this.stepMaxBlocks = maxBlocks;
+    writeBuffer(d, b.sampleRows, 0, batch.sampleTokenIndices);
+    const samplingRows = batch.sampling.map((s, i) => ({
+      temperature: s.temperature,
+      seed: s.seed >>> 0,
+      position: batch.positions[batch.sampleTokenIndices[i]],
+    }));
+    if (plan.rows) writeBuffer(d, b.sampling, 0, sample.packSamplingRows(samplingRows));
+    if (batch.blockCopies.length) {
+      const pairs = kvBlockCopy.packBlockCopies(batch.blockCopies, this.numBlocks);
+      if (pairs.byteLength > b.copyPairs.size) {
+        throw new Error(
+          `forward: ${batch.blockCopies.length} block copies, at most ${b.copyPairs.size / 8}`,
+        );
+      }
+      writeBuffer(d, b.copyPairs, 0, pairs);
+    }
+  }
+
+  private stepMaxBlocks = 1;
+
+  private encodeStep(step: StepPasses, batch: StepBatch, plan: StepPlan, parity: number): void {
+    const c = this.calls;
+    const cfg = this.config;
+    const b = this.buf;
+    const dt = this.opts.dtype;
+    const T = plan.tokens;
+    const H = cfg.hiddenSize, hd = cfg.headDim, nq = cfg.numHeads, nkv = cfg.numKvHeads;
+
+    if (batch.blockCopies.length) {
+      c.blockCopy.setParams({
+        num_pairs: batch.blockCopies.length,
+        block_size: this.blockSize,
+        num_kv_heads: nkv,
+        head_dim: hd,
+      });
+      this.kv.layers.forEach((layer, l) =>
+        c.blockCopy.dispatch(step.pass("kv_block_copy"), dt, `l${l}`, {
+          pairs: b.copyPairs,
+          k_cache: layer.k,
+          v_cache: layer.v,
+        })
+      );
+    }
+
+    c.embedding.setParams({ tokens: T, hidden: H, vocab: cfg.vocabSize });
+    c.embedding.dispatch(step.pass("embedding"), dt, `p${parity}`, {
+      token_ids: b.tokenIds,
+      prev_ref: b.prevRef,
+      prev_sampled: b.sampled[1 - parity],
+      table: this.weights.embed,
+      out: b.x,
+    });
+
+    c.norm.setParams({ rows: T, n: H, eps: cfg.rmsNormEps });
+    c.qkNorm.setParams({
+      tokens: T,
+      num_q_heads: nq,
+      num_kv_heads: nkv,
+      head_dim: hd,
+      max_positions: this.maxModelLen,
+      qk_norm: cfg.qkNorm ? 1 : 0,
+      eps: cfg.rmsNormEps,
+    });
+    const attnCommon = {
+      num_seqs: plan.seqs,
+      num_q_heads: nq,
+      num_kv_heads: nkv,
+      head_dim: hd,
+      block_size: this.blockSize,
+      max_blocks: this.stepMaxBlocks,
+      scale: 1 / Math.sqrt(hd),
+    };
+    let splits = 1;
+    if (plan.decode) {
+      const variant = variantByName(pagedAttentionDecode.spec, dt);
+      const split = pagedAttentionDecode.planDecodeSplits(
+        batch.seqs.map((s) => s.contextLen),
+        { numQHeads: nq, numKvHeads: nkv },
+        variant,
+      );
+      splits = split.numSplits;
+      c.decode.setParams({ ...attnCommon, split_tokens: split.splitTokens, num_splits: splits });
+      if (splits > 1) {
+        this.ensurePartials(plan.seqs * nq * splits);
+        c.decodeReduce.setParams({
+          num_seqs: plan.seqs,
+          num_q_heads: nq,
+          head_dim: hd,
+          split_tokens: split.splitTokens,
+          num_splits: splits,
+        });
+      }
+    } else {
+      c.prefill.setParams({
+        ...attnCommon,
+        max_query_len: pagedAttention.maxQueryLen(batch.seqs),
+      });
+    }
+    for (const kind of Object.keys(c.linear) as LinearKind[]) {
+      if (kind === "lmHead") continue;
+      this.setLinear(kind, T);
+    }
+    if (this.moe) this.moe.setTokens(T);
+    if (cfg.layerKinds.includes("dense")) {
+      c.silu.setParams({ tokens: T, inter: cfg.intermediateSize });
+    }
+
+    for (let l = 0; l < cfg.numLayers; l++) {
+      const w = this.weights.layers[l];
+      const kv = this.kv.layers[l];
+      c.norm.dispatch(step.pass("rmsnorm"), dt, `in${l}`, {
+        x: b.x,
+        weight: w.inputNorm,
+        out: b.h,
+      });
+      this.linear(step, "qkv", T, `l${l}`, b.h, w.qkv, b.qkv);
+      c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, `l${l}`, {
+        qkv: b.qkv,
+        q_norm: w.qNorm ?? w.inputNorm,
+        k_norm: w.kNorm ?? w.inputNorm,
+        cos_sin: b.ropeTable,
+        positions: b.positions,
+        slot_mapping: b.slotMapping,
+        q_out: b.q,
+        k_cache: kv.k,
+        v_cache: kv.v,
+      });
+      if (plan.decode) {
+        c.decode.dispatch(step.pass("paged_attention_decode"), dt, `l${l}`, {
+          q: b.q,
+          k_cache: kv.k,
+          v_cache: kv.v,
+          block_tables: b.blockTables,
+          seq_info: b.seqInfo,
+          out: b.attn,
+          part_o: this.partials!.o,
+          part_lse: this.partials!.lse,
+        });
+        if (splits > 1) {
+          c.decodeReduce.dispatch(step.pass("paged_attention_decode_reduce"), "f32", "all", {
+            seq_info: b.seqInfo,
+            part_o: this.partials!.o,
+            part_lse: this.partials!.lse,
+            out: b.attn,
+          });
+        }
+      } else {
+        c.prefill.dispatch(step.pass("paged_attention"), dt, `l${l}`, {
+          q: b.q,
+          k_cache: kv.k,
+          v_cache: kv.v,
+          block_tables: b.blockTables,
+          seq_info: b.seqInfo,
+          out: b.attn,
+        });
+      }
+      this.linear(step, "o", T, `l${l}`, b.attn, w.o, b.x);
+      c.norm.dispatch(step.pass("rmsnorm"), dt, `post${l}`, {
+        x: b.x,
+        weight: w.postNorm,
+        out: b.h,
+      });
+      if (w.kind === "moe") {
+        this.linear(step, "router", T, `l${l}`, b.h, w.router!, b.routerLogits);
+        this.moe!.encode(step.pass("moe_block"), {
+          routerLogits: b.routerLogits,
+          x: b.h,
+          wGateUp: w.gateUp,
+          wDown: w.down,
+          residual: b.x,
+        });
+      } else {
+        this.linear(step, "gateUp", T, `l${l}`, b.h, w.gateUp, b.mlpGateUp);
+        c.silu.dispatch(step.pass("silu_mul"), "f32", "all", {
+          gate_up: b.mlpGateUp,
+          out: b.mlpAct,
+        });
+        this.linear(step, "down", T, `l${l}`, b.mlpAct, w.down, b.x);
+      }
+    }
+
+    const R = plan.rows;
+    if (R === 0) return;
+    c.gather.setParams({ count: R, width: H });
+    c.gather.dispatch(step.pass("gather_rows"), "f32", "all", {
+      x: b.x,
+      rows: b.sampleRows,
+      out: b.xs,
+    });
+    c.finalNorm.setParams({ rows: R, n: H, eps: cfg.rmsNormEps });
+    c.finalNorm.dispatch(step.pass("rmsnorm"), dt, "final", {
+      x: b.xs,
+      weight: this.weights.finalNorm,
+      out: b.hs,
+    });
+    this.setLinear("lmHead", R);
+    this.linear(step, "lmHead", R, "head", b.hs, this.weights.lmHead, b.logits);
+    c.sample.setParams(sample.sampleParams(R, cfg.vocabSize));
+    c.sample.dispatch(step.pass("sample"), "f32", `p${parity}`, {
+      logits: b.logits,
+      sampling: b.sampling,
+      sampled: b.sampled[parity],
+    });
+  }
+
+  private linearUsesGemv(rows: number): boolean {
+    return rows <= this.opts.gemvMaxRows;
+  }
+
+  private setLinear(kind: LinearKind, rows: number): void {
+    const l = this.calls.linear[kind];
+    const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0 };
+    if (this.linearUsesGemv(rows)) l.gemv.setParams(values);
+    else l.gemm.setParams(values);
+  }
+
+  private linear(
+    step: StepPasses,
+    kind: LinearKind,
+    rows: number,
+    key: string,
+    x: BufferArg,
+    w: BufferArg,
+    y: BufferArg,
+  ): void {
+    const l = this.calls.linear[kind];
+    if (this.linearUsesGemv(rows)) {
+      l.gemv.dispatch(step.pass(`linear ${kind}`, "gemv"), this.calls.gemvVariant, key, {
+        x,
+        w,
+        y,
+      });
+    } else {
+      l.gemm.dispatch(step.pass(`linear ${kind}`, "gemm"), this.calls.gemmVariant, key, {
+        a: x,
+        b: w,
+        c: y,
+      });
+    }
+  }
+
+  /** Split-K partials for `rows` (seq, head, split) rows; grows, never shrinks. */
+  ensurePartials(rows: number): void {
+    const elements = rows * this.config.headDim;
+    if (this.partials && this.partials.elements >= elements) return;
+    this.partials?.o.destroy();
+    this.partials?.lse.destroy();
+    const grow = Math.max(elements, (this.partials?.elements ?? 0) * 2);
+    this.partials = {
+      o: createStorage(this.gpu.device, "decode.part_o", grow * 4),
+      lse: createStorage(this.gpu.device, "decode.part_lse", (grow / this.config.headDim) * 4),
+      elements: grow,
+    };
+    this.calls.decode.forget();
+    this.calls.decodeReduce.forget();
+  }
+}
+
+/**
+ * The passes of one step: a single compute pass timed as a whole, or (profile) one pass
+ * per dispatch with its own timestamps.
+ */
+class StepPasses {
+  private current: GPUComputePassEncoder | null = null;
+  readonly labels: { label: string; kernel: string }[] = [];
+
+  constructor(
+    private readonly enc: GPUCommandEncoder,
+    private readonly timer: PassTimer,
+    private readonly profile: boolean,
+  ) {}
+
+  pass(label: string, kernel = label): GPUComputePassEncoder {
+    if (this.profile) {
+      this.current?.end();
+      this.labels.push({ label, kernel });
+      this.current = this.enc.beginComputePass({ label, timestampWrites: this.timer.next(label) });
+    } else if (!this.current) {
+      this.labels.push({ label: "step", kernel: "step" });
+      this.current = this.enc.beginComputePass({
+        label: "step",
+        timestampWrites: this.timer.next("step"),
+      });
+    }
+    return this.current;
+  }
+
+  end(): void {
+    this.current?.end();
+    this.current = null;
+  }
+}
+
+async function createCalls(gpu: Gpu, config: ModelConfig, dtype: StorageDtype) {
+  const gemvVariant =
+    dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
+      ? "f16-sg"
+      : dtype;
+  const gemmVariant = dtype === "f16" &&
+      unsupportedReason(gpu, variantByName(gemm.spec, "f16-sgmat")) === null
+    ? "f16-sgmat"
+    : dtype;
+  const H = config.hiddenSize, hd = config.headDim;
+  const linearShapes: Record<LinearKind, [number, number, boolean]> = {
+    qkv: [(config.numHeads + 2 * config.numKvHeads) * hd, H, false],
+    o: [H, config.numHeads * hd, true],
+    router: [config.numExperts, H, false],
+    gateUp: [2 * config.intermediateSize, H, false],
+    down: [H, config.intermediateSize, true],
+    lmHead: [config.vocabSize, H, false],
+  };
+  const linear = {} as Record<LinearKind, LinearCall>;
+  for (
+    const [kind, [n, k, accumulate]] of Object.entries(linearShapes) as [
+      LinearKind,
+      [number, number, boolean],
+    ][]
+  ) {
+    if (k % 4 !== 0) throw new Error(`model: ${kind} input width ${k} is not a multiple of 4`);
+    linear[kind] = {
+      gemv: await KernelCall.create(gpu, gemv.spec, [gemvVariant], `gemv ${kind}`),
+      gemm: await KernelCall.create(gpu, gemm.spec, [gemmVariant], `gemm ${kind}`),
+      n,
+      k,
+      accumulate,
+    };
+  }
+  return {
+    gemvVariant,
+    gemmVariant,
+    linear,
+    embedding: await KernelCall.create(gpu, embedding.spec, [dtype]),
+    norm: await KernelCall.create(gpu, rmsnorm.spec, [dtype]),
+    finalNorm: await KernelCall.create(gpu, rmsnorm.spec, [dtype], "final rmsnorm"),
+    qkNorm: await KernelCall.create(gpu, qkNormRopeCache.spec, [dtype]),
+    prefill: await KernelCall.create(gpu, pagedAttention.spec, [dtype]),
+    decode: await KernelCall.create(gpu, pagedAttentionDecode.spec, [dtype]),
+    decodeReduce: await KernelCall.create(gpu, decodeReduce.spec, ["f32"]),
+    blockCopy: await KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
+    silu: await KernelCall.create(gpu, siluMul.spec, ["f32"]),
+    gather: await KernelCall.create(gpu, gatherRows.spec, ["f32"]),
+    sample: await KernelCall.create(gpu, sample.spec, ["f32"]),
+  };
+}
+
+function createScratch(
+  gpu: Gpu,
+  config: ModelConfig,
+  opts: { maxNumTokens: number; maxNumSeqs: number; maxModelLen: number; blockSize: number },
+) {
+  const d = gpu.device;
+  const T = opts.maxNumTokens, S = opts.maxNumSeqs;
+  const H = config.hiddenSize, hd = config.headDim;
+  const limit = gpu.limits.maxStorageBufferBindingSize;
+  const maxRows = Math.max(1, Math.min(Math.max(S, T), Math.floor(limit / (config.vocabSize * 4))));
+  const all: GPUBuffer[] = [];
+  const f32 = (label: string, elements: number) => {
+    const bytes = elements * 4;
+    if (bytes > limit) {
+      throw new Error(
+        `model: scratch ${label} needs ${bytes} bytes (> binding limit ${limit}); lower --max-num-tokens`,
+      );
+    }
+    const b = createStorage(d, label, bytes);
+    all.push(b);
+    return b;
+  };
+  const maxBlocksPerSeq = Math.ceil(opts.maxModelLen / opts.blockSize);
+  const tableElements = Math.min(S * maxBlocksPerSeq, Math.floor(limit / 4));
+  const ropeData = ropeTable(opts.maxModelLen, hd, config.ropeTheta);
+  const rope = uploadBuffer(d, "rope cos_sin", ropeData);
+  all.push(rope);
+  const bufs = {
+    tokenIds: f32("token_ids", T),
+    prevRef: f32("prev_ref", T),
+    positions: f32("positions", T),
+    slotMapping: f32("slot_mapping", T),
+    seqInfo: f32("seq_info", S * 3),
+    blockTables: f32("block_tables", tableElements),
+    sampleRows: f32("sample_rows", maxRows),
+    sampling: f32("sampling", maxRows * 4),
+    copyPairs: f32("block_copy_pairs", 2 * Math.max(S, 64)),
+    x: f32("x", T * H),
+    h: f32("h", T * H),
+    qkv: f32("qkv", T * (config.numHeads + 2 * config.numKvHeads) * hd),
+    q: f32("q", T * config.numHeads * hd),
+    attn: f32("attn", T * config.numHeads * hd),
+    routerLogits: f32("router_logits", T * Math.max(1, config.numExperts)),
+    mlpGateUp: f32(
+      "mlp_gate_up",
+      config.layerKinds.includes("dense") ? T * 2 * config.intermediateSize : 1,
+    ),
+    mlpAct: f32("mlp_act", config.layerKinds.includes("dense") ? T * config.intermediateSize : 1),
+    xs: f32("sampled_x", maxRows * H),
+    hs: f32("sampled_h", maxRows * H),
+    logits: f32("logits", maxRows * config.vocabSize),
+    sampled: [f32("sampled_a", maxRows), f32("sampled_b", maxRows)] as const,
+    ropeTable: rope,
+  };
+  return { ...bufs, all, maxRows };
+}

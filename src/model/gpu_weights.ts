@@ -1,0 +1,372 @@
+/**
+ * The model's weights on the GPU, in the layout the kernels read: per layer a fused q|k|v
+ * projection, o, norms, and either the experts (gate|up fused per expert, down) with the
+ * router, or a dense gate|up and down. Filled from a checkpoint by streaming tensors in
+ * chunks (never the whole file in host memory), or drawn on the GPU for synthetic models.
+ *
+ * ```ts
+ * const weights = await GpuWeights.fromCheckpoint(gpu, config, Checkpoint.open(dir), "f16");
+ * const synthetic = await GpuWeights.synthetic(gpu, syntheticConfig("synthetic:qwen3-30b-a3b"), "f16");
+ * ```
+ */
+import type { Gpu } from "../gpu/device.ts";
+import { BufferUsage } from "../gpu/device.ts";
+import { writeBuffer } from "../gpu/buffers.ts";
+import { getPipeline, grid1d, makeBindGroup, variantByName } from "../../kernels/kernel.ts";
+import * as fillRandom from "../../kernels/fill_random.ts";
+import type { Checkpoint } from "./checkpoint.ts";
+import type { ModelConfig } from "./config.ts";
+import {
+  attentionTensorNames,
+  checkCheckpointTensors,
+  denseMlpTensorNames,
+  EMBED_TENSOR,
+  expertTensorNames,
+  FINAL_NORM_TENSOR,
+  lmHeadTensorName,
+  routerTensorName,
+} from "./model_tensors.ts";
+import {
+  type F16Overflow,
+  mergeF16Overflow,
+  tensorToF16Bits,
+  tensorToF32,
+} from "./tensor_convert.ts";
+
+/** Storage type of weights and KV on the GPU. */
+export type StorageDtype = "f16" | "f32";
+
+/** One layer's weight buffers (shapes in the comments, Linear layout [out, in]). */
+export interface LayerWeights {
+  readonly kind: "moe" | "dense";
+  readonly inputNorm: GPUBuffer; // [hidden]
+  readonly postNorm: GPUBuffer; // [hidden]
+  readonly qkv: GPUBuffer; // [(heads + 2 kv_heads) * head_dim, hidden]
+  readonly o: GPUBuffer; // [hidden, heads * head_dim]
+  readonly qNorm: GPUBuffer | null; // [head_dim]
+  readonly kNorm: GPUBuffer | null; // [head_dim]
+  readonly router: GPUBuffer | null; // [experts, hidden]
+  readonly gateUp: GPUBuffer; // moe: [experts, 2 * inter, hidden]; dense: [2 * inter, hidden]
+  readonly down: GPUBuffer; // moe: [experts, hidden, inter]; dense: [hidden, inter]
+}
+
+/** A piece of a fused buffer: which tensor fills it, at which byte offset, with what scale. */
+interface Piece {
+  readonly tensor: string;
+  readonly offset: number;
+  readonly elements: number;
+  /** Synthetic fill: base + scale * unit-variance noise. */
+  readonly base: number;
+  readonly scale: number;
+}
+
+interface BufferPlan {
+  readonly label: string;
+  readonly elements: number;
+  readonly pieces: Piece[];
+}
+
+/** All weights of a model on the GPU. */
+export class GpuWeights {
+  private constructor(
+    readonly config: ModelConfig,
+    readonly dtype: StorageDtype,
+    readonly embed: GPUBuffer,
+    readonly finalNorm: GPUBuffer,
+    readonly lmHead: GPUBuffer,
+    readonly layers: readonly LayerWeights[],
+    /** Total bytes of weight buffers. */
+    readonly bytes: number,
+    /** Values that did not fit f16 (inf after conversion), summed over tensors. */
+    readonly f16Overflow: F16Overflow,
+    private readonly buffers: GPUBuffer[],
+  ) {}
+
+  /** Streams every tensor of a checkpoint into GPU buffers (converted to `dtype`). */
+  static async fromCheckpoint(
+    gpu: Gpu,
+    config: ModelConfig,
+    ckpt: Checkpoint,
+    dtype: StorageDtype,
+    onProgress?: (doneBytes: number, totalBytes: number) => void,
+  ): Promise<GpuWeights> {
+    checkCheckpointTensors(config, ckpt);
+    const overflow: F16Overflow = { count: 0, maxAbs: 0 };
+    return await build(gpu, config, dtype, overflow, async (buffer, plan) => {
+      for (const piece of plan.pieces) {
+        await uploadTensor(gpu, ckpt, piece, buffer, dtype, overflow);
+        onProgress?.(piece.elements, 0);
+      }
+    });
+  }
+
+  /** Draws every weight on the GPU (deterministic per tensor name): no host traffic. */
+  static async synthetic(gpu: Gpu, config: ModelConfig, dtype: StorageDtype): Promise<GpuWeights> {
+    const variant = variantByName(fillRandom.spec, dtype);
+    const pipe = await getPipeline(gpu, fillRandom.spec, variant);
+    const params = gpu.device.createBuffer({
+      label: "fill_random.params",
+      size: fillRandom.spec.params.size,
+      usage: BufferUsage.UNIFORM | BufferUsage.COPY_DST,
+    });
+    const overflow: F16Overflow = { count: 0, maxAbs: 0 };
+    let queued = 0;
+    const weights = await build(gpu, config, dtype, overflow, async (buffer, plan) => {
+      const bind = makeBindGroup(gpu, pipe, params, { out: buffer });
+      for (const piece of plan.pieces) {
+        const first = piece.offset / (dtype === "f16" ? 2 : 4);
+        const maxChunk = 1 << 26;
+        for (let done = 0; done < piece.elements; done += maxChunk) {
+          const count = Math.min(maxChunk, piece.elements - done);
+          const values = {
+            offset: first + done,
+            count,
+            seed: seedOf(piece.tensor),
+            base: piece.base,
+            scale: piece.scale,
+          };
+          writeBuffer(gpu.device, params, 0, fillRandom.spec.params.pack(values));
+          const enc = gpu.device.createCommandEncoder();
+          const pass = enc.beginComputePass();
+          pass.setPipeline(pipe.pipeline);
+          pass.setBindGroup(0, bind);
+          pass.dispatchWorkgroups(...grid1d(Math.ceil(count / 256), gpu));
+          pass.end();
+          gpu.device.queue.submit([enc.finish()]);
+          queued += count;
+          if (queued > 1 << 28) {
+            await gpu.device.queue.onSubmittedWorkDone();
+            queued = 0;
+          }
+        }
+      }
+    });
+    await gpu.device.queue.onSubmittedWorkDone();
+    params.destroy();
+    return weights;
+  }
+
+  /** Frees every weight buffer. */
+  destroy(): void {
+    for (const b of this.buffers) b.destroy();
+  }
+
+  /** Internal: assembled by build(). */
+  static assemble(
+    config: ModelConfig,
+    dtype: StorageDtype,
+    parts: {
+      embed: GPUBuffer;
+      finalNorm: GPUBuffer;
+      lmHead: GPUBuffer;
+      layers: LayerWeights[];
+      bytes: number;
+      overflow: F16Overflow;
+      buffers: GPUBuffer[];
+    },
+  ): GpuWeights {
+    return new GpuWeights(
+      config,
+      dtype,
+      parts.embed,
+      parts.finalNorm,
+      parts.lmHead,
+      parts.layers,
+      parts.bytes,
+      parts.overflow,
+      parts.buffers,
+    );
+  }
+}
+
+/** FNV-1a of a tensor name: its synthetic seed. */
+function seedOf(name: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
+}
+
+/** The buffers of a model, their fused pieces, and the fill callback that writes them. */
+async function build(
+  gpu: Gpu,
+  config: ModelConfig,
+  dtype: StorageDtype,
+  overflow: F16Overflow,
+  fill: (buffer: GPUBuffer, plan: BufferPlan) => Promise<void>,
+): Promise<GpuWeights> {
+  const es = dtype === "f16" ? 2 : 4;
+  const H = config.hiddenSize, hd = config.headDim;
+  const qRows = config.numHeads * hd, kvRows = config.numKvHeads * hd;
+  const buffers: GPUBuffer[] = [];
+  let bytes = 0;
+  const maxBinding = gpu.limits.maxStorageBufferBindingSize;
+
+  const make = async (plan: BufferPlan): Promise<GPUBuffer> => {
+    const size = Math.max(16, Math.ceil((plan.elements * es) / 16) * 16);
+    if (size > maxBinding) {
+      throw new Error(
+        `weights: ${plan.label} needs ${size} bytes, over this adapter's ${maxBinding}-byte binding limit`,
+      );
+    }
+    gpu.device.pushErrorScope("out-of-memory");
+    const buffer = gpu.device.createBuffer({
+      label: plan.label,
+      size,
+      usage: BufferUsage.STORAGE | BufferUsage.COPY_DST | BufferUsage.COPY_SRC,
+    });
+    const oom = await gpu.device.popErrorScope();
+    if (oom) {
+      for (const b of buffers) b.destroy();
+      throw new Error(
+        `weights: out of GPU memory allocating ${plan.label} (${
+          (size / 2 ** 20).toFixed(0)
+        } MiB) after ${(bytes / 2 ** 30).toFixed(2)} GiB of weights`,
+      );
+    }
+    buffers.push(buffer);
+    bytes += size;
+    await fill(buffer, plan);
+    return buffer;
+  };
+  const single = (
+    label: string,
+    tensor: string,
+    elements: number,
+    base: number,
+    scale: number,
+  ): BufferPlan => ({ label, elements, pieces: [{ tensor, offset: 0, elements, base, scale }] });
+  const linear = (fanIn: number) => 1 / Math.sqrt(fanIn);
+
+  const embed = await make(single(EMBED_TENSOR, EMBED_TENSOR, config.vocabSize * H, 0, 1));
+  const layers: LayerWeights[] = [];
+  for (let l = 0; l < config.numLayers; l++) {
+    const a = attentionTensorNames(config, l);
+    const qkvPieces: Piece[] = [
+      { tensor: a.q, offset: 0, elements: qRows * H, base: 0, scale: linear(H) },
+      { tensor: a.k, offset: qRows * H * es, elements: kvRows * H, base: 0, scale: linear(H) },
+      {
+        tensor: a.v,
+        offset: (qRows + kvRows) * H * es,
+        elements: kvRows * H,
+        base: 0,
+        scale: linear(H),
+      },
+    ];
+    const inputNorm = await make(single(a.inputNorm, a.inputNorm, H, 1, 0));
+    const qkv = await make({
+      label: `model.layers.${l}.qkv`,
+      elements: (qRows + 2 * kvRows) * H,
+      pieces: qkvPieces,
+    });
+    const o = await make(single(a.o, a.o, H * qRows, 0, linear(qRows)));
+    const qNorm = a.qNorm ? await make(single(a.qNorm, a.qNorm, hd, 1, 0)) : null;
+    const kNorm = a.kNorm ? await make(single(a.kNorm, a.kNorm, hd, 1, 0)) : null;
+    const postNorm = await make(single(a.postAttentionNorm, a.postAttentionNorm, H, 1, 0));
+    const kind = config.layerKinds[l];
+    if (kind === "moe") {
+      const E = config.numExperts, I = config.moeIntermediateSize;
+      const router = await make(
+        single(routerTensorName(config, l), routerTensorName(config, l), E * H, 0, linear(H)),
+      );
+      const gateUpPieces: Piece[] = [];
+      const downPieces: Piece[] = [];
+      for (let e = 0; e < E; e++) {
+        const t = expertTensorNames(config, l, e);
+        const base = e * 2 * I * H * es;
+        gateUpPieces.push(
+          { tensor: t.gate, offset: base, elements: I * H, base: 0, scale: linear(H) },
+          { tensor: t.up, offset: base + I * H * es, elements: I * H, base: 0, scale: linear(H) },
+        );
+        downPieces.push({
+          tensor: t.down,
+          offset: e * H * I * es,
+          elements: H * I,
+          base: 0,
+          scale: linear(I),
+        });
+      }
+      const gateUp = await make({
+        label: `model.layers.${l}.experts.gate_up`,
+        elements: E * 2 * I * H,
+        pieces: gateUpPieces,
+      });
+      const down = await make({
+        label: `model.layers.${l}.experts.down`,
+        elements: E * H * I,
+        pieces: downPieces,
+      });
+      layers.push({ kind, inputNorm, postNorm, qkv, o, qNorm, kNorm, router, gateUp, down });
+    } else {
+      const I = config.intermediateSize;
+      const t = denseMlpTensorNames(l);
+      const gateUp = await make({
+        label: `model.layers.${l}.mlp.gate_up`,
+        elements: 2 * I * H,
+        pieces: [
+          { tensor: t.gate, offset: 0, elements: I * H, base: 0, scale: linear(H) },
+          { tensor: t.up, offset: I * H * es, elements: I * H, base: 0, scale: linear(H) },
+        ],
+      });
+      const down = await make(single(t.down, t.down, H * I, 0, linear(I)));
+      layers.push({
+        kind,
+        inputNorm,
+        postNorm,
+        qkv,
+        o,
+        qNorm,
+        kNorm,
+        router: null,
+        gateUp,
+        down,
+      });
+    }
+  }
+  const finalNorm = await make(single(FINAL_NORM_TENSOR, FINAL_NORM_TENSOR, H, 1, 0));
+  const lmHead = config.tieWordEmbeddings ? embed : await make(
+    single(lmHeadTensorName(config), lmHeadTensorName(config), config.vocabSize * H, 0, linear(H)),
+  );
+  return GpuWeights.assemble(config, dtype, {
+    embed,
+    finalNorm,
+    lmHead,
+    layers,
+    bytes,
+    overflow,
+    buffers,
+  });
+}
+
+const CHUNK_BYTES = 8 * 2 ** 20;
+
+/** Streams one tensor into `buffer` at the piece's offset, converting chunk by chunk. */
+async function uploadTensor(
+  gpu: Gpu,
+  ckpt: Checkpoint,
+  piece: Piece,
+  buffer: GPUBuffer,
+  dtype: StorageDtype,
+  overflow: F16Overflow,
+): Promise<void> {
+  const info = ckpt.info(piece.tensor);
+  if (info.numel !== piece.elements) {
+    throw new Error(
+      `weights: ${piece.tensor} has ${info.numel} elements, the model expects ${piece.elements}`,
+    );
+  }
+  const es = dtype === "f16" ? 2 : 4;
+  const srcBytes = info.byteLength / info.numel;
+  for (const chunk of ckpt.chunks(piece.tensor, CHUNK_BYTES)) {
+    const firstElement = chunk.offset / srcBytes;
+    let data: ArrayBufferView;
+    if (dtype === "f16") {
+      const converted = tensorToF16Bits(chunk.bytes, info.dtype);
+      mergeF16Overflow(overflow, converted.overflow);
+      data = converted.bits;
+    } else {
+      data = tensorToF32(chunk.bytes, info.dtype);
+    }
+    writeBuffer(gpu.device, buffer, piece.offset + firstElement * es, data);
+  }
+  await gpu.device.queue.onSubmittedWorkDone();
+}
