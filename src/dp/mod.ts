@@ -17,6 +17,7 @@ export {
   PEER_INELIGIBLE,
 } from "./capacity.ts";
 export { DpError, type DpErrorCode } from "./dp_error.ts";
+export { FOLLOWER_GRACE_MS } from "./group_rounds.ts";
 export { expandHostlist, firstHost } from "./hostlist.ts";
 export { type ScheduledShape } from "./messages.ts";
 export {

@@ -8,51 +8,33 @@
  * rank hangs, and leaves the synchronizer failed with its sockets closed.
  *
  * A group of one rank opens no socket: every round settles locally.
+ *
+ * This file holds the phases and what each round decides; the round itself (gather,
+ * checks, answers, failure forwarding) is {@link GroupRounds}.
  */
 import { iterationWalls, requireEqual, requireEqualShapes } from "./agreement.ts";
 import { type CapacityEnvelope, negotiateCapacity, type NegotiatedCapacity } from "./capacity.ts";
 import { DpError } from "./dp_error.ts";
-import {
-  type AnyMessage,
-  encodeMessage,
-  type Message,
-  messageProblem,
-  parseMessage,
-  PROTOCOL_VERSION,
-  REPLY_OF,
-  type ReplyPayloads,
-  type ReplyTypeOf,
-  type RequestPayloads,
-  type RequestType,
-  type ScheduledShape,
-} from "./messages.ts";
+import { GroupRounds } from "./group_rounds.ts";
+import { PROTOCOL_VERSION, type RequestType, type ScheduledShape } from "./messages.ts";
 import type { RankIdentity } from "./rank_identity.ts";
-import { type RoundCost, RoundCostMeter } from "./round_cost.ts";
+import type { RoundCost } from "./round_cost.ts";
 import {
   settleStageRound,
   type StagePhase,
   stageSettledLine,
   type StageVerdict,
 } from "./stage_round.ts";
-import {
-  CoordinatorLink,
-  DEFAULT_SPIN_MS,
-  FollowerLink,
-  LinkClosedError,
-  tcpEndpoint,
-} from "./zmq_link.ts";
+import { CoordinatorLink, DEFAULT_SPIN_MS, FollowerLink, tcpEndpoint } from "./zmq_link.ts";
 
 /** The default limit on every wait, ms (the reference design's 10 s). */
 export const DEFAULT_DP_TIMEOUT_MS = 10_000;
-
-/** At most this much longer than rank 0 (and a quarter of the timeout) a follower waits, ms. */
-export const FOLLOWER_GRACE_MS = 2000;
 
 /** Options of {@link RankSynchronizer.create} / {@link RankSynchronizer.open}. */
 export interface SynchronizerOptions {
   /**
    * Limit on every wait for the group, ms. Default {@link DEFAULT_DP_TIMEOUT_MS}.
-   * Followers wait up to a quarter longer (at most {@link FOLLOWER_GRACE_MS}).
+   * Followers wait up to a quarter longer (at most `FOLLOWER_GRACE_MS`, 2 s).
    */
   readonly timeoutMs?: number;
   /** Limit on the hello round (ranks starting up), ms. Default: `timeoutMs`. */
@@ -98,11 +80,6 @@ export interface GatheredResult {
   readonly ranks: readonly RankResult[] | null;
 }
 
-type State = "created" | "open" | "failed" | "closed";
-type Decision<T extends RequestType> = (
-  requests: readonly Message<T>[],
-) => (rank: number) => ReplyPayloads[ReplyTypeOf<T>];
-
 /**
  * One rank's end of the group.
  *
@@ -140,16 +117,9 @@ export class RankSynchronizer {
    */
   readonly endpoint: string | null;
 
-  readonly #link: CoordinatorLink | FollowerLink | null;
-  readonly #timeoutMs: number;
+  readonly #rounds: GroupRounds;
   readonly #connectTimeoutMs: number;
   readonly #log: (line: string) => void;
-  readonly #costs = new Map<RequestType, RoundCostMeter>();
-  readonly #knownToGroup = new WeakSet<DpError>();
-  #state: State = "created";
-  #failure: DpError | null = null;
-  #round = 0;
-  #busy: RequestType | null = null;
 
   private constructor(
     identity: RankIdentity,
@@ -158,10 +128,10 @@ export class RankSynchronizer {
   ) {
     this.rank = identity.rank;
     this.size = identity.size;
-    this.#link = link;
     this.endpoint = link?.endpoint ?? null;
-    this.#timeoutMs = options.timeoutMs ?? DEFAULT_DP_TIMEOUT_MS;
-    this.#connectTimeoutMs = options.connectTimeoutMs ?? this.#timeoutMs;
+    const timeoutMs = options.timeoutMs ?? DEFAULT_DP_TIMEOUT_MS;
+    this.#rounds = new GroupRounds(identity.rank, identity.size, link, timeoutMs);
+    this.#connectTimeoutMs = options.connectTimeoutMs ?? timeoutMs;
     this.#log = options.log ?? (() => {});
   }
 
@@ -233,7 +203,7 @@ export class RankSynchronizer {
 
   /** The error that failed the group, or null. */
   get failure(): DpError | null {
-    return this.#failure;
+    return this.#rounds.failure;
   }
 
   /**
@@ -241,13 +211,10 @@ export class RankSynchronizer {
    * never connects makes every rank fail with a timeout naming it.
    */
   async connect(): Promise<void> {
-    if (this.#state !== "created") {
-      throw new Error(`connect() on a synchronizer that is ${this.#state}`);
-    }
-    this.#state = "open";
+    this.#rounds.open();
     if (this.size === 1) return;
     const hello = { size: this.size, protocol: PROTOCOL_VERSION };
-    await this.#exchange("hello", hello, (hellos) => {
+    await this.#rounds.exchange("hello", hello, (hellos) => {
       const wrong = hellos.flatMap((h) => h.size === this.size ? [] : [h.rank]);
       if (wrong.length > 0) {
         const list = wrong.map((r) => `rank ${r} was started with size ${hellos[r].size}`).join(
@@ -270,7 +237,7 @@ export class RankSynchronizer {
    * not gets the skip reason `peer_ineligible`).
    */
   async negotiateCapacity(envelope: CapacityEnvelope): Promise<NegotiatedCapacity> {
-    const reply = await this.#exchange("capacity", { envelope }, (requests) => {
+    const reply = await this.#rounds.exchange("capacity", { envelope }, (requests) => {
       const envelopes = requests.map((r) => r.envelope);
       return (rank) => ({ capacity: negotiateCapacity(envelopes, rank) });
     });
@@ -279,7 +246,7 @@ export class RankSynchronizer {
 
   /** Grid digest agreement: every rank planned the same grid, or every rank fails with all digests listed. */
   async agreeGridDigest(digest: string): Promise<string> {
-    const reply = await this.#exchange("grid_digest", { digest }, (requests) => {
+    const reply = await this.#rounds.exchange("grid_digest", { digest }, (requests) => {
       const agreed = requireEqual(requests.map((r) => r.digest), "grid digests", "disagreement");
       return () => ({ digest: agreed });
     });
@@ -288,7 +255,7 @@ export class RankSynchronizer {
 
   /** READY -> PREPARE: returns once every rank is ready for the same point. */
   async ready(benchmarkId: number, pointKey: string): Promise<void> {
-    await this.#exchange(
+    await this.#rounds.exchange(
       "ready",
       { benchmark_id: benchmarkId, point_key: pointKey },
       (requests) => {
@@ -303,7 +270,7 @@ export class RankSynchronizer {
    * summary; the measured step starts after this returns.
    */
   async arm(benchmarkId: number, shape: ScheduledShape): Promise<void> {
-    await this.#exchange("arm", { benchmark_id: benchmarkId, shape }, (requests) => {
+    await this.#rounds.exchange("arm", { benchmark_id: benchmarkId, shape }, (requests) => {
       requireEqual(requests.map((r) => r.benchmark_id), "armed points", "lockstep");
       requireEqualShapes(requests.map((r) => r.shape), benchmarkId);
       return () => ({ benchmark_id: benchmarkId });
@@ -320,7 +287,7 @@ export class RankSynchronizer {
     data: unknown = null,
   ): Promise<GatheredResult> {
     let ranks: RankResult[] | null = null;
-    const reply = await this.#exchange(
+    const reply = await this.#rounds.exchange(
       "result",
       { benchmark_id: benchmarkId, wall_times: [...wallTimes], data },
       (requests) => {
@@ -335,7 +302,7 @@ export class RankSynchronizer {
 
   /** The boundary vote: true (stop, soft timeout) if any rank's soft timeout has passed. */
   async boundaryVote(benchmarkId: number, softTimeout: boolean): Promise<boolean> {
-    const reply = await this.#exchange(
+    const reply = await this.#rounds.exchange(
       "boundary",
       { benchmark_id: benchmarkId, soft_timeout: softTimeout },
       (requests) => {
@@ -349,7 +316,7 @@ export class RankSynchronizer {
 
   /** Cleanup: returns once every rank has released the point's requests and blocks. */
   async cleanup(benchmarkId: number): Promise<void> {
-    await this.#exchange("cleanup", { benchmark_id: benchmarkId }, (requests) => {
+    await this.#rounds.exchange("cleanup", { benchmark_id: benchmarkId }, (requests) => {
       requireEqual(requests.map((r) => r.benchmark_id), "cleaned points", "lockstep");
       return () => ({ benchmark_id: benchmarkId });
     });
@@ -361,7 +328,7 @@ export class RankSynchronizer {
    * and must be equal on every rank. Its cost is in {@link barrierCost}.
    */
   async barrier(seq: number): Promise<void> {
-    await this.#exchange("barrier", { seq }, (requests) => {
+    await this.#rounds.exchange("barrier", { seq }, (requests) => {
       requireEqual(requests.map((r) => r.seq), "barrier steps", "lockstep");
       return () => ({ seq });
     });
@@ -386,7 +353,7 @@ export class RankSynchronizer {
     phase: StagePhase,
     ok: boolean | null,
   ): Promise<StageVerdict> {
-    const reply = await this.#exchange("stage", { seq, batch, phase, ok }, (requests) => {
+    const reply = await this.#rounds.exchange("stage", { seq, batch, phase, ok }, (requests) => {
       const verdict = settleStageRound(requests);
       return () => ({ seq: verdict.seq, all_done: verdict.allDone, ok: verdict.ok });
     });
@@ -397,12 +364,12 @@ export class RankSynchronizer {
 
   /** The cost of the per-step barrier so far (microseconds per round). */
   barrierCost(): RoundCost {
-    return this.#meter("barrier").summary();
+    return this.#rounds.cost("barrier");
   }
 
   /** The cost of every kind of round so far, by request type. */
   roundCosts(): Partial<Record<RequestType, RoundCost>> {
-    return Object.fromEntries([...this.#costs].map(([type, meter]) => [type, meter.summary()]));
+    return this.#rounds.costs();
   }
 
   /**
@@ -410,7 +377,7 @@ export class RankSynchronizer {
    * then the sockets close.
    */
   async finish(): Promise<void> {
-    await this.#exchange("bye", {}, () => () => ({}));
+    await this.#rounds.exchange("bye", {}, () => () => ({}));
     this.close();
   }
 
@@ -420,7 +387,7 @@ export class RankSynchronizer {
    * has already failed or closed.
    */
   async abort(reason: unknown): Promise<void> {
-    if (this.#state === "failed" || this.#state === "closed") {
+    if (this.#rounds.ended) {
       this.close();
       return;
     }
@@ -428,355 +395,13 @@ export class RankSynchronizer {
     const err = reason instanceof DpError
       ? reason
       : new DpError("peer_failure", `rank ${this.rank} failed: ${message}`, [this.rank]);
-    await this.#fail(err);
+    await this.#rounds.fail(err);
   }
 
   /** Closes the sockets now (idempotent); a pending round on this rank then fails. */
   close(): void {
-    if (this.#state !== "failed") this.#state = "closed";
-    this.#link?.close();
+    this.#rounds.close();
   }
-
-  #meter(type: RequestType): RoundCostMeter {
-    let meter = this.#costs.get(type);
-    if (meter === undefined) this.#costs.set(type, meter = new RoundCostMeter());
-    return meter;
-  }
-
-  async #exchange<T extends RequestType>(
-    type: T,
-    payload: RequestPayloads[T],
-    decide: Decision<T>,
-    timeoutMs = this.#timeoutMs,
-  ): Promise<ReplyPayloads[ReplyTypeOf<T>]> {
-    this.#checkUsable(type);
-    const round = type === "hello" ? 0 : ++this.#round;
-    this.#busy = type;
-    const startedAt = performance.now();
-    try {
-      const own = this.#ownRequest(type, round, payload);
-      let reply: ReplyPayloads[ReplyTypeOf<T>];
-      if (this.size === 1) reply = decide([own])(0);
-      else if (this.rank === 0) reply = await this.#coordinate(type, round, own, decide, timeoutMs);
-      else reply = await this.#follow(type, round, own, timeoutMs);
-      this.#meter(type).add((performance.now() - startedAt) * 1000);
-      return reply;
-    } catch (err) {
-      throw await this.#fail(err);
-    } finally {
-      this.#busy = null;
-    }
-  }
-
-  #checkUsable(type: RequestType): void {
-    if (this.#state === "failed") {
-      const f = this.#failure!;
-      throw new DpError(
-        "closed",
-        `the group already failed (${f.message}); ${type} refused`,
-        f.ranks,
-      );
-    }
-    if (this.#state === "closed") {
-      throw new DpError("closed", `the synchronizer is closed; ${type} refused`);
-    }
-    if (this.#state === "created") {
-      throw new Error(`${type} before connect(): call connect() or use RankSynchronizer.open`);
-    }
-    if (this.#busy !== null) {
-      throw new Error(`${type} while ${this.#busy} is still waiting: one round at a time`);
-    }
-  }
-
-  /** This rank's own request, checked like any other (a bad local status fails the group too). */
-  #ownRequest<T extends RequestType>(
-    type: T,
-    round: number,
-    payload: RequestPayloads[T],
-  ): Message<T> {
-    const message = { type, rank: this.rank, round, ...payload };
-    let wire: unknown;
-    try {
-      wire = JSON.parse(JSON.stringify(message));
-    } catch (err) {
-      throw new DpError(
-        "protocol",
-        `rank ${this.rank}'s own ${type} cannot be sent as JSON: ${(err as Error).message}`,
-        [this.rank],
-      );
-    }
-    const problem = messageProblem(wire);
-    if (problem !== null) {
-      throw new DpError("protocol", `rank ${this.rank}'s own ${problem}`, [this.rank]);
-    }
-    return wire as Message<T>;
-  }
-
-  async #coordinate<T extends RequestType>(
-    type: T,
-    round: number,
-    own: Message<T>,
-    decide: Decision<T>,
-    timeoutMs: number,
-  ): Promise<ReplyPayloads[ReplyTypeOf<T>]> {
-    const link = this.#link as CoordinatorLink;
-    const deadline = performance.now() + timeoutMs;
-    const requests: Message<T>[] = [own];
-    const pending = new Set<number>();
-    for (let r = 1; r < this.size; r++) pending.add(r);
-    while (pending.size > 0) {
-      const incoming = await link.receive(deadline);
-      if (incoming === null) throw this.#timeout(type, own, [...pending], timeoutMs);
-      const sender = this.#senderRank(incoming.from);
-      if (incoming.frames.length !== 1) {
-        throw new DpError(
-          "protocol",
-          `malformed message from rank ${sender}: ${incoming.frames.length} frames, want 1`,
-          [sender],
-        );
-      }
-      const message = withRanks(() => parseMessage(incoming.frames[0], `rank ${sender}`), [sender]);
-      if (message.rank !== sender) {
-        throw new DpError(
-          "protocol",
-          `malformed message from rank ${sender}: it claims to be rank ${message.rank}`,
-          [sender],
-        );
-      }
-      if (message.type === "error") {
-        const prefix = `rank ${sender} failed: `;
-        const text = message.message.startsWith(prefix)
-          ? message.message
-          : prefix + message.message;
-        throw new DpError("peer_failure", text, [sender]);
-      }
-      if (message.type !== type || message.round !== round) {
-        throw new DpError(
-          "lockstep",
-          `ranks are not in lockstep: rank ${sender} sent ${
-            describe(message)
-          } (round ${message.round}) ` +
-            `while rank 0 waits for ${describe(own)} (round ${round})`,
-          [sender],
-        );
-      }
-      if (!pending.has(sender)) {
-        throw new DpError("protocol", `rank ${sender} sent ${type} twice in round ${round}`, [
-          sender,
-        ]);
-      }
-      pending.delete(sender);
-      requests[sender] = message as Message<T>;
-    }
-    const replyFor = decide(requests);
-    const replyType = REPLY_OF[type];
-    for (let r = 1; r < this.size; r++) {
-      const reply = { type: replyType, rank: 0, round, ...replyFor(r) } as AnyMessage;
-      if (!await link.send(String(r), encodeMessage(reply), performance.now() + timeoutMs)) {
-        throw new DpError(
-          "peer_failure",
-          `rank ${r} is no longer connected: the ${replyType} of round ${round} could not be delivered`,
-          [r],
-        );
-      }
-    }
-    return replyFor(0);
-  }
-
-  async #follow<T extends RequestType>(
-    type: T,
-    round: number,
-    own: Message<T>,
-    timeoutMs: number,
-  ): Promise<ReplyPayloads[ReplyTypeOf<T>]> {
-    const link = this.#link as FollowerLink;
-    // A follower outwaits rank 0 a little, so that rank 0's diagnosis (which names the
-    // rank that did not answer) reaches it before its own timeout does.
-    const waitMs = timeoutMs + Math.min(timeoutMs / 4, FOLLOWER_GRACE_MS);
-    const deadline = performance.now() + waitMs;
-    if (!await link.send(encodeMessage(own as AnyMessage), deadline)) {
-      throw new DpError(
-        "timeout",
-        `rank ${this.rank} could not send ${describe(own)} to rank 0 at ${link.endpoint} within ${
-          seconds(waitMs)
-        }`,
-        [0],
-      );
-    }
-    const frames = await link.receive(deadline);
-    if (frames === null) {
-      throw new DpError(
-        "timeout",
-        type === "hello"
-          ? `rank 0 at ${link.endpoint} did not answer rank ${this.rank}'s hello within ${
-            seconds(waitMs)
-          }`
-          : `timed out after ${
-            seconds(waitMs)
-          } waiting for rank 0 (${link.endpoint}) to answer rank ${this.rank}'s ${
-            describe(own)
-          } (round ${round})`,
-        [0],
-      );
-    }
-    if (frames.length !== 1) {
-      throw new DpError(
-        "protocol",
-        `malformed message from rank 0: ${frames.length} frames, want 1`,
-        [0],
-      );
-    }
-    const message = withRanks(() => parseMessage(frames[0], "rank 0"), [0]);
-    if (message.rank !== 0) {
-      throw new DpError(
-        "protocol",
-        `malformed message from rank 0: it claims to be rank ${message.rank}`,
-        [0],
-      );
-    }
-    if (message.type === "abort") {
-      const err = new DpError(
-        message.code,
-        `rank 0 stopped the group: ${message.message}`,
-        message.ranks,
-      );
-      this.#knownToGroup.add(err);
-      throw err;
-    }
-    const replyType = REPLY_OF[type];
-    const echoes = (["seq", "benchmark_id", "size"] as const).filter((k) =>
-      k in message && k in own &&
-      (message as Record<string, unknown>)[k] !== (own as Record<string, unknown>)[k]
-    );
-    if (message.type !== replyType || message.round !== round || echoes.length > 0) {
-      throw new DpError(
-        "lockstep",
-        `ranks are not in lockstep: rank 0 answered ${
-          describe(message)
-        } (round ${message.round}) ` +
-          `to rank ${this.rank}'s ${describe(own)} (round ${round})`,
-        [0],
-      );
-    }
-    const { type: _t, rank: _r, round: _n, ...payload } = message as Record<string, unknown>;
-    return payload as ReplyPayloads[ReplyTypeOf<T>];
-  }
-
-  #senderRank(from: string): number {
-    const rank = /^[1-9]\d*$/.test(from) ? Number(from) : NaN;
-    if (!(rank >= 1 && rank < this.size)) {
-      throw new DpError(
-        "protocol",
-        `a peer with routing id ${
-          JSON.stringify(from)
-        } is not a follower rank of this group of ${this.size}`,
-      );
-    }
-    return rank;
-  }
-
-  #timeout(
-    type: RequestType,
-    own: { readonly type: string; readonly round: number },
-    missing: number[],
-    timeoutMs: number,
-  ): DpError {
-    const who = `rank${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`;
-    return new DpError(
-      "timeout",
-      type === "hello"
-        ? `${who} never connected to rank 0 at ${this.endpoint} (no hello within ${
-          seconds(timeoutMs)
-        })`
-        : `timed out after ${seconds(timeoutMs)} waiting for ${who} in ${
-          describe(own)
-        } (round ${own.round})`,
-      missing,
-    );
-  }
-
-  /**
-   * Leaves the group failed and closed, after telling the others: rank 0 sends every
-   * follower an abort; a follower sends rank 0 an error (which rank 0 forwards). An
-   * error that came from the group is not echoed back.
-   */
-  async #fail(cause: unknown): Promise<DpError> {
-    if (this.#failure !== null) return this.#failure;
-    const err = toDpError(cause, this.#state === "closed");
-    this.#failure = err;
-    const wasClosed = this.#state === "closed";
-    this.#state = "failed";
-    const link = this.#link;
-    if (link !== null && !link.closed && !wasClosed && !this.#knownToGroup.has(err)) {
-      const deadline = performance.now() + 200;
-      try {
-        if (link instanceof CoordinatorLink) {
-          const from = err.code === "peer_failure" && err.ranks.length > 0 ? err.ranks[0] : 0;
-          for (let r = 1; r < this.size; r++) {
-            const abort: AnyMessage = {
-              type: "abort",
-              rank: 0,
-              round: this.#round,
-              from_rank: from,
-              code: err.code,
-              message: clip(err.message),
-              ranks: [...err.ranks],
-            };
-            await link.send(String(r), encodeMessage(abort), deadline);
-          }
-        } else {
-          const notice: AnyMessage = {
-            type: "error",
-            rank: this.rank,
-            round: this.#round,
-            code: err.code,
-            message: clip(err.message),
-            ranks: [...err.ranks],
-          };
-          await link.send(encodeMessage(notice), deadline);
-        }
-      } catch {
-        // The group is told on a best-effort basis; the peers' own timeouts cover the rest.
-      }
-    }
-    link?.close();
-    return err;
-  }
-}
-
-function toDpError(cause: unknown, closedLocally: boolean): DpError {
-  if (cause instanceof DpError) return cause;
-  if (cause instanceof LinkClosedError || closedLocally) {
-    return new DpError("closed", "the synchronizer was closed while a round was waiting");
-  }
-  const message = cause instanceof Error ? cause.message : String(cause);
-  return new DpError("protocol", `ZeroMQ failure: ${message}`);
-}
-
-function withRanks<T>(fn: () => T, ranks: number[]): T {
-  try {
-    return fn();
-  } catch (err) {
-    if (err instanceof DpError) throw new DpError(err.code, err.message, ranks);
-    throw err;
-  }
-}
-
-/** A message in words for errors: its type and the fields that place it. */
-function describe(m: { readonly type: string }): string {
-  const r = m as unknown as Record<string, unknown>;
-  const parts = ["seq", "batch", "phase", "benchmark_id"].filter((k) => k in r).map((k) =>
-    `${k}=${r[k]}`
-  );
-  return parts.length > 0 ? `${m.type} ${parts.join(" ")}` : m.type;
-}
-
-function seconds(ms: number): string {
-  return `${Number((ms / 1000).toFixed(3))} s`;
-}
-
-function clip(text: string): string {
-  return text.length > 8000 ? text.slice(0, 8000) + "..." : text;
 }
 
 function defaultBindHost(host: string): string {
