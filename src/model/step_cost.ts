@@ -1,0 +1,159 @@
+/**
+ * What one forward step must move and compute, per dispatch label of GpuModel's step
+ * (the labels its profile mode reports) and in total: the numerator of every roofline
+ * figure. Bytes count each weight, KV entry and activation read once and each output
+ * written once; experts count only those the step's tokens route to.
+ *
+ * ```ts
+ * const cost = stepCost(config, "f16", { seqs: Array(8).fill({ queryLen: 1, contextLen: 1024 }), sampledRows: 8 });
+ * cost.totalBytes / 4.5e12 * 1e3; // roofline ms at 4.5 TB/s
+ * cost.byLabel.get("linear qkv"); // { calls: 48, bytes, flops }
+ * ```
+ */
+import type { ModelConfig } from "./config.ts";
+
+/** The shape of a step: per sequence its new tokens and its context after the step. */
+export interface StepShape {
+  readonly seqs: readonly { readonly queryLen: number; readonly contextLen: number }[];
+  /** Rows whose logits are computed and sampled (one per sequence in serving). */
+  readonly sampledRows: number;
+  /**
+   * Experts that receive at least one token, per MoE layer (average). Default: the
+   * expectation under uniform routing, E * (1 - (1 - k/E)^tokens).
+   */
+  readonly expertsTouched?: number;
+}
+
+/** Cost of the dispatches that share a label. */
+export interface DispatchCost {
+  readonly calls: number;
+  readonly bytes: number;
+  readonly flops: number;
+}
+
+export interface StepCost {
+  readonly byLabel: ReadonlyMap<string, DispatchCost>;
+  readonly totalBytes: number;
+  readonly totalFlops: number;
+  /** The roofline's parts (GPU.md's definition: weights touched + KV read + LM head). */
+  readonly parts: {
+    readonly attentionWeights: number;
+    readonly expertWeights: number;
+    readonly denseMlpWeights: number;
+    readonly kvRead: number;
+    readonly lmHead: number;
+    readonly activations: number;
+  };
+}
+
+/** Expected experts touched by `tokens` tokens each routed to k of E experts uniformly. */
+export function expectedExpertsTouched(experts: number, topK: number, tokens: number): number {
+  if (experts <= 0) return 0;
+  return experts * (1 - Math.pow(1 - topK / experts, tokens));
+}
+
+/** Per-label and total bytes / FLOPs of one step. */
+export function stepCost(config: ModelConfig, dtype: "f16" | "f32", shape: StepShape): StepCost {
+  const es = dtype === "f16" ? 2 : 4;
+  const H = config.hiddenSize, hd = config.headDim;
+  const nq = config.numHeads, nkv = config.numKvHeads;
+  const T = shape.seqs.reduce((s, q) => s + q.queryLen, 0);
+  const R = shape.sampledRows;
+  const L = config.numLayers;
+  const moeLayers = config.layerKinds.filter((k) => k === "moe").length;
+  const denseLayers = L - moeLayers;
+  const E = config.numExperts, k = config.numExpertsPerTok, I = config.moeIntermediateSize;
+  const Id = config.intermediateSize;
+  const qkvRows = (nq + 2 * nkv) * hd;
+  const decode = shape.seqs.every((s) => s.queryLen === 1);
+  const U = shape.expertsTouched ?? expectedExpertsTouched(E, k, T);
+
+  const costs = new Map<string, { calls: number; bytes: number; flops: number }>();
+  const add = (label: string, calls: number, bytes: number, flops: number) => {
+    const c = costs.get(label) ?? { calls: 0, bytes: 0, flops: 0 };
+    c.calls += calls;
+    c.bytes += bytes;
+    c.flops += flops;
+    costs.set(label, c);
+  };
+  const linear = (label: string, layers: number, rows: number, n: number, kk: number, acc: boolean) =>
+    add(
+      `linear ${label}`,
+      layers,
+      layers * (n * kk * es + rows * kk * 4 + rows * n * 4 * (acc ? 2 : 1)),
+      layers * 2 * rows * n * kk,
+    );
+
+  // KV each layer's attention reads: every context token's K and V once per sequence.
+  let kvTokens = 0, attnFlops = 0;
+  for (const s of shape.seqs) {
+    kvTokens += s.contextLen;
+    // causal: query i sees contextLen - queryLen + i + 1 keys
+    const keys = s.queryLen * (s.contextLen - s.queryLen) + (s.queryLen * (s.queryLen + 1)) / 2;
+    attnFlops += 4 * keys * nq * hd;
+  }
+  const kvRead = L * kvTokens * nkv * hd * 2 * es;
+
+  add("embedding", 1, T * H * (es + 4) + T * 8, 0);
+  add("rmsnorm", 2 * L, 2 * L * (T * H * 8 + H * es), 2 * L * T * H * 4);
+  linear("qkv", L, T, qkvRows, H, false);
+  add(
+    "qk_norm_rope_cache",
+    L,
+    L * (T * qkvRows * 4 + T * nq * hd * 4 + T * 2 * nkv * hd * es),
+    L * T * (nq + nkv) * hd * 8,
+  );
+  const qBytes = T * nq * hd * 4;
+  if (decode) {
+    add("paged_attention_decode", L, kvRead + L * 2 * qBytes, L * attnFlops);
+  } else {
+    add("paged_attention", L, kvRead + L * 2 * qBytes, L * attnFlops);
+  }
+  linear("o", L, T, H, nq * hd, true);
+  if (moeLayers) {
+    linear("router", moeLayers, T, E, H, false);
+    const rows = T * k;
+    const perLayer = U * 3 * I * H * es + rows * (H * 4 * 3 + I * 8) + T * H * 8;
+    add("moe_block", moeLayers, moeLayers * perLayer, moeLayers * rows * 6 * I * H);
+  }
+  if (denseLayers) {
+    linear("gateUp", denseLayers, T, 2 * Id, H, false);
+    add("silu_mul", denseLayers, denseLayers * T * Id * 12, denseLayers * T * Id * 5);
+    linear("down", denseLayers, T, H, Id, true);
+  }
+  if (R > 0) {
+    add("gather_rows", 1, R * H * 8, 0);
+    add("rmsnorm", 1, R * H * 8 + H * es, R * H * 4);
+    linear("lmHead", 1, R, config.vocabSize, H, false);
+    add("sample", 1, R * config.vocabSize * 4 + R * 20, R * config.vocabSize * 2);
+  }
+
+  let totalBytes = 0, totalFlops = 0;
+  for (const c of costs.values()) {
+    totalBytes += c.bytes;
+    totalFlops += c.flops;
+  }
+  const attentionWeights = L * (qkvRows * H + H * nq * hd) * es;
+  const expertWeights = moeLayers * (U * 3 * I * H + E * H) * es;
+  const denseMlpWeights = denseLayers * 3 * Id * H * es;
+  const lmHead = R > 0 ? config.vocabSize * H * es : 0;
+  return {
+    byLabel: costs,
+    totalBytes,
+    totalFlops,
+    parts: {
+      attentionWeights,
+      expertWeights,
+      denseMlpWeights,
+      kvRead,
+      lmHead,
+      activations: totalBytes - attentionWeights - expertWeights - denseMlpWeights - kvRead - lmHead,
+    },
+  };
+}
+
+/** The roofline bytes of GPU.md: weights touched + KV read + LM head (no activations). */
+export function rooflineBytes(cost: StepCost): number {
+  const p = cost.parts;
+  return p.attentionWeights + p.expertWeights + p.denseMlpWeights + p.kvRead + p.lmHead;
+}
