@@ -1,0 +1,107 @@
+/**
+ * The model options that `replay` and `profile` share (one table, so their --help and
+ * defaults agree), and the model and tokenizer they open.
+ *
+ * ```ts
+ * const opts = parseArgs("replay", "...", { ...MODEL_OPTIONS, trace: {...} }, argv);
+ * const model = await loadModel(gpu, opts, console.error);
+ * ```
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import type { Gpu } from "../gpu/device.ts";
+import { GpuModel } from "../model/gpu_model.ts";
+import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
+import { resolveModelConfig } from "../model/config.ts";
+import { userPath } from "../util/user_path.ts";
+import { InputError } from "./run_cli.ts";
+import type { OptionSpec } from "./args.ts";
+
+/** Options every model-running command of this area takes. */
+export const MODEL_OPTIONS = {
+  model: {
+    type: "string",
+    help: "checkpoint folder or synthetic:NAME (synthetic:qwen3-30b-a3b, synthetic:mixtral-8x7b)",
+  },
+  dtype: {
+    type: "string",
+    values: ["f16", "f32"],
+    help: "weights and KV storage (default: f16 where the adapter has it)",
+  },
+  kvCacheGb: {
+    type: "number",
+    min: 0,
+    help: "KV cache memory in GiB (default: the model's default)",
+  },
+  maxNumTokens: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "most tokens a step carries (default: the model's)",
+  },
+  maxNumSeqs: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "most sequences a step carries (default: the model's)",
+  },
+  maxModelLen: {
+    type: "number",
+    integer: true,
+    min: 2,
+    help: "model length limit (default: the config's)",
+  },
+} as const satisfies Record<string, OptionSpec>;
+
+/** The parsed values of MODEL_OPTIONS. */
+export interface ModelOptionValues {
+  readonly model?: string;
+  readonly dtype?: string;
+  readonly kvCacheGb?: number;
+  readonly maxNumTokens?: number;
+  readonly maxNumSeqs?: number;
+  readonly maxModelLen?: number;
+}
+
+/** The model spec as GpuModel.load takes it (a folder resolved against the caller's). */
+export function modelSpec(opts: ModelOptionValues): string {
+  if (!opts.model) {
+    throw new InputError("--model is required (a checkpoint folder or synthetic:NAME)");
+  }
+  if (opts.model.startsWith("synthetic:")) return opts.model;
+  const dir = userPath(opts.model);
+  if (!existsSync(join(dir, "config.json"))) {
+    throw new InputError(`--model ${opts.model}: no config.json in ${dir}`);
+  }
+  return dir;
+}
+
+/** Loads the model with the options' limits; progress lines go to `log`. */
+export async function loadModel(
+  gpu: Gpu,
+  opts: ModelOptionValues,
+  log: (line: string) => void,
+  extra: { profile?: boolean } = {},
+): Promise<GpuModel> {
+  const spec = modelSpec(opts);
+  try {
+    resolveModelConfig(spec);
+  } catch (err) {
+    throw new InputError(`--model ${opts.model}: ${(err as Error).message}`);
+  }
+  return await GpuModel.load(gpu, spec, {
+    dtype: opts.dtype as "f16" | "f32" | undefined,
+    kvCacheBytes: opts.kvCacheGb === undefined ? undefined : Math.floor(opts.kvCacheGb * 2 ** 30),
+    maxNumTokens: opts.maxNumTokens,
+    maxNumSeqs: opts.maxNumSeqs,
+    maxModelLen: opts.maxModelLen,
+    profile: extra.profile,
+  }, log);
+}
+
+/** The model's tokenizer: the folder's tokenizer.json, or Qwen3's for synthetic models. */
+export function loadTokenizer(opts: ModelOptionValues): ModelTokenizer {
+  const spec = modelSpec(opts);
+  if (spec.startsWith("synthetic:")) return ModelTokenizer.fromFile(qwen3TokenizerJsonPath());
+  return ModelTokenizer.fromDir(spec);
+}
