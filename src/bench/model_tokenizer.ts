@@ -1,0 +1,35 @@
+/**
+ * The tokenizer of the model being measured, for real-text prompts: `DIR/tokenizer.json`
+ * for a checkpoint folder, the real Qwen3 tokenizer for `synthetic:qwen3-*`; anything
+ * else has none (`tokenizer_unavailable:<why>`).
+ *
+ * ```ts
+ * const tok = modelTokenizer("synthetic:qwen3-30b-a3b");
+ * ```
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
+import { TextPoolError } from "./text_pool.ts";
+
+/** The tokenizer for `--model` (a folder or `synthetic:NAME`). */
+export function modelTokenizer(spec: string): ModelTokenizer {
+  try {
+    if (spec.startsWith("synthetic:qwen3")) {
+      return ModelTokenizer.fromFile(qwen3TokenizerJsonPath());
+    }
+    if (spec.startsWith("synthetic:")) {
+      throw new TextPoolError(
+        "tokenizer_unavailable:synthetic_model",
+        `${spec} ships no tokenizer`,
+      );
+    }
+    if (!existsSync(join(spec, "tokenizer.json"))) {
+      throw new TextPoolError("tokenizer_unavailable:missing", `${spec} has no tokenizer.json`);
+    }
+    return ModelTokenizer.fromDir(spec);
+  } catch (err) {
+    if (err instanceof TextPoolError) throw err;
+    throw new TextPoolError("tokenizer_unavailable:load_failed", (err as Error).message);
+  }
+}

@@ -1,0 +1,330 @@
+/**
+ * `deno task bench`: the forward-pass self-benchmark. Measures the engine's own step
+ * latency over a grid of points (an explicit manifest, or the generated grid) and writes
+ * one artifact (schema_version 2, see src/bench/artifact.ts). With no arguments it runs
+ * the small generated grid on the tiny fixture tiny-qwen3-moe on whatever adapter exists.
+ *
+ * Exit codes: 0 complete or partial (soft timeout), 2 bad usage / manifest / points the
+ * engine cannot hold / no adapter (a `failed` artifact is written where --out points,
+ * never one that claims success), 1 a failure while running (a `failed` artifact keeps
+ * the measured points), 130 Ctrl-C (a `partial` artifact keeps them).
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { basename } from "node:path";
+import process from "node:process";
+import { Engine } from "../engine/engine.ts";
+import { describeGpu, type Gpu, openGpu } from "../gpu/device.ts";
+import { isMoeModel } from "../model/config.ts";
+import { GpuModel } from "../model/gpu_model.ts";
+import type { BenchArtifact, ContentMode, EngineInfo } from "../bench/artifact.ts";
+import { GRID_PRESETS } from "../bench/grid.ts";
+import { ManifestError, parseManifest } from "../bench/manifest.ts";
+import { modelTokenizer } from "../bench/model_tokenizer.ts";
+import { BenchRun, type ManifestInput } from "../bench/run_bench.ts";
+import { loadTextPool, type TextPool, TextPoolError } from "../bench/text_pool.ts";
+import { ensureFixture } from "../../scripts/fixtures.ts";
+import { formatTable } from "../util/table.ts";
+import { userPath } from "../util/user_path.ts";
+import { InputError, runCli } from "./run_cli.ts";
+import { parseArgs, UsageError } from "./args.ts";
+
+const DEFAULT_FIXTURE = "tiny-qwen3-moe";
+
+const SPEC = {
+  model: {
+    type: "string",
+    help: `checkpoint folder or synthetic:NAME (default: the tiny fixture ${DEFAULT_FIXTURE})`,
+  },
+  points: { type: "string", help: "explicit points manifest (JSON, schema_version 1)" },
+  mode: {
+    type: "string",
+    values: ["prefill", "decode", "agg"],
+    default: "agg",
+    help: "which points to measure",
+  },
+  out: { type: "string", help: "artifact path (default results/bench-<model>-<time>.json)" },
+  timeout: {
+    type: "number",
+    min: 0,
+    default: 0,
+    help: "soft timeout in seconds, checked between points; 0 for none",
+  },
+  kvwarm: {
+    type: "string",
+    values: ["on", "off"],
+    default: "off",
+    help:
+      "real-KV seeding of decode points (not implemented yet: 'on' records why and uses fake KV)",
+  },
+  content: {
+    type: "string",
+    values: ["random", "text", "zeros"],
+    default: "random",
+    help: "prompt tokens: uniform random ids, real text (nlp-corpus), or zeros",
+  },
+  contentSeed: {
+    type: "string",
+    default: "0",
+    help: "content seed S of content-v1:S:dp<rank>:<salt>",
+  },
+  repeats: {
+    type: "number",
+    integer: true,
+    min: 1,
+    default: 3,
+    help: "samples of a median-of-N point (real-KV and giant points)",
+  },
+  giantKvThreshold: {
+    type: "number",
+    integer: true,
+    min: 1,
+    default: 1_000_000,
+    help: "total KV tokens from which a point is measured median-of-N",
+  },
+  grid: {
+    type: "string",
+    values: ["full", "smoke"],
+    help: "generated grid limits: full (the design's) or smoke (two samples per axis); " +
+      `default smoke for the default model, full otherwise`,
+  },
+  kvCacheGb: {
+    type: "number",
+    min: 0,
+    help: "KV cache memory in GiB (default: the model's choice)",
+  },
+  maxNumSeqs: { type: "number", integer: true, min: 1, help: "requests in one step at most" },
+  maxNumBatchedTokens: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "tokens in one step at most",
+  },
+  maxModelLen: {
+    type: "number",
+    integer: true,
+    min: 4,
+    help: "prompt + output tokens of a request at most",
+  },
+  dtype: {
+    type: "string",
+    values: ["f16", "f32"],
+    help: "weights and KV storage (default f16 where available)",
+  },
+  blockSize: { type: "number", integer: true, min: 1, default: 16, help: "tokens per KV block" },
+  checkpointEvery: {
+    type: "number",
+    integer: true,
+    min: 0,
+    default: 5,
+    help: "points between checkpoint writes of the artifact (0: none)",
+  },
+} as const;
+
+const SUMMARY = "Measures the engine's forward-pass latency over a grid of points and writes " +
+  "the artifact (schema_version 2).";
+
+function log(line: string): void {
+  console.error(line);
+}
+
+function stamp(d: Date): string {
+  return d.toISOString().replace(/[-:]/g, "").replace(/\..*$/, "").replace("T", "-");
+}
+
+function packageVersion(): string {
+  try {
+    return JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version;
+  } catch {
+    return "unknown";
+  }
+}
+
+function runtime(): string {
+  const v = process.versions as Record<string, string | undefined>;
+  return v.deno ? `deno ${v.deno}` : `node ${v.node}`;
+}
+
+function readManifest(path: string): ManifestInput {
+  if (!existsSync(path)) throw new InputError(`--points ${path}: no such file`);
+  const bytes = readFileSync(path);
+  return {
+    manifest: parseManifest(bytes.toString("utf8"), path),
+    path,
+    sha256: createHash("sha256").update(bytes).digest("hex"),
+  };
+}
+
+await runCli(async () => {
+  const opts = parseArgs("bench", SUMMARY, SPEC, process.argv.slice(2));
+  if (opts._.length > 0) throw new UsageError(`unexpected argument ${opts._[0]}`);
+  const blockSize = opts.blockSize;
+  if ((blockSize & (blockSize - 1)) !== 0) {
+    throw new UsageError(`--block-size: ${blockSize} is not a power of two`);
+  }
+  const defaultModel = opts.model === undefined;
+  const modelSpec = defaultModel
+    ? ensureFixture(DEFAULT_FIXTURE).dir
+    : opts.model!.startsWith("synthetic:")
+    ? opts.model!
+    : userPath(opts.model!);
+  const modelName = defaultModel
+    ? DEFAULT_FIXTURE
+    : modelSpec.startsWith("synthetic:")
+    ? modelSpec.slice("synthetic:".length)
+    : basename(modelSpec);
+  const started = new Date();
+  const runId = `${stamp(started)}-${randomBytes(3).toString("hex")}`;
+  const out = userPath(opts.out ?? `results/bench-${modelName}-${stamp(started)}.json`);
+  const preset = opts.grid ?? (defaultModel ? "smoke" : "full");
+
+  let manifest: ManifestInput | null = null;
+  let manifestError: unknown = null;
+  try {
+    manifest = opts.points === undefined ? null : readManifest(userPath(opts.points));
+  } catch (err) {
+    manifestError = err;
+  }
+  const run = new BenchRun({
+    runId,
+    out,
+    mode: opts.mode as "prefill" | "decode" | "agg",
+    manifest,
+    grid: { preset, limits: GRID_PRESETS[preset] },
+    policy: { repeats: opts.repeats, giantKvThreshold: opts.giantKvThreshold },
+    softTimeoutSeconds: opts.timeout > 0 ? opts.timeout : null,
+    content: opts.content as ContentMode,
+    contentSeed: opts.contentSeed,
+    kvwarm: opts.kvwarm as "on" | "off",
+    checkpointEvery: opts.checkpointEvery,
+    rank: 0,
+    dpSize: 1,
+    log,
+  });
+  if (manifestError !== null) {
+    run.fail(manifestError, "input");
+    log(`bench: wrote ${out} (status failed)`);
+    throw manifestError instanceof ManifestError
+      ? new InputError(manifestError.message)
+      : manifestError;
+  }
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.on(signal, () => {
+      const a = run.interrupt(signal);
+      log(
+        `\nbench: ${signal}: wrote ${out} (status ${a.status}, ${a.results.length} points measured)`,
+      );
+      process.exit(signal === "SIGINT" ? 130 : 143);
+    });
+  }
+
+  let gpu: Gpu | null = null;
+  try {
+    const t0 = performance.now();
+    gpu = await openGpu();
+    log(describeGpu(gpu).split("\n")[0]);
+    const model = await GpuModel.load(gpu, modelSpec, {
+      dtype: opts.dtype as "f16" | "f32" | undefined,
+      blockSize,
+      kvCacheBytes: opts.kvCacheGb === undefined ? undefined : opts.kvCacheGb * 2 ** 30,
+      maxNumTokens: opts.maxNumBatchedTokens,
+      maxNumSeqs: opts.maxNumSeqs,
+      maxModelLen: opts.maxModelLen,
+    }, (m) => log(`model: ${m}`));
+    const engine = new Engine(model, {
+      asyncScheduling: true,
+      enablePrefixCaching: true,
+      enableChunkedPrefill: true,
+      maxNumBatchedTokens: model.maxNumTokens,
+      maxNumSeqs: Math.min(model.maxNumSeqs, model.maxLogitRows),
+    });
+    let textPool: TextPool | null = null;
+    if (opts.content === "text") {
+      const t1 = performance.now();
+      textPool = loadTextPool(modelTokenizer(modelSpec), {
+        minTokens: Math.max(2 * engine.config.maxModelLen, 131072),
+        vocabSize: model.vocabSize,
+      });
+      log(
+        `text pool: ${textPool.info.tokens} tokens from ${textPool.info.bodies_used} ` +
+          `${textPool.info.package} bodies in ${((performance.now() - t1) / 1000).toFixed(1)} s`,
+      );
+    }
+    run.builder.setupSeconds = (performance.now() - t0) / 1000;
+    const cfg = model.config;
+    const info: EngineInfo = {
+      model: defaultModel ? `${DEFAULT_FIXTURE} (${modelSpec})` : modelSpec,
+      architecture: cfg.architecture,
+      moe: isMoeModel(cfg),
+      num_layers: cfg.numLayers,
+      hidden_size: cfg.hiddenSize,
+      num_experts: cfg.numExperts,
+      experts_per_token: cfg.numExpertsPerTok,
+      vocab_size: model.vocabSize,
+      dtype: model.weights.dtype,
+      num_blocks: model.numBlocks,
+      async_scheduling: engine.config.asyncScheduling,
+      adapter: {
+        description: gpu.adapter.description,
+        vendor: gpu.adapter.vendor,
+        architecture: gpu.adapter.architecture,
+        type: gpu.adapter.type,
+        backend: gpu.adapter.backend,
+        driver: gpu.adapter.driver,
+        timestamps: gpu.timestamps,
+        f16: gpu.f16,
+      },
+      runtime: runtime(),
+      webfpm_version: packageVersion(),
+    };
+    log(
+      `engine: ${model.numBlocks} KV blocks of ${model.blockSize}, max_num_seqs ` +
+        `${engine.config.maxNumSeqs}, max_batched_tokens ${engine.config.maxNumBatchedTokens}, ` +
+        `max_model_len ${engine.config.maxModelLen}; content ${opts.content}; ` +
+        `points: ${manifest ? manifest.path : `generated (${preset})`}`,
+    );
+    const artifact = await run.run({ engine, engineInfo: info, textPool });
+    printSummary(artifact);
+    log(`bench: wrote ${out} (status ${artifact.status})`);
+    return 0;
+  } catch (err) {
+    if (err instanceof ManifestError || err instanceof TextPoolError) {
+      run.fail(err, "input");
+      log(`bench: wrote ${out} (status failed)`);
+      throw new InputError(err.message);
+    }
+    if (!run.final) run.fail(err, "runtime");
+    log(`bench: wrote ${out} (status failed)`);
+    throw err;
+  } finally {
+    gpu?.destroy();
+  }
+});
+
+function printSummary(a: BenchArtifact): void {
+  const ms = (s: number | null) => (s === null ? "-" : (s * 1000).toFixed(2));
+  const rows = a.results.map((r) => {
+    const f = r.fpms[0];
+    return [
+      String(r.benchmark_id),
+      r.point_key,
+      r.kv_seed_regime,
+      `${f.benchmark_measurement.estimate.median_of}`,
+      ms(f.wall_time),
+      ms(f.gpu_time),
+    ];
+  });
+  const shown = rows.length > 40 ? [...rows.slice(0, 20), ...rows.slice(-20)] : rows;
+  console.log(formatTable(["id", "point", "kv_seed_regime", "n", "wall ms", "GPU ms"], shown));
+  if (rows.length > shown.length) console.log(`(${rows.length - shown.length} rows not shown)`);
+  for (const s of a.skipped_points) {
+    console.log(`skipped #${s.benchmark_id} ${s.point_key}: ${s.reason}`);
+  }
+  const t = a.timing;
+  console.log(
+    `${a.coverage.points_measured}/${a.coverage.points_planned} points measured, ` +
+      `${a.coverage.points_skipped} skipped, status ${a.status}; ${t.elapsed.toFixed(1)} s, ` +
+      `${t.points_per_minute.toFixed(1)} points/min, ` +
+      `${(100 * t.outside_measured_share).toFixed(1)}% of wall time outside measured steps`,
+  );
+}
