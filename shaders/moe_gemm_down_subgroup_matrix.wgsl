@@ -26,14 +26,14 @@ fn main(
   let k4 = params.inter / 4u;
   let n0 = wid.x * 64u;
   for (var r0 = info.y; r0 < row_end; r0 += 32u) {
-    var acc00: subgroup_matrix_result<f32, 16, 16>;
-    var acc01: subgroup_matrix_result<f32, 16, 16>;
-    var acc02: subgroup_matrix_result<f32, 16, 16>;
-    var acc03: subgroup_matrix_result<f32, 16, 16>;
-    var acc10: subgroup_matrix_result<f32, 16, 16>;
-    var acc11: subgroup_matrix_result<f32, 16, 16>;
-    var acc12: subgroup_matrix_result<f32, 16, 16>;
-    var acc13: subgroup_matrix_result<f32, 16, 16>;
+    var acc00 = subgroup_matrix_result<f32, 16, 16>();
+    var acc01 = subgroup_matrix_result<f32, 16, 16>();
+    var acc02 = subgroup_matrix_result<f32, 16, 16>();
+    var acc03 = subgroup_matrix_result<f32, 16, 16>();
+    var acc10 = subgroup_matrix_result<f32, 16, 16>();
+    var acc11 = subgroup_matrix_result<f32, 16, 16>();
+    var acc12 = subgroup_matrix_result<f32, 16, 16>();
+    var acc13 = subgroup_matrix_result<f32, 16, 16>();
     for (var k0 = 0u; k0 < k4; k0 += 8u) {
       for (var q = 0u; q < 8u; q++) {
         let v = lid + q * 32u;

@@ -28,14 +28,14 @@ fn main(
   let k4 = params.hidden / 4u;
   let c0 = wid.x * 32u;
   for (var r0 = info.y; r0 < row_end; r0 += 32u) {
-    var acc00: subgroup_matrix_result<f32, 16, 16>;
-    var acc01: subgroup_matrix_result<f32, 16, 16>;
-    var acc02: subgroup_matrix_result<f32, 16, 16>;
-    var acc03: subgroup_matrix_result<f32, 16, 16>;
-    var acc10: subgroup_matrix_result<f32, 16, 16>;
-    var acc11: subgroup_matrix_result<f32, 16, 16>;
-    var acc12: subgroup_matrix_result<f32, 16, 16>;
-    var acc13: subgroup_matrix_result<f32, 16, 16>;
+    var acc00 = subgroup_matrix_result<f32, 16, 16>();
+    var acc01 = subgroup_matrix_result<f32, 16, 16>();
+    var acc02 = subgroup_matrix_result<f32, 16, 16>();
+    var acc03 = subgroup_matrix_result<f32, 16, 16>();
+    var acc10 = subgroup_matrix_result<f32, 16, 16>();
+    var acc11 = subgroup_matrix_result<f32, 16, 16>();
+    var acc12 = subgroup_matrix_result<f32, 16, 16>();
+    var acc13 = subgroup_matrix_result<f32, 16, 16>();
     for (var k0 = 0u; k0 < k4; k0 += 8u) {
       // a: 32 rows x 8 vec4 (8 per invocation); b: 64 columns x 8 vec4 (16 per invocation).
       for (var q = 0u; q < 8u; q++) {
