@@ -8,8 +8,8 @@
  * moe_dispatch (grid x from `spec.grid`, y = work items); a direct launch of `spec.grid`
  * (y = max_items) is equivalent: surplus workgroups return.
  * Variants as moe_gemm_gate_up: f32 / f16 tiled, f16-sg decode-shaped, f16-sgmat
- * prefill-shaped on tensor cores (none on lavapipe; validated on an H200 on the small cases). hidden and inter must be
- * multiples of 4.
+ * prefill-shaped on tensor cores (none on lavapipe; validated on an H200 on the small
+ * cases). hidden and inter must be multiples of 4.
  */
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
