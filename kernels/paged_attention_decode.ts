@@ -14,6 +14,9 @@
  * if (plan.numSplits > 1) pass.dispatchWorkgroups(...reduce.spec.grid(...)); // the merge
  * ```
  *
+ * The group is padded to GMAX = 8 query heads (zero queries), so a split holds at most
+ * SCORES / GMAX = 512 keys whatever G is; G > 8 is refused.
+ *
  * Bytes: every context key's K and V once (sum(contextLen) * kv_heads * head_dim * 2 *
  * sizeof(T)), q once, and, with splits, num_seqs * num_q_heads * num_splits * (head_dim + 1)
  * f32 of partials written here and read by the merge.
@@ -43,7 +46,7 @@ const params = defineParams({
   block_size: "u32",
   /** Row stride of block_tables. */
   max_blocks: "u32",
-  /** Keys per split (at most SCORES / G; see planDecodeSplits). */
+  /** Keys per split (at most SCORES / GMAX; see planDecodeSplits). */
   split_tokens: "u32",
   /** Splits per sequence; num_splits * split_tokens must cover every contextLen. */
   num_splits: "u32",
@@ -108,12 +111,12 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "f16", dtype: "f16", consts: CONSTS },
   ],
   grid: (p, v) => {
-    const group = checkAttentionGeometry("paged_attention_decode", p, v, v.consts!.GMAX);
-    if (!(p.split_tokens >= 1) || p.split_tokens * group > v.consts!.SCORES) {
+    checkAttentionGeometry("paged_attention_decode", p, v, v.consts!.GMAX);
+    if (!(p.split_tokens >= 1) || p.split_tokens * v.consts!.GMAX > v.consts!.SCORES) {
       throw new Error(
-        `paged_attention_decode/${v.name}: split_tokens ${p.split_tokens} x ${group} heads exceeds ${
-          v.consts!.SCORES
-        } scores (use planDecodeSplits)`,
+        `paged_attention_decode/${v.name}: split_tokens ${p.split_tokens} x ${
+          v.consts!.GMAX
+        } heads exceeds ${v.consts!.SCORES} scores (use planDecodeSplits)`,
       );
     }
     if (!(p.num_splits >= 1) || p.num_splits > 65535) {
@@ -151,8 +154,11 @@ export function planDecodeSplits(
 ): DecodeSplitPlan {
   const group = shape.numQHeads / shape.numKvHeads;
   const scoreCap = variant.consts?.SCORES;
-  if (!scoreCap) throw new Error(`planDecodeSplits: variant ${variant.name} has no SCORES`);
-  if (!Number.isInteger(group) || group < 1 || group > scoreCap) {
+  const gmax = variant.consts?.GMAX;
+  if (!scoreCap || !gmax) {
+    throw new Error(`planDecodeSplits: variant ${variant.name} has no SCORES`);
+  }
+  if (!Number.isInteger(group) || group < 1 || group > gmax) {
     throw new Error(`planDecodeSplits: ${shape.numQHeads} q heads / ${shape.numKvHeads} kv heads`);
   }
   let total = 0, longest = 1;
@@ -161,7 +167,7 @@ export function planDecodeSplits(
     total += contextLens[i];
     longest = Math.max(longest, contextLens[i]);
   }
-  const maxSplit = Math.floor(scoreCap / group);
+  const maxSplit = Math.floor(scoreCap / gmax);
   const align = (n: number) => (n >= 16 ? Math.ceil(n / 16) * 16 : n);
   let split = align(
     Math.max(minSplitTokens, Math.ceil((total * shape.numKvHeads) / targetWorkgroups)),

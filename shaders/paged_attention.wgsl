@@ -11,8 +11,9 @@ const NEG: f32 = -1.0e30;
 // Threads per row while scoring, and scores per thread per key tile.
 const SPR: u32 = WG / ROWS;
 const KPT: u32 = BK / SPR;
-// Most output vec4s a thread owns (head_dim = MAX_HD).
-const OPT: u32 = ROWS * HD4 / WG;
+// A thread owns at most 8 output vec4s (o0..o7, named registers: drivers may spill an
+// indexed private array to memory).
+const_assert ROWS * HD4 / WG <= 8u;
 
 var<workgroup> q_tile: array<vec4<f32>, ROWS * HD4>; // [row, d / 4], scaled queries
 var<workgroup> kv_tile: array<vec4<f32>, BK * HD4>; // [key, d / 4], K then V of a key tile
@@ -90,12 +91,28 @@ fn main(
     row_sum[lid] = 0.0;
   }
 
-  // Output ownership: column col of rows rg, rg + rgroups, ...
+  // Output ownership: column col of rows rg, rg + rgroups, ... (rpt of them; r_k for k >= rpt
+  // is clamped to a valid row and its result discarded).
   let col = lid % hd4;
   let rgroups = WG / hd4;
   let rg = lid / hd4;
   let rpt = ROWS / rgroups;
-  var o = array<vec4<f32>, OPT>();
+  let r0 = rg;
+  let r1 = min(rg + rgroups, ROWS - 1u);
+  let r2 = min(rg + 2u * rgroups, ROWS - 1u);
+  let r3 = min(rg + 3u * rgroups, ROWS - 1u);
+  let r4 = min(rg + 4u * rgroups, ROWS - 1u);
+  let r5 = min(rg + 5u * rgroups, ROWS - 1u);
+  let r6 = min(rg + 6u * rgroups, ROWS - 1u);
+  let r7 = min(rg + 7u * rgroups, ROWS - 1u);
+  var o0 = vec4<f32>(0.0);
+  var o1 = vec4<f32>(0.0);
+  var o2 = vec4<f32>(0.0);
+  var o3 = vec4<f32>(0.0);
+  var o4 = vec4<f32>(0.0);
+  var o5 = vec4<f32>(0.0);
+  var o6 = vec4<f32>(0.0);
+  var o7 = vec4<f32>(0.0);
   // Score ownership: row sr, keys sj, sj + SPR, ...
   let sr = lid / SPR;
   let sj = lid % SPR;
@@ -140,28 +157,53 @@ fn main(
       row_alpha[lid] = alpha;
     }
     workgroupBarrier();
-    for (var k = 0u; k < OPT; k++) {
-      if (k < rpt) {
-        o[k] *= row_alpha[rg + k * rgroups];
-      }
-    }
+    o0 *= row_alpha[r0];
+    o1 *= row_alpha[r1];
+    o2 *= row_alpha[r2];
+    o3 *= row_alpha[r3];
+    o4 *= row_alpha[r4];
+    o5 *= row_alpha[r5];
+    o6 *= row_alpha[r6];
+    o7 *= row_alpha[r7];
     for (var j = 0u; j < BK; j++) {
       let v = kv_tile[j * HD4 + col];
-      for (var k = 0u; k < OPT; k++) {
-        if (k < rpt) {
-          o[k] += p_tile[(rg + k * rgroups) * BK + j] * v;
-        }
-      }
+      o0 += p_tile[r0 * BK + j] * v;
+      o1 += p_tile[r1 * BK + j] * v;
+      o2 += p_tile[r2 * BK + j] * v;
+      o3 += p_tile[r3 * BK + j] * v;
+      o4 += p_tile[r4 * BK + j] * v;
+      o5 += p_tile[r5 * BK + j] * v;
+      o6 += p_tile[r6 * BK + j] * v;
+      o7 += p_tile[r7 * BK + j] * v;
     }
     workgroupBarrier();
   }
 
-  for (var k = 0u; k < OPT; k++) {
-    let r = rg + k * rgroups;
-    if (k < rpt && r < n_rows) {
-      let token = query_start + t0 + r / group;
-      let head = kvh * group + r % group;
-      out[(token * params.num_q_heads + head) * hd4 + col] = o[k] / row_sum[r];
-    }
+  write_row(0u, rpt, r0, n_rows, o0, query_start + t0, kvh, group, col);
+  write_row(1u, rpt, r1, n_rows, o1, query_start + t0, kvh, group, col);
+  write_row(2u, rpt, r2, n_rows, o2, query_start + t0, kvh, group, col);
+  write_row(3u, rpt, r3, n_rows, o3, query_start + t0, kvh, group, col);
+  write_row(4u, rpt, r4, n_rows, o4, query_start + t0, kvh, group, col);
+  write_row(5u, rpt, r5, n_rows, o5, query_start + t0, kvh, group, col);
+  write_row(6u, rpt, r6, n_rows, o6, query_start + t0, kvh, group, col);
+  write_row(7u, rpt, r7, n_rows, o7, query_start + t0, kvh, group, col);
+}
+
+// Writes output row r (the k-th a thread owns) when the thread owns it and it is a query.
+fn write_row(
+  k: u32,
+  rpt: u32,
+  r: u32,
+  n_rows: u32,
+  o: vec4<f32>,
+  first_token: u32,
+  kvh: u32,
+  group: u32,
+  col: u32,
+) {
+  if (k < rpt && r < n_rows) {
+    let token = first_token + r / group;
+    let head = kvh * group + r % group;
+    out[(token * params.num_q_heads + head) * (params.head_dim / 4u) + col] = o / row_sum[r];
   }
 }

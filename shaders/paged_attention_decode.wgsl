@@ -8,18 +8,58 @@
 // One split: the normalised output goes to `out`. Several: the split's normalised output
 // and log-sum-exp go to part_o / part_lse for paged_attention_decode_reduce; a split past
 // the end of its context writes a weightless partial (o = 0, lse = NEG).
+// The group is padded to GMAX = 8 heads (zero queries beyond G) and held in vec4 pairs and
+// named registers, never in indexed private arrays (which drivers may spill to memory).
 //#include "lib/paged_kv.wgsl"
 
+const_assert GMAX == 8u;
 const HD4: u32 = MAX_HD / 4u;
 // "No score": finite, since WGSL need not honour infinities.
 const NEG: f32 = -1.0e30;
 
-var<workgroup> q_sh: array<vec4<f32>, GMAX * HD4>; // [g, d / 4], scaled queries
-var<workgroup> scores: array<f32, SCORES>; // [key, g], scores then probabilities
-var<workgroup> red: array<f32, GMAX * WG>; // [g, thread]
+var<workgroup> q_sh: array<vec4<f32>, 8u * HD4>; // [g, d / 4], scaled queries, 0 for g >= G
+var<workgroup> scores: array<vec4<f32>, SCORES / 4u>; // [key, g / 4], scores then probabilities
+var<workgroup> red: array<vec4<f32>, 2u * WG>; // [thread, g / 4]
 var<workgroup> red_o: array<vec4<f32>, WG>; // [key group, d / 4]
 var<workgroup> wg_query_row: u32;
 var<workgroup> wg_context_len: u32;
+
+// Sums one head's output over the key groups and writes it (every invocation calls it).
+fn write_head(
+  g: u32,
+  o: vec4<f32>,
+  l: f32,
+  m: f32,
+  lid: u32,
+  seq: u32,
+  split: u32,
+  head0: u32,
+  query_row: u32,
+) {
+  let hd4 = params.head_dim / 4u;
+  let col = lid % hd4;
+  let kg = lid / hd4;
+  red_o[lid] = o;
+  workgroupBarrier();
+  if (kg == 0u) {
+    var acc = red_o[col];
+    for (var k = 1u; k < WG / hd4; k++) {
+      acc += red_o[k * hd4 + col];
+    }
+    let res = acc / l;
+    let head = head0 + g;
+    if (params.num_splits == 1u) {
+      out[(query_row * params.num_q_heads + head) * hd4 + col] = res;
+    } else {
+      let at = (seq * params.num_q_heads + head) * params.num_splits + split;
+      part_o[at * hd4 + col] = res;
+      if (col == 0u) {
+        part_lse[at] = m + log(l);
+      }
+    }
+  }
+  workgroupBarrier();
+}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -51,118 +91,127 @@ fn main(
   }
   let n_keys = min(context_len, key_start + params.split_tokens) - key_start;
 
-  for (var i = lid; i < group * hd4; i += WG) {
+  for (var i = lid; i < 8u * hd4; i += WG) {
     let g = i / hd4;
     let c = i % hd4;
-    q_sh[g * HD4 + c] = q[(query_row * params.num_q_heads + head0 + g) * hd4 + c] * params.scale;
+    var v = vec4<f32>(0.0);
+    if (g < group) {
+      v = q[(query_row * params.num_q_heads + head0 + g) * hd4 + c] * params.scale;
+    }
+    q_sh[g * HD4 + c] = v;
   }
   workgroupBarrier();
 
-  var mx = array<f32, GMAX>();
-  for (var g = 0u; g < GMAX; g++) {
-    mx[g] = NEG;
-  }
+  // 1. Scores, heads 0..3 in .xyzw of the low vec4 and 4..7 of the high one.
+  var mx_lo = vec4<f32>(NEG);
+  var mx_hi = vec4<f32>(NEG);
   for (var j = lid; j < n_keys; j += WG) {
     let base = paged_kv_base(seq, key_start + j, kvh);
-    var s = array<f32, GMAX>();
+    var s_lo = vec4<f32>(0.0);
+    var s_hi = vec4<f32>(0.0);
     for (var c = 0u; c < hd4; c++) {
       let kv = vec4<f32>(k_cache[base + c]);
-      for (var g = 0u; g < GMAX; g++) {
-        if (g < group) {
-          s[g] += dot(q_sh[g * HD4 + c], kv);
-        }
-      }
+      s_lo += vec4<f32>(
+        dot(q_sh[c], kv),
+        dot(q_sh[HD4 + c], kv),
+        dot(q_sh[2u * HD4 + c], kv),
+        dot(q_sh[3u * HD4 + c], kv),
+      );
+      s_hi += vec4<f32>(
+        dot(q_sh[4u * HD4 + c], kv),
+        dot(q_sh[5u * HD4 + c], kv),
+        dot(q_sh[6u * HD4 + c], kv),
+        dot(q_sh[7u * HD4 + c], kv),
+      );
     }
-    for (var g = 0u; g < GMAX; g++) {
-      if (g < group) {
-        scores[j * group + g] = s[g];
-        mx[g] = max(mx[g], s[g]);
-      }
-    }
+    scores[2u * j] = s_lo;
+    scores[2u * j + 1u] = s_hi;
+    mx_lo = max(mx_lo, s_lo);
+    mx_hi = max(mx_hi, s_hi);
   }
-  for (var g = 0u; g < GMAX; g++) {
-    red[g * WG + lid] = mx[g];
-  }
+
+  // 2. Max and sum per head over the split.
+  red[2u * lid] = mx_lo;
+  red[2u * lid + 1u] = mx_hi;
   workgroupBarrier();
   for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
     if (lid < stride) {
-      for (var g = 0u; g < GMAX; g++) {
-        if (g < group) {
-          red[g * WG + lid] = max(red[g * WG + lid], red[g * WG + lid + stride]);
-        }
-      }
+      red[2u * lid] = max(red[2u * lid], red[2u * (lid + stride)]);
+      red[2u * lid + 1u] = max(red[2u * lid + 1u], red[2u * (lid + stride) + 1u]);
     }
     workgroupBarrier();
   }
-  var m = array<f32, GMAX>();
-  for (var g = 0u; g < GMAX; g++) {
-    m[g] = red[g * WG];
-  }
+  let m_lo = red[0];
+  let m_hi = red[1];
   workgroupBarrier();
-
-  var sm = array<f32, GMAX>();
+  var sm_lo = vec4<f32>(0.0);
+  var sm_hi = vec4<f32>(0.0);
   for (var j = lid; j < n_keys; j += WG) {
-    for (var g = 0u; g < GMAX; g++) {
-      if (g < group) {
-        let p = exp(scores[j * group + g] - m[g]);
-        scores[j * group + g] = p;
-        sm[g] += p;
-      }
-    }
+    let p_lo = exp(scores[2u * j] - m_lo);
+    let p_hi = exp(scores[2u * j + 1u] - m_hi);
+    scores[2u * j] = p_lo;
+    scores[2u * j + 1u] = p_hi;
+    sm_lo += p_lo;
+    sm_hi += p_hi;
   }
-  for (var g = 0u; g < GMAX; g++) {
-    red[g * WG + lid] = sm[g];
-  }
+  red[2u * lid] = sm_lo;
+  red[2u * lid + 1u] = sm_hi;
   workgroupBarrier();
   for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
     if (lid < stride) {
-      for (var g = 0u; g < GMAX; g++) {
-        if (g < group) {
-          red[g * WG + lid] += red[g * WG + lid + stride];
-        }
-      }
+      red[2u * lid] += red[2u * (lid + stride)];
+      red[2u * lid + 1u] += red[2u * (lid + stride) + 1u];
     }
     workgroupBarrier();
   }
-  var l = array<f32, GMAX>();
-  for (var g = 0u; g < GMAX; g++) {
-    l[g] = red[g * WG];
-  }
+  let l_lo = red[0];
+  let l_hi = red[1];
 
+  // 3. O = P V: thread (col, key group kg) over keys kg, kg + WG / hd4, ...
   let col = lid % hd4;
   let kg = lid / hd4;
   let nkg = WG / hd4;
-  var o = array<vec4<f32>, GMAX>();
+  var o0 = vec4<f32>(0.0);
+  var o1 = vec4<f32>(0.0);
+  var o2 = vec4<f32>(0.0);
+  var o3 = vec4<f32>(0.0);
+  var o4 = vec4<f32>(0.0);
+  var o5 = vec4<f32>(0.0);
+  var o6 = vec4<f32>(0.0);
+  var o7 = vec4<f32>(0.0);
   for (var j = kg; j < n_keys; j += nkg) {
     let v = vec4<f32>(v_cache[paged_kv_base(seq, key_start + j, kvh) + col]);
-    for (var g = 0u; g < GMAX; g++) {
-      if (g < group) {
-        o[g] += scores[j * group + g] * v;
-      }
-    }
+    let p_lo = scores[2u * j];
+    let p_hi = scores[2u * j + 1u];
+    o0 += p_lo.x * v;
+    o1 += p_lo.y * v;
+    o2 += p_lo.z * v;
+    o3 += p_lo.w * v;
+    o4 += p_hi.x * v;
+    o5 += p_hi.y * v;
+    o6 += p_hi.z * v;
+    o7 += p_hi.w * v;
   }
-  for (var g = 0u; g < GMAX; g++) {
-    if (g < group) {
-      red_o[lid] = o[g];
-      workgroupBarrier();
-      if (kg == 0u) {
-        var acc = red_o[col];
-        for (var k = 1u; k < nkg; k++) {
-          acc += red_o[k * hd4 + col];
-        }
-        let res = acc / l[g];
-        let head = head0 + g;
-        if (params.num_splits == 1u) {
-          out[(query_row * params.num_q_heads + head) * hd4 + col] = res;
-        } else {
-          let at = (seq * params.num_q_heads + head) * params.num_splits + split;
-          part_o[at * hd4 + col] = res;
-          if (col == 0u) {
-            part_lse[at] = m[g] + log(l[g]);
-          }
-        }
-      }
-      workgroupBarrier();
-    }
+  write_head(0u, o0, l_lo.x, m_lo.x, lid, seq, split, head0, query_row);
+  if (group > 1u) {
+    write_head(1u, o1, l_lo.y, m_lo.y, lid, seq, split, head0, query_row);
+  }
+  if (group > 2u) {
+    write_head(2u, o2, l_lo.z, m_lo.z, lid, seq, split, head0, query_row);
+  }
+  if (group > 3u) {
+    write_head(3u, o3, l_lo.w, m_lo.w, lid, seq, split, head0, query_row);
+  }
+  if (group > 4u) {
+    write_head(4u, o4, l_hi.x, m_hi.x, lid, seq, split, head0, query_row);
+  }
+  if (group > 5u) {
+    write_head(5u, o5, l_hi.y, m_hi.y, lid, seq, split, head0, query_row);
+  }
+  if (group > 6u) {
+    write_head(6u, o6, l_hi.z, m_hi.z, lid, seq, split, head0, query_row);
+  }
+  if (group > 7u) {
+    write_head(7u, o7, l_hi.w, m_hi.w, lid, seq, split, head0, query_row);
   }
 }

@@ -18,8 +18,13 @@ test("64 x 1024 on Qwen3-30B-A3B: 4 splits of 256 keys, 1024 (seq, kv head, spli
   assert.equal(plan, { splitTokens: 256, numSplits: 4 });
 });
 
-test("8 x 131072: splits grow until the score buffer (4096 / 8 heads = 512 keys) caps them", () => {
+test("8 x 131072: splits grow until the score buffer (4096 scores / 8 padded heads = 512 keys) caps them", () => {
   const plan = planDecodeSplits(Array(8).fill(131072), QWEN3_30B, f16);
+  assert.equal(plan, { splitTokens: 512, numSplits: 256 });
+});
+
+test("Mixtral's 4 heads per kv head pad to 8: the same 512-key cap", () => {
+  const plan = planDecodeSplits(Array(8).fill(131072), { numQHeads: 32, numKvHeads: 8 }, f16);
   assert.equal(plan, { splitTokens: 512, numSplits: 256 });
 });
 
