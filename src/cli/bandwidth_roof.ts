@@ -1,0 +1,55 @@
+/**
+ * The measured read-bandwidth roof for `profile`: the read_bandwidth kernel (f32 variant)
+ * over one buffer larger than the caches, median of timed dispatches, in GB/s. Null
+ * without timestamp queries.
+ *
+ * ```ts
+ * const gbps = await readBandwidthGbps(gpu, 2 ** 30, 10);
+ * ```
+ */
+import type { Gpu } from "../gpu/device.ts";
+import { BufferUsage } from "../gpu/device.ts";
+import { createStorage, uploadBuffer } from "../gpu/buffers.ts";
+import { PassTimer } from "../gpu/timestamps.ts";
+import { getPipeline, makeBindGroup, variantByName } from "../../kernels/kernel.ts";
+import { spec } from "../../kernels/read_bandwidth.ts";
+
+/** GB/s reading `bytes` (capped at the binding limit), median of `reps` dispatches. */
+export async function readBandwidthGbps(
+  gpu: Gpu,
+  bytes: number,
+  reps: number,
+): Promise<number | null> {
+  if (!gpu.timestamps) return null;
+  const d = gpu.device;
+  const n4 = Math.floor(Math.min(bytes, gpu.limits.maxStorageBufferBindingSize) / 16);
+  const groups = 1024;
+  const x = createStorage(d, "bandwidth.x", n4 * 16);
+  const partial = createStorage(d, "bandwidth.partial", groups * 4);
+  const params = uploadBuffer(
+    d,
+    "bandwidth.params",
+    spec.params.pack({ n4, groups }),
+    BufferUsage.UNIFORM | BufferUsage.COPY_DST,
+  );
+  const pipe = await getPipeline(gpu, spec, variantByName(spec, "f32"));
+  const bind = makeBindGroup(gpu, pipe, params, { x, partial });
+  const timer = new PassTimer(gpu, reps + 1);
+  const enc = d.createCommandEncoder();
+  for (let r = 0; r <= reps; r++) {
+    const pass = enc.beginComputePass({ timestampWrites: timer.next("read_bandwidth") });
+    pass.setPipeline(pipe.pipeline);
+    pass.setBindGroup(0, bind);
+    pass.dispatchWorkgroups(groups, 1, 1);
+    pass.end();
+  }
+  timer.resolve(enc);
+  d.queue.submit([enc.finish()]);
+  const us = (await timer.read()).slice(1).map((s) => s.us).sort((a, b) => a - b);
+  timer.destroy();
+  x.destroy();
+  partial.destroy();
+  params.destroy();
+  const mid = us[us.length >> 1];
+  return mid > 0 ? (n4 * 16) / (mid * 1e-6) / 1e9 : null;
+}

@@ -1,0 +1,81 @@
+/**
+ * Profiled steps on the tiny MoE fixture: every dispatch is timed under its label, the
+ * labels the cost model prices carry bytes, and the shapes are what was asked (decode:
+ * B requests one token each at context C + 1; prefill: T tokens split over B).
+ */
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { ensureFixture } from "../../scripts/fixtures.ts";
+import { Engine } from "../../src/engine/engine.ts";
+import { GpuModel } from "../../src/model/gpu_model.ts";
+import { summarizeSpans } from "../../src/report/kernel_timings.ts";
+import { balancedPartition, checkProfileShape, profileSteps } from "../../src/cli/profile_steps.ts";
+import { sharedGpu } from "../shared_gpu.ts";
+
+test("balanced partition gives the remainder to the first parts", () => {
+  assert.equal(balancedPartition(10, 4), [3, 3, 2, 2]);
+  assert.equal(balancedPartition(4, 4), [1, 1, 1, 1]);
+});
+
+test("decode and prefill profiles time every dispatch and join the cost model", async () => {
+  const gpu = await sharedGpu();
+  assert.ok(gpu.timestamps, "the adapter has timestamp queries");
+  const { dir } = await ensureFixture("tiny-qwen3-moe");
+  const model = await GpuModel.load(gpu, dir, { profile: true, maxNumTokens: 64, maxNumSeqs: 8 });
+  try {
+    const engine = new Engine(model, { maxNumBatchedTokens: 64, maxNumSeqs: 8 });
+    const decode = await profileSteps(engine, model, { batch: 2, ctx: 20, steps: 1 });
+    assert.is(decode.length, 1);
+    assert.equal(decode[0].shape.seqs, [{ queryLen: 1, contextLen: 22 }, {
+      queryLen: 1,
+      contextLen: 22,
+    }]);
+    const labels = new Set(decode[0].spans.map((s) => s.label));
+    for (
+      const l of [
+        "embedding",
+        "linear qkv",
+        "paged_attention_decode",
+        "moe_block",
+        "linear lmHead",
+        "sample",
+      ]
+    ) {
+      assert.ok(labels.has(l), `span ${l}`);
+    }
+    const summary = summarizeSpans(decode, { bandwidthGbps: 1 });
+    const share = summary.rows.reduce((s, r) => s + r.share, 0);
+    assert.ok(Math.abs(share - 1) < 1e-9);
+    assert.ok(summary.rows.find((r) => r.label === "linear qkv")!.bytes! > 0);
+    assert.is(
+      summary.rows.find((r) => r.label === "rmsnorm")!.calls,
+      2 * model.config.numLayers + 1,
+    );
+
+    const prefill = await profileSteps(engine, model, {
+      batch: 2,
+      ctx: 16,
+      prefillTokens: 9,
+      steps: 1,
+    });
+    assert.equal(prefill[0].shape.seqs, [{ queryLen: 5, contextLen: 21 }, {
+      queryLen: 4,
+      contextLen: 20,
+    }]);
+    assert.ok(prefill[0].spans.some((s) => s.label === "paged_attention"));
+    assert.is(engine.kvUsage().numRequests, 0, "the profile's requests are gone");
+
+    assert.throws(
+      () => checkProfileShape(engine, { batch: 4, ctx: 0, prefillTokens: 2 }),
+      /--prefill-tokens must be/,
+    );
+    assert.throws(
+      () => checkProfileShape(engine, { batch: 1, ctx: 0 }),
+      /decode profile needs --ctx >= 1/,
+    );
+  } finally {
+    model.destroy();
+  }
+});
+
+test.run();
