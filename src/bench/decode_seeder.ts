@@ -53,7 +53,7 @@ export type DecodeSeedOutcome =
 
 /** A source of decode KV (see the module doc above). */
 export interface DecodeSeeder {
-  /** Decode points in execution order. */
+  /** Decode points (given batch desc, KV desc) in execution order. */
   order(points: readonly DecodePoint[]): DecodePoint[];
   /** The regime the point will be measured with (decides median-of-N). */
   regime(point: DecodePoint): DecodeKvSeedRegime;
@@ -83,7 +83,7 @@ export class FakeKvSeeder implements DecodeSeeder {
     },
   ) {}
 
-  /** Keeps the grid's order (batch desc, KV desc). */
+  /** Keeps the order (batch desc, KV desc). */
   order(points: readonly DecodePoint[]): DecodePoint[] {
     return [...points];
   }

@@ -1,5 +1,6 @@
 /**
- * The numbered grid: decode points in the decode seeder's order, then prefill points
+ * The numbered grid: decode points batch desc, KV desc (then as the decode seeder
+ * reorders them: kvwarm puts warmed points first), then prefill points
  * largest first; each gets its benchmark_id (1..N in execution order), its planned
  * kv_seed_regime and its number of timed samples, all fixed before anything runs. The
  * grid digest (sha256 of that list) is what attention-DP ranks agree on.
@@ -12,7 +13,7 @@
 import { createHash } from "node:crypto";
 import type { BenchPoint, DecodePoint, KvSeedRegime, PrefillPoint } from "./artifact.ts";
 import type { DecodeSeeder } from "./decode_seeder.ts";
-import { orderPrefill, pointKey } from "./point.ts";
+import { orderDecode, orderPrefill, pointKey } from "./point.ts";
 import type { PrefixSeeder } from "./prefix_seeder.ts";
 import { type MedianPolicy, timedSamples } from "./timed_samples.ts";
 
@@ -39,7 +40,7 @@ export function planPoints(
   policy: MedianPolicy,
 ): PlannedPoint[] {
   const ordered: [BenchPoint, KvSeedRegime][] = [
-    ...decodeSeeder.order(decode).map((p) =>
+    ...decodeSeeder.order(orderDecode(decode)).map((p) =>
       [p, decodeSeeder.regime(p)] as [BenchPoint, KvSeedRegime]
     ),
     ...orderPrefill(prefill).map((p) => [p, prefixSeeder.regime(p)] as [BenchPoint, KvSeedRegime]),

@@ -211,12 +211,14 @@ export class BenchRun {
         softTimeoutSeconds: o.softTimeoutSeconds,
         log: o.log,
         warmup: o.warmup,
+        interrupted: () => this.#final !== null,
         onPointStart: (id) => (this.#currentPoint = id),
         onPointDone: (n) => {
           this.#currentPoint = null;
           this.writer.maybeCheckpoint(n, () => b.build("partial", "checkpoint", null));
         },
       }, planned);
+      if (this.#final) return this.#final; // interrupted: that artifact stands
       return this.#finish(b.build(end === "complete" ? "complete" : "partial", end, null));
     } catch (err) {
       this.fail(err, err instanceof ManifestError ? "input" : "runtime");
@@ -224,7 +226,10 @@ export class BenchRun {
     }
   }
 
-  /** Writes a `partial` artifact now (Ctrl-C); returns it. A no-op after the final write. */
+  /**
+   * Writes a `partial` artifact now (Ctrl-C) and stops the sweep at the next point
+   * boundary; returns it. A no-op after the final write.
+   */
   interrupt(signal: string): BenchArtifact {
     if (this.#final) return this.#final;
     const error: RunError = {

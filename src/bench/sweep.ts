@@ -69,12 +69,14 @@ export interface SweepOptions {
   readonly onPointDone?: (finished: number) => void;
   /** The point being measured, for error reports. */
   readonly onPointStart?: (benchmarkId: number) => void;
+  /** True once the run was interrupted: the loop stops at the next boundary. */
+  readonly interrupted?: () => boolean;
   /** Warm-up shape (default the design's 256 tokens x 5 steps). */
   readonly warmup?: { readonly promptTokens: number; readonly steps: number };
 }
 
 /** How the loop ended. */
-export type SweepEnd = "complete" | "soft_timeout";
+export type SweepEnd = "complete" | "soft_timeout" | "interrupted";
 
 /** Runs the warm-up and every planned point (see the module doc above). */
 export async function runSweep(
@@ -103,6 +105,10 @@ export async function runSweep(
     progress.finish(p.point.kind, outcome.ok ? p.regime : `skip`);
     o.log(outcome.ok ? progress.line() : `${progress.line()} (skipped: ${outcome.skipped.reason})`);
     o.onPointDone?.(progress.finished);
+    if (o.interrupted?.()) {
+      await o.decodeSeeder.finish(driver);
+      return "interrupted";
+    }
     const late = deadline !== null && performance.now() > deadline;
     if (await sync.boundaryVote(p.benchmark_id, late)) {
       await o.decodeSeeder.finish(driver);

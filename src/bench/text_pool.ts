@@ -64,10 +64,14 @@ export function loadTextBodies(): { bodies: string[]; version: string } {
   let builds: string;
   let version: string;
   try {
-    const require = createRequire(import.meta.url);
-    const pkgJson = require.resolve(`${TEXT_DATASET_PACKAGE}/package.json`);
-    version = JSON.parse(readFileSync(pkgJson, "utf8")).version;
-    builds = join(dirname(pkgJson), "builds");
+    // The package exports only its entry point (src/server/index.js), two folders down.
+    const root = join(
+      dirname(createRequire(import.meta.url).resolve(TEXT_DATASET_PACKAGE)),
+      "..",
+      "..",
+    );
+    version = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).version;
+    builds = join(root, "builds");
   } catch (err) {
     throw new TextPoolError(
       "dataset_unavailable:package_missing",
