@@ -21,16 +21,17 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "c", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
   ],
   variants: [
-    { name: "f32", dtype: "f32" },
-    { name: "f16", dtype: "f16" },
+    { name: "f32", dtype: "f32", consts: { TM: 64 } },
+    { name: "f16", dtype: "f16", consts: { TM: 64 } },
     {
       name: "f16-sgmat",
       dtype: "f16",
       subgroupMatrix: { m: 16, n: 16, k: 16 },
       shader: "gemm_subgroup_matrix.wgsl",
+      consts: { TM: 32 },
     },
   ],
-  grid: (p) => [Math.ceil(p.n / 64), Math.ceil(p.m / 64), 1],
+  grid: (p, v) => [Math.ceil(p.n / 64), Math.ceil(p.m / (v.consts?.TM ?? 64)), 1],
 };
 
 function gemmCase(

@@ -27,8 +27,24 @@ export const spec: KernelSpec<typeof params.fields> = {
       shader: "gemv_subgroup.wgsl",
       consts: { WG: 256, MT: 4, RPW: 4 },
     },
+    // One invocation per row, no barriers: for CPU adapters.
+    {
+      name: "f32-rows",
+      dtype: "f32",
+      shader: "gemv_rowwise.wgsl",
+      consts: { WG: 64, ROWS_PER_INVOCATION: 1 },
+    },
+    {
+      name: "f16-rows",
+      dtype: "f16",
+      shader: "gemv_rowwise.wgsl",
+      consts: { WG: 64, ROWS_PER_INVOCATION: 1 },
+    },
   ],
-  grid: (p, v, gpu) => grid1d(Math.ceil(p.n / (v.consts?.RPW ?? 1)), gpu),
+  grid: (p, v, gpu) =>
+    v.consts?.ROWS_PER_INVOCATION
+      ? grid1d(Math.ceil(p.n / v.consts.WG), gpu)
+      : grid1d(Math.ceil(p.n / (v.consts?.RPW ?? 1)), gpu),
 };
 
 /** CPU reference: y = x w^T with f64 accumulation. */

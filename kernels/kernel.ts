@@ -71,6 +71,10 @@ export function unsupportedReason(gpu: Gpu, variant: Variant): string | null {
   if (sm && !hasSubgroupMatrix(gpu, "f16", "f32", sm.m, sm.n, sm.k)) {
     return `no f16->f32 ${sm.m}x${sm.n}x${sm.k} subgroup matrix`;
   }
+  // The subgroup-matrix kernels run one 32-wide subgroup per workgroup (NVIDIA's size).
+  if (sm && (gpu.subgroupMinSize !== 32 || gpu.subgroupMaxSize !== 32)) {
+    return `subgroup-matrix kernels need subgroups of exactly 32 (have ${gpu.subgroupMinSize}..${gpu.subgroupMaxSize})`;
+  }
   return null;
 }
 

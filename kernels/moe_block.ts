@@ -165,8 +165,20 @@ export class MoeBlock {
       if (variantByName(gateUp.spec, name).dtype !== shape.dtype) {
         throw new Error(`moe block: GEMM variant ${name} does not store ${shape.dtype} weights`);
       }
-      gateUpPipes.set(name, await pipe(gateUp.spec, name));
-      downPipes.set(name, await pipe(down.spec, name));
+      try {
+        const gu = await pipe(gateUp.spec, name);
+        const dn = await pipe(down.spec, name);
+        gateUpPipes.set(name, gu);
+        downPipes.set(name, dn);
+      } catch (err) {
+        // With "auto", a variant this driver cannot compile is left out (said once), so the
+        // block still runs on the others; a variant asked for by name must compile.
+        if (options.gemm && options.gemm !== "auto") throw err;
+        console.error(`moe block: GEMM variant ${name} left out: ${(err as Error).message}`);
+      }
+    }
+    if (gateUpPipes.size === 0) {
+      throw new Error(`moe block: no ${shape.dtype} GEMM variant compiles here`);
     }
     const pipes = {
       router: await pipe(router.spec, "f32"),

@@ -28,7 +28,12 @@ import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage, MapMode } from "../gpu/device.ts";
 import { createStorage, uploadBuffer, writeBuffer } from "../gpu/buffers.ts";
 import { PassTimer } from "../gpu/timestamps.ts";
-import { type BufferArg, unsupportedReason, variantByName } from "../../kernels/kernel.ts";
+import {
+  type BufferArg,
+  getPipeline,
+  unsupportedReason,
+  variantByName,
+} from "../../kernels/kernel.ts";
 import * as embedding from "../../kernels/embedding.ts";
 import * as rmsnorm from "../../kernels/rmsnorm.ts";
 import * as gemv from "../../kernels/gemv.ts";
@@ -116,6 +121,8 @@ export class GpuModel implements ForwardModel {
   private partials: { o: GPUBuffer; lse: GPUBuffer; elements: number } | null = null;
   /** Spans of the last profiled step. */
   private spans: Promise<KernelSpan[]> | null = null;
+  /** Time every dispatch of the following steps in its own pass (slower; for profiles). */
+  profile: boolean;
 
   private constructor(
     private readonly gpu: Gpu,
@@ -135,7 +142,8 @@ export class GpuModel implements ForwardModel {
     this.maxNumTokens = opts.maxNumTokens;
     this.maxNumSeqs = opts.maxNumSeqs;
     this.maxLogitRows = buf.maxRows;
-    this.timer = new PassTimer(gpu, opts.profile ? 4096 : 1);
+    this.timer = new PassTimer(gpu, 4096);
+    this.profile = opts.profile;
   }
 
   /** Loads `dir` (a Hugging Face checkpoint folder) or `synthetic:NAME`. */
@@ -234,7 +242,7 @@ export class GpuModel implements ForwardModel {
     const parity = this.stepIndex++ % 2;
     this.writeInputs(batch, plan);
     const enc = this.gpu.device.createCommandEncoder({ label: `step ${this.stepIndex}` });
-    const step = new StepPasses(enc, this.timer, this.opts.profile);
+    const step = new StepPasses(enc, this.timer, this.profile);
     this.encodeStep(step, batch, plan, parity);
     step.end();
     const rows = plan.rows;
@@ -258,7 +266,8 @@ export class GpuModel implements ForwardModel {
     this.gpu.device.queue.submit([enc.finish()]);
     const timing = this.timer.read();
     const labels = step.labels;
-    if (this.opts.profile) {
+    const profiled = this.profile;
+    if (profiled) {
       this.spans = timing.then((spans) =>
         spans.map((s, i) => ({ ...s, kernel: labels[i]?.kernel ?? s.label }))
       );
@@ -285,7 +294,7 @@ export class GpuModel implements ForwardModel {
       if (spans.length === 0) return null;
       const first = spans[0];
       const last = spans[spans.length - 1];
-      return this.opts.profile
+      return profiled
         ? spans.reduce((s, x) => s + x.us, 0) / 1000
         : (last.startUs + last.us - first.startUs) / 1000;
     });
@@ -294,7 +303,7 @@ export class GpuModel implements ForwardModel {
 
   /** Per-dispatch GPU times of the last step (profile mode only). */
   lastStepSpans(): Promise<KernelSpan[]> {
-    if (!this.spans) throw new Error("lastStepSpans: the model was not created with profile");
+    if (!this.spans) throw new Error("lastStepSpans: no step ran with profile on");
     return this.spans;
   }
 
@@ -650,10 +659,16 @@ async function createCalls(gpu: Gpu, config: ModelConfig, dtype: StorageDtype) {
     dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
       ? "f16-sg"
       : dtype;
-  const gemmVariant = dtype === "f16" &&
-      unsupportedReason(gpu, variantByName(gemm.spec, "f16-sgmat")) === null
-    ? "f16-sgmat"
-    : dtype;
+  // Tensor cores where offered; a variant this driver cannot compile falls back (said once).
+  let gemmVariant: string = dtype;
+  if (dtype === "f16" && unsupportedReason(gpu, variantByName(gemm.spec, "f16-sgmat")) === null) {
+    try {
+      await getPipeline(gpu, gemm.spec, variantByName(gemm.spec, "f16-sgmat"));
+      gemmVariant = "f16-sgmat";
+    } catch (err) {
+      console.error(`model: gemm f16-sgmat left out: ${(err as Error).message}`);
+    }
+  }
   const H = config.hiddenSize, hd = config.headDim;
   const linearShapes: Record<LinearKind, [number, number, boolean]> = {
     qkv: [(config.numHeads + 2 * config.numKvHeads) * hd, H, false],

@@ -1,0 +1,274 @@
+/**
+ * `deno task perf-decode`: decode-step latency of the model at (batch, context) points,
+ * next to its HBM roofline (bytes touched / measured read bandwidth) and the PyTorch peer.
+ * Steps run back to back with the next step's input token on the GPU (as serving does);
+ * host wall per step is the gap between consecutive output arrivals.
+ */
+import process from "node:process";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { describeGpu, openGpu } from "../gpu/device.ts";
+import { GpuModel } from "../model/gpu_model.ts";
+import { rooflineBytes, stepCost } from "../model/step_cost.ts";
+import { GPU_MD_DECODE } from "../model/peer_reference.ts";
+import { measureReadBandwidth } from "../../kernels/read_bandwidth.ts";
+import { SyntheticDecode } from "../perf/synthetic_steps.ts";
+import { formatKernelProfile, summarizeSpans } from "../perf/kernel_profile.ts";
+import { writeJsonAtomic } from "../util/atomic_file.ts";
+import { formatTable } from "../util/table.ts";
+import { userPath } from "../util/user_path.ts";
+import { intList, parseArgs, UsageError } from "./args.ts";
+import { runCli } from "./run_cli.ts";
+
+const SPEC = {
+  model: {
+    type: "string",
+    default: "synthetic:qwen3-30b-a3b",
+    help: "checkpoint folder or synthetic:NAME",
+  },
+  batch: { type: "list", default: ["1", "8", "32", "64", "128"], help: "batch sizes" },
+  ctx: { type: "list", default: ["1024", "8192"], help: "KV context lengths" },
+  steps: { type: "number", default: 10, integer: true, min: 3, help: "timed steps per point" },
+  warmup: { type: "number", default: 3, integer: true, min: 1, help: "untimed steps per point" },
+  kvCacheGb: {
+    type: "number",
+    min: 0.01,
+    help: "KV cache size (default: the largest point's need)",
+  },
+  dtype: { type: "string", values: ["f16", "f32"], help: "weight and KV storage type" },
+  bandwidthGbps: {
+    type: "number",
+    min: 1,
+    help: "read bandwidth for the roofline (default: measured)",
+  },
+  peer: {
+    type: "string",
+    help: "JSON written by scripts/peers/torch_decode.py in the same session",
+  },
+  json: { type: "string", help: "write the points as JSON (benchmarks/h200-decode.json format)" },
+  gemvMaxRows: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "linear layers use GEMV up to this many rows",
+  },
+  profile: { type: "string", help: "also profile one step per kernel at BATCHxCTX (e.g. 64x1024)" },
+  profileJson: { type: "string", help: "write that profile as JSON" },
+} as const;
+
+interface PeerPoint {
+  batch: number;
+  ctx: number;
+  graph_ms: number;
+  eager_ms?: number;
+}
+
+await runCli(async () => {
+  const o = parseArgs(
+    "perf-decode",
+    "Decode step latency vs the HBM roofline and the PyTorch peer.",
+    SPEC,
+    process.argv.slice(2),
+  );
+  const batches = intList("--batch", o.batch);
+  const ctxs = intList("--ctx", o.ctx);
+  const peer: PeerPoint[] = o.peer ? readPeer(userPath(o.peer)) : [];
+  const gpu = await openGpu();
+  console.log(describeGpu(gpu));
+  const bw = o.bandwidthGbps
+    ? { bytesPerSecond: o.bandwidthGbps * 1e9, variant: "given" }
+    : await measureReadBandwidth(gpu, gpu.adapter.type === "cpu" ? 64 * 2 ** 20 : 2 ** 30);
+  if (!bw) throw new Error("perf-decode needs timestamp queries (the adapter has none)");
+  console.log(`read bandwidth: ${(bw.bytesPerSecond / 1e9).toFixed(0)} GB/s (${bw.variant})`);
+
+  const maxSteps = o.warmup + o.steps + 1;
+  const maxBatch = Math.max(...batches);
+  const maxCtx = Math.max(...ctxs);
+  const model0 = await GpuModel.load(gpu, o.model, {
+    dtype: o.dtype as "f16" | "f32" | undefined,
+    kvCacheBytes: o.kvCacheGb ? o.kvCacheGb * 2 ** 30 : undefined,
+    maxNumSeqs: Math.max(maxBatch, 1),
+    maxNumTokens: Math.max(maxBatch, 16),
+    maxModelLen: Math.min(maxCtx + maxSteps + 16, Number.MAX_SAFE_INTEGER),
+    gemvMaxRows: o.gemvMaxRows,
+  }, (m) => console.log(m));
+  const model = model0;
+  console.log(
+    `KV cache: ${model.numBlocks} blocks of ${model.blockSize} (${
+      (model.kv.bytes / 2 ** 30).toFixed(1)
+    } GiB)`,
+  );
+
+  const rows: string[][] = [];
+  const points: Record<string, unknown>[] = [];
+  for (const ctx of ctxs) {
+    for (const batch of batches) {
+      let steps: SyntheticDecode;
+      try {
+        steps = new SyntheticDecode(model, batch, ctx, maxSteps);
+      } catch (err) {
+        console.log(`skip ${batch} x ${ctx}: ${(err as Error).message}`);
+        continue;
+      }
+      const r = await timeDecode(model, steps, o.warmup, o.steps);
+      const cost = stepCost(model.config, model.weights.dtype, {
+        seqs: Array.from({ length: batch }, () => ({ queryLen: 1, contextLen: ctx })),
+        sampledRows: batch,
+      });
+      const roofMs = (rooflineBytes(cost) / bw.bytesPerSecond) * 1e3;
+      const ref = GPU_MD_DECODE.find((p) => p.batch === batch && p.ctx === ctx);
+      const measuredPeer = peer.find((p) => p.batch === batch && p.ctx === ctx);
+      const torchMs = measuredPeer?.graph_ms ?? ref?.torchGraphMs ?? null;
+      rows.push([
+        `${batch} x ${ctx}`,
+        r.gpuMs.toFixed(2),
+        r.wallMs.toFixed(2),
+        roofMs.toFixed(2),
+        (r.gpuMs / roofMs).toFixed(2) + "x",
+        (r.wallMs / r.gpuMs).toFixed(2) + "x",
+        torchMs === null ? "-" : torchMs.toFixed(2),
+        torchMs === null ? "-" : (torchMs / r.gpuMs).toFixed(2) + "x",
+        measuredPeer ? "measured" : ref ? "GPU.md" : "-",
+      ]);
+      points.push({
+        batch,
+        ctx,
+        gpu_ms: round(r.gpuMs),
+        wall_ms: round(r.wallMs),
+        roofline_ms: round(roofMs),
+        torch_graph_ms: torchMs,
+        torch_source: measuredPeer ? "measured in this session" : ref ? "GPU.md" : null,
+        gpu_ms_samples: r.gpuSamples.map(round),
+        wall_ms_samples: r.wallSamples.map(round),
+      });
+      console.log(
+        `${batch} x ${ctx}: GPU ${r.gpuMs.toFixed(2)} ms, wall ${
+          r.wallMs.toFixed(2)
+        } ms, roofline ${roofMs.toFixed(2)} ms`,
+      );
+    }
+  }
+  console.log("");
+  console.log(formatTable(
+    [
+      "batch x ctx",
+      "GPU ms",
+      "wall ms",
+      "roofline ms",
+      "GPU/roof",
+      "wall/GPU",
+      "torch graph ms",
+      "torch/GPU",
+      "torch from",
+    ],
+    rows,
+  ));
+  if (o.profile) {
+    const m = /^(\d+)x(\d+)$/.exec(o.profile);
+    if (!m) throw new UsageError(`--profile: '${o.profile}' is not BATCHxCTX`);
+    const [pb, pc] = [Number(m[1]), Number(m[2])];
+    const steps = new SyntheticDecode(model, pb, pc, 4);
+    await model.forward(steps.next()).sampled;
+    await model.forward(steps.next()).sampled;
+    model.profile = true;
+    await model.forward(steps.next()).sampled;
+    model.profile = false;
+    const spans = await model.lastStepSpans();
+    const cost = stepCost(model.config, model.weights.dtype, {
+      seqs: Array.from({ length: pb }, () => ({ queryLen: 1, contextLen: pc + 2 })),
+      sampledRows: pb,
+    });
+    const rows = summarizeSpans(spans, cost, bw.bytesPerSecond);
+    const sum = spans.reduce((s, x) => s + x.us, 0);
+    console.log(
+      `\nkernel profile of one decode step at ${pb} x ${pc} (each dispatch in its own timed pass: ${
+        (sum / 1000).toFixed(2)
+      } ms summed)`,
+    );
+    console.log(formatKernelProfile(rows));
+    if (o.profileJson) {
+      writeJsonAtomic(userPath(o.profileJson), {
+        batch: pb,
+        ctx: pc,
+        summed_ms: sum / 1000,
+        rows,
+        spans,
+      });
+    }
+  }
+  if (o.json) {
+    writeJsonAtomic(userPath(o.json), {
+      date: new Date().toISOString().slice(0, 10),
+      adapter: gpu.adapter.description,
+      commit: gitCommit(),
+      model: o.model,
+      dtype: model.weights.dtype,
+      read_bandwidth_gbps: round(bw.bytesPerSecond / 1e9),
+      points,
+    });
+  }
+  model.destroy();
+  gpu.destroy();
+  return 0;
+});
+
+async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: number, timed: number) {
+  const arrivals: number[] = [];
+  const gpu: Promise<number | null>[] = [];
+  // Two steps in flight at most, as the engine's async scheduling keeps them.
+  let inFlight: Promise<Int32Array> | null = null;
+  for (let i = 0; i < warmup + timed; i++) {
+    const out = model.forward(steps.next());
+    gpu.push(out.gpuMs);
+    if (inFlight) {
+      await inFlight;
+      arrivals.push(performance.now());
+    }
+    inFlight = out.sampled;
+  }
+  await inFlight;
+  arrivals.push(performance.now());
+  const gpuTimes = (await Promise.all(gpu)).slice(warmup).map((g) => g ?? NaN);
+  const walls = arrivals.slice(warmup).map((t, i) => t - arrivals[warmup + i - 1]).filter((x) =>
+    !Number.isNaN(x)
+  );
+  return {
+    gpuMs: median(gpuTimes),
+    wallMs: median(walls),
+    gpuSamples: gpuTimes,
+    wallSamples: walls,
+  };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+function readPeer(path: string): PeerPoint[] {
+  try {
+    const data = JSON.parse(readFileSync(path, "utf8"));
+    return data.points as PeerPoint[];
+  } catch (err) {
+    throw new UsageError(`--peer ${path}: ${(err as Error).message}`);
+  }
+}
+
+function gitCommit(): string {
+  try {
+    return execFileSync("git", ["rev-parse", "--short", "HEAD"], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+    }).trim();
+  } catch {
+    try {
+      return JSON.parse(readFileSync(new URL("../../BUNDLE_INFO", import.meta.url), "utf8")).commit;
+    } catch {
+      return "unknown";
+    }
+  }
+}
