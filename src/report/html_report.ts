@@ -285,10 +285,10 @@ function seriesChart(
 ): string {
   const all = series.flatMap((s) => s.points);
   const W = 720, H = 340, L = 70, R = 170, T = 14, B = 44;
-  const x = logScale([Math.min(...all.map((p) => p.x)), Math.max(...all.map((p) => p.x))], [
-    L,
-    W - R,
-  ]);
+  const x = logScale(
+    [Math.min(...all.map((p) => p.x)) / 1.1, Math.max(...all.map((p) => p.x)) * 1.1],
+    [L, W - R],
+  );
   const ys = all.map((p) => p.y).concat(axes.yRef === undefined ? [] : [axes.yRef]);
   const y = axes.yLog === false
     ? linearScale([Math.min(0, ...ys), Math.max(...ys) * 1.05], [H - B, T])
@@ -496,7 +496,7 @@ function kernelBreakdown(timings: readonly ReportKernelTimings[]): string {
     ]),
   );
   labels.sort((a, b) => totals.get(b)! - totals.get(a)!);
-  const W = 760, L = 220, R = 20, bar = 22, T = 10;
+  const W = 800, L = 280, R = 20, bar = 22, T = 10;
   const H = T + timings.length * (bar + 8) + 30 + Math.ceil(labels.length / 3) * 18;
   const x = linearScale([0, 1], [L, W - R]);
   const colorOf = (l: string) => SERIES_COLORS[labels.indexOf(l) % SERIES_COLORS.length];
@@ -518,7 +518,7 @@ function kernelBreakdown(timings: readonly ReportKernelTimings[]): string {
       return s;
     }).join("");
     return `<text x="${L - 6}" y="${y0 + bar / 2 + 4}" text-anchor="end">${
-      esc(t.title.slice(0, 34))
+      esc(t.title.length > 30 ? t.title.slice(0, 29) + "…" : t.title)
     } (${(t.summary.step_us / 1000).toFixed(2)} ms)</text>${segs}`;
   }).join("");
   const ly = T + timings.length * (bar + 8) + 14;

@@ -22,6 +22,8 @@ export interface Scale {
   (v: number): number;
   readonly ticks: readonly number[];
   readonly log: boolean;
+  /** The pixel range. */
+  readonly range: readonly [number, number];
 }
 
 /** Linear scale of `domain` onto `range`, with about five round ticks. */
@@ -37,7 +39,7 @@ export function linearScale(
   for (let t = Math.ceil(d0 / step) * step; t <= d1 + 1e-9 * step; t += step) {
     ticks.push(+t.toPrecision(12));
   }
-  return Object.assign(f, { ticks, log: false });
+  return Object.assign(f, { ticks, log: false, range });
 }
 
 /** Log10 scale (domain > 0), ticks at powers of ten (and of two when the span is short). */
@@ -67,7 +69,7 @@ export function logScale(
     }
   }
   while (ticks.length > 9) ticks = ticks.filter((_, i) => i % 2 === 0);
-  return Object.assign(f, { ticks, log: true });
+  return Object.assign(f, { ticks, log: true, range });
 }
 
 function niceStep(raw: number): number {
@@ -87,7 +89,7 @@ export function short(v: number): string {
 
 /** Bottom axis at pixel row `y` with ticks and a label. */
 export function axisBottom(x: Scale, y: number, label: string): string {
-  const [r0, r1] = [x(x.ticks[0] ?? 0), x(x.ticks[x.ticks.length - 1] ?? 0)];
+  const [r0, r1] = x.range;
   const ticks = x.ticks.map((t) =>
     `<line x1="${x(t)}" x2="${x(t)}" y1="${y}" y2="${y + 4}" stroke="#555"/>` +
     `<text x="${x(t)}" y="${y + 15}" text-anchor="middle">${esc(short(t))}</text>`
