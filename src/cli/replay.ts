@@ -30,6 +30,12 @@ const SPEC = {
   },
   prefixCaching: { type: "string", values: ["on", "off"], default: "on", help: "prefix caching" },
   limit: { type: "number", integer: true, min: 1, help: "serve only the first N requests" },
+  warmup: {
+    type: "string",
+    values: ["on", "off"],
+    default: "on",
+    help: "before serving, one unlogged 256-token request for 5 steps (compiles the pipelines)",
+  },
 } as const;
 
 await runCli(async () => {
@@ -97,6 +103,19 @@ await runCli(async () => {
     return { id: r.id, arrivalMs: r.arrival_ms, promptIds: ids, maxTokens: r.max_tokens };
   });
 
+  if (opts.warmup === "on") {
+    const len = Math.max(1, Math.min(256, batched, engine.config.maxModelLen - 6));
+    const prompt = Int32Array.from(
+      { length: len },
+      (_, i) => 1 + (i * 7919) % (model.vocabSize - 1),
+    );
+    engine.addRequest(prompt, { maxTokens: 5, ignoreEos: true, cacheSalt: "__replay_warmup" }, {
+      requestId: "__replay_warmup",
+    });
+    const t = performance.now();
+    await engine.runUntilDone();
+    log(`warm-up: ${len}-token request, 5 steps, ${((performance.now() - t) / 1000).toFixed(1)} s`);
+  }
   const outPath = userPath(opts.out);
   writeFileSync(
     outPath,
