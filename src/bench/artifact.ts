@@ -492,7 +492,13 @@ export interface MeasurementProtocol {
   readonly steady_timing: string;
   /** `timestamp_query_pass` or `unavailable`. */
   readonly gpu_timing: string;
-  /** What no timed sample contains (admission step, injection, replica, GC, ...). */
+  /**
+   * What no timed sample contains: `prefill_schedule` (a prefill step's clock starts after
+   * scheduling; a steady decode gap holds the next step's scheduling, overlapped with the
+   * GPU as in production), `admission_step`, `kv_injection`, `prefix_seeding`,
+   * `discarded_replica`, `warmup`, `gc` (forced collections; V8's own minor collections can
+   * still land anywhere).
+   */
   readonly unobserved: readonly string[];
   /** How points are prepared. */
   readonly preparation: {

@@ -182,7 +182,7 @@ export class ArtifactBuilder {
         steady_timing: "output_arrival_gap",
         gpu_timing: this.engine?.adapter?.timestamps ? "timestamp_query_pass" : "unavailable",
         unobserved: [
-          "schedule",
+          "prefill_schedule",
           "admission_step",
           "kv_injection",
           "prefix_seeding",

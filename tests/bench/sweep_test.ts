@@ -14,6 +14,7 @@ import { type DecodeSeeder, FakeKvSeeder } from "../../src/bench/decode_seeder.t
 import { ManifestError } from "../../src/bench/manifest.ts";
 import type { PointSynchronizer } from "../../src/bench/point_synchronizer.ts";
 import type { PrefixSeeder } from "../../src/bench/prefix_seeder.ts";
+import { RankSynchronizer } from "../../src/dp/rank_synchronizer.ts";
 import { cpuBench, readArtifact, runCpuBench } from "./bench_harness.ts";
 
 const DECODE_B2_K20 = { schema_version: 1, decode: [{ batch_size: 2, total_kv_read_tokens: 20 }] };
@@ -491,6 +492,24 @@ test("a point synchronizer sees READY, ARM, result, cleanup and the boundary vot
     artifact.results[0].fpms[0].wall_time * 2,
     "the group's wall is the gathered one",
   );
+});
+
+test("the dp module's RankSynchronizer is a point synchronizer: a group of one runs the sweep", async () => {
+  const rank = await RankSynchronizer.open({
+    rank: 0,
+    size: 1,
+    masterHost: "127.0.0.1",
+    masterPort: 0,
+    source: "flags",
+  });
+  const sync: PointSynchronizer = rank;
+  const { artifact } = await runCpuBench(cpuBench(DECODE_B2_K20), { sync });
+  await rank.finish();
+  valid(artifact);
+  assert.equal([artifact.status, artifact.results.length], ["complete", 1]);
+  assert.equal(artifact.iteration_groups[0].iteration_walls, [
+    artifact.results[0].fpms[0].wall_time,
+  ]);
 });
 
 test("a decode seeder can order points and seed them its own way (the kvwarm hook)", async () => {
