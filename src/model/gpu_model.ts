@@ -655,10 +655,12 @@ class StepPasses {
 }
 
 async function createCalls(gpu: Gpu, config: ModelConfig, dtype: StorageDtype) {
-  const gemvVariant =
-    dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
-      ? "f16-sg"
-      : dtype;
+  // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
+  const gemvVariant = gpu.adapter.type === "cpu"
+    ? `${dtype}-rows`
+    : dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
+    ? "f16-sg"
+    : dtype;
   // Tensor cores where offered; a variant this driver cannot compile falls back (said once).
   let gemmVariant: string = dtype;
   if (dtype === "f16" && unsupportedReason(gpu, variantByName(gemm.spec, "f16-sgmat")) === null) {
