@@ -40,7 +40,7 @@ const DEFAULTS = {
 
 /** Fills defaults, validates against `model` (naming the bad field) and freezes. */
 export function engineConfig(
-  model: Pick<ForwardModel, "maxModelLen">,
+  model: Pick<ForwardModel, "maxModelLen" | "maxNumTokens" | "maxNumSeqs">,
   partial: Partial<EngineConfig> = {},
 ): EngineConfig {
   for (const key of Object.keys(partial)) {
@@ -48,7 +48,13 @@ export function engineConfig(
       throw new Error(`unknown engine config field "${key}"`);
     }
   }
-  const c: EngineConfig = { ...DEFAULTS, maxModelLen: model.maxModelLen, ...partial };
+  // Defaults never exceed what the model's step can carry; explicit values must fit it.
+  const defaults = {
+    ...DEFAULTS,
+    maxNumBatchedTokens: Math.min(DEFAULTS.maxNumBatchedTokens, model.maxNumTokens ?? Infinity),
+    maxNumSeqs: Math.min(DEFAULTS.maxNumSeqs, model.maxNumSeqs ?? Infinity),
+  };
+  const c: EngineConfig = { ...defaults, maxModelLen: model.maxModelLen, ...partial };
   const positiveInt = (name: keyof EngineConfig) => {
     const v = c[name];
     if (typeof v !== "number" || !Number.isInteger(v) || v < 1) {
@@ -62,6 +68,16 @@ export function engineConfig(
     throw new Error(`maxModelLen ${c.maxModelLen} exceeds the model's ${model.maxModelLen}`);
   }
   if (c.maxModelLen < 2) throw new Error(`maxModelLen must be >= 2, got ${c.maxModelLen}`);
+  if (model.maxNumTokens !== undefined && c.maxNumBatchedTokens > model.maxNumTokens) {
+    throw new Error(
+      `maxNumBatchedTokens ${c.maxNumBatchedTokens} exceeds the ${model.maxNumTokens} tokens the model's step holds`,
+    );
+  }
+  if (model.maxNumSeqs !== undefined && c.maxNumSeqs > model.maxNumSeqs) {
+    throw new Error(
+      `maxNumSeqs ${c.maxNumSeqs} exceeds the ${model.maxNumSeqs} sequences the model's step holds`,
+    );
+  }
   for (const name of ["enablePrefixCaching", "enableChunkedPrefill", "asyncScheduling"] as const) {
     if (typeof c[name] !== "boolean") throw new Error(`${name} must be a boolean`);
   }

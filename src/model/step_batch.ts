@@ -71,5 +71,9 @@ export interface ForwardModel {
   readonly vocabSize: number;
   readonly maxModelLen: number;
   readonly eosTokenIds: readonly number[];
+  /** Most tokens one step may carry (the engine's token budget must fit), if limited. */
+  readonly maxNumTokens?: number;
+  /** Most sequences one step may carry, if limited. */
+  readonly maxNumSeqs?: number;
   forward(batch: StepBatch): StepOutput;
 }

@@ -30,6 +30,15 @@ test("engine config: bad values are named", () => {
   );
 });
 
+test("engine config: defaults shrink to the model's step limits; larger explicit values are refused", () => {
+  const model = { maxModelLen: 512, maxNumTokens: 256, maxNumSeqs: 32 };
+  const c = engineConfig(model);
+  assert.is(c.maxNumBatchedTokens, 256);
+  assert.is(c.maxNumSeqs, 32);
+  assert.throws(() => engineConfig(model, { maxNumBatchedTokens: 257 }), /exceeds the 256 tokens/);
+  assert.throws(() => engineConfig(model, { maxNumSeqs: 33 }), /exceeds the 32 sequences/);
+});
+
 test("generation params: defaults, validation, frozen", () => {
   const p = generationParams({ cacheSalt: "s", maxTokens: 4 });
   assert.equal({ ...p }, {
