@@ -23,9 +23,18 @@ nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] && [ -f "$nvidia_icd" ]; then
   export VK_DRIVER_FILES="$nvidia_icd"
 fi
-if ! (ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 '); then
-  export LD_LIBRARY_PATH="$base/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The bundled Vulkan loader and GL dispatch libraries fill in only what the host lacks.
+missing="$base/lib/missing-on-$(hostname 2>/dev/null || echo host)"
+if [ ! -d "$missing" ]; then
+  mkdir -p "$missing.part"
+  known=$(ldconfig -p 2>/dev/null || true)
+  for lib in "$base"/lib/lib*.so.*; do
+    name=$(basename "$lib")
+    case "$known" in *"$name "*) ;; *) ln -sf "$lib" "$missing.part/$name" ;; esac
+  done
+  mv "$missing.part" "$missing" 2>/dev/null || rm -rf "$missing.part"
 fi
+export LD_LIBRARY_PATH="$missing${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 export DENO_DIR="$base/.deno_dir"
 export DENO_NO_UPDATE_CHECK=1
