@@ -231,8 +231,10 @@ await runCli(async () => {
       maxNumSeqs: opts.maxNumSeqs,
       maxModelLen: opts.maxModelLen,
     }, (m) => log(`model: ${m}`));
+    // A CPU adapter (lavapipe) runs the step inside queue.submit, so an overlapped next step
+    // would hide the previous output's arrival: schedule synchronously there.
     const engine = new Engine(model, {
-      asyncScheduling: true,
+      asyncScheduling: gpu.adapter.type !== "cpu",
       enablePrefixCaching: true,
       enableChunkedPrefill: true,
       maxNumBatchedTokens: model.maxNumTokens,
