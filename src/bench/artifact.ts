@@ -676,4 +676,113 @@ export interface BenchArtifact {
   readonly skipped_points: readonly SkippedPoint[];
   /** The error of a failed run, or the interrupt; null otherwise. */
   readonly error: RunError | null;
+  /** Attention data parallelism (null for a run of one rank). */
+  readonly attention_dp: AttentionDpSection | null;
+}
+
+/** Rounds of one kind, microseconds from entering a round to leaving it with the group's answer. */
+export interface DpRoundCost {
+  /** Rounds completed. */
+  readonly rounds: number;
+  /** Mean round, µs. */
+  readonly mean_us: number;
+  /** Longest round, µs. */
+  readonly max_us: number;
+  /** All rounds, µs. */
+  readonly total_us: number;
+}
+
+/**
+ * The per-step group barrier on one rank against the steps it ends. A round is the
+ * messaging plus the wait for the slowest rank, so a rank that arrives first pays for
+ * the others' lateness.
+ */
+export interface DpStepRound {
+  /** Barrier rounds: one per engine step, idle steps included. */
+  readonly rounds: number;
+  /** Mean round, µs. */
+  readonly mean_us: number;
+  /** Median round, µs. */
+  readonly p50_us: number;
+  /** 90th percentile round, µs. */
+  readonly p90_us: number;
+  /** Longest round, µs. */
+  readonly max_us: number;
+  /** Mean time from leaving one barrier to entering the next (the step and the benchmark's host work), ms. */
+  readonly mean_step_ms: number;
+  /** Barrier time / (barrier time + step time). */
+  readonly share: number;
+}
+
+/** A rank's capacity envelope (the min over ranks once negotiated) and its kvwarm eligibility. */
+export interface DpCapacity {
+  /** KV blocks a point may take. */
+  readonly usable_blocks: number;
+  /** Longest request. */
+  readonly max_model_len: number;
+  /** Requests in one step. */
+  readonly max_num_seqs: number;
+  /** Tokens in one step. */
+  readonly max_batched_tokens: number;
+  /** Real-KV seeding possible (negotiated: on every rank). */
+  readonly kvwarm_eligible: boolean;
+  /** Why not (negotiated: `peer_ineligible` when only another rank is not), or null. */
+  readonly kvwarm_skip_reason: string | null;
+}
+
+/** One kvwarm stage as the group settled it. */
+export interface DpStageSettlement {
+  /** The rung's batch. */
+  readonly batch: number | null;
+  /** The group's verdict. */
+  readonly ok: boolean | null;
+  /** The stage round it settled in. */
+  readonly round: number;
+}
+
+/** One rank's outcome in a merged view. */
+export interface DpRankSummary {
+  /** The rank. */
+  readonly rank: number;
+  /** Its artifact's status. */
+  readonly status: RunStatus;
+  /** Its stop reason. */
+  readonly stop_reason: StopReason;
+  /** Points it measured. */
+  readonly points_measured: number;
+  /** Its error message, or null. */
+  readonly error: string | null;
+  /** Its per-step barrier cost (null when its artifact has none). */
+  readonly step_round: DpStepRound | null;
+}
+
+/** Attention data parallelism: this rank's place in the group and what lockstep cost. */
+export interface AttentionDpSection {
+  /** This rank (0 in a merged view). */
+  readonly rank: number;
+  /** Ranks in the group. */
+  readonly size: number;
+  /** Where the identity came from: `flags`, `slurm` or `mpi`. */
+  readonly source: string;
+  /** Rank 0's endpoint, `host:port`. */
+  readonly master: string;
+  /**
+   * How this rank's adapter was chosen (e.g. `DRI_PRIME=pci-0000_18_00_0!`), or null: the
+   * default adapter, shared with any other rank on the same host.
+   */
+  readonly gpu_select: string | null;
+  /** Limit on every wait for the group, s. */
+  readonly timeout_seconds: number;
+  /** What this rank offered (null before the negotiation). */
+  readonly envelope: DpCapacity | null;
+  /** What the group agreed, which the grid was planned against (null before). */
+  readonly negotiated: DpCapacity | null;
+  /** The per-step barrier. */
+  readonly step_round: DpStepRound;
+  /** Every kind of round, by request type (`hello`, `capacity`, `barrier`, `stage`, ...). */
+  readonly rounds: Readonly<Record<string, DpRoundCost>>;
+  /** kvwarm stages as the group settled them, in order. */
+  readonly stages_settled: readonly DpStageSettlement[];
+  /** A merged view: every rank's outcome; null in a rank's own artifact. */
+  readonly merged_ranks: readonly DpRankSummary[] | null;
 }

@@ -12,6 +12,7 @@
  */
 import {
   ARTIFACT_SCHEMA_VERSION,
+  type AttentionDpSection,
   type BenchArtifact,
   type BenchCapacity,
   type BenchMode,
@@ -71,6 +72,8 @@ export class ArtifactBuilder {
     collections: 0,
     seconds: 0,
   });
+  /** The attention-DP section (null for one rank). */
+  attentionDp: () => AttentionDpSection | null = () => null;
   /** The decode preparation method. */
   decodePreparation = "fake_kv_injection_untimed";
   /** The planned grid. */
@@ -217,6 +220,7 @@ export class ArtifactBuilder {
       iteration_groups: [...this.#groups],
       skipped_points: [...this.#skipped],
       error,
+      attention_dp: this.attentionDp(),
     };
   }
 

@@ -14,11 +14,15 @@
 import type {
   AdapterInfo,
   AdmissionStep,
+  AttentionDpSection,
   BenchArtifact,
   BenchCapacity,
   BenchmarkMeasurement,
   BenchResult,
   Coverage,
+  DpCapacity,
+  DpRankSummary,
+  DpStepRound,
   EngineInfo,
   Estimate,
   Fpm,
@@ -370,6 +374,45 @@ const ERROR: Shape<RunError> = {
   benchmark_id: nullable(int),
   stack: nullable(str),
 };
+const STEP_ROUND: Shape<DpStepRound> = {
+  rounds: int,
+  mean_us: nonNeg,
+  p50_us: nonNeg,
+  p90_us: nonNeg,
+  max_us: nonNeg,
+  mean_step_ms: nonNeg,
+  share: nonNeg,
+};
+const DP_CAPACITY: Shape<DpCapacity> = {
+  usable_blocks: int,
+  max_model_len: int,
+  max_num_seqs: int,
+  max_batched_tokens: int,
+  kvwarm_eligible: bool,
+  kvwarm_skip_reason: nullable(str),
+};
+const DP_RANK: Shape<DpRankSummary> = {
+  rank: int,
+  status: oneOf("complete", "partial", "failed"),
+  stop_reason: str,
+  points_measured: int,
+  error: nullable(str),
+  step_round: nullable(obj(STEP_ROUND)),
+};
+const ATTENTION_DP: Shape<AttentionDpSection> = {
+  rank: int,
+  size: int,
+  source: str,
+  master: str,
+  gpu_select: nullable(str),
+  timeout_seconds: nonNeg,
+  envelope: nullable(obj(DP_CAPACITY)),
+  negotiated: nullable(obj(DP_CAPACITY)),
+  step_round: obj(STEP_ROUND),
+  rounds: record(obj({ rounds: int, mean_us: nonNeg, max_us: nonNeg, total_us: nonNeg })),
+  stages_settled: arr(obj({ batch: nullable(int), ok: nullable(bool), round: int })),
+  merged_ranks: nullable(arr(obj(DP_RANK))),
+};
 const ARTIFACT: Shape<BenchArtifact> = {
   schema_version: oneOf(2),
   status: oneOf("complete", "partial", "failed"),
@@ -405,6 +448,7 @@ const ARTIFACT: Shape<BenchArtifact> = {
   iteration_groups: arr(obj(GROUP)),
   skipped_points: arr(obj(SKIPPED)),
   error: nullable(obj(ERROR)),
+  attention_dp: nullable(obj(ATTENTION_DP)),
 };
 
 /** Every way `value` differs from a {@link BenchArtifact}; empty when it is one. */

@@ -231,6 +231,7 @@ export function syntheticArtifact(
     })),
     skipped_points: skipped,
     error: null,
+    attention_dp: null,
   };
 }
 
