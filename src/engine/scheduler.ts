@@ -123,7 +123,9 @@ export class Scheduler {
     }
 
     if (picked.length === 0) return null;
-    const { stepId, blockCopies } = kv.beginStep(picked.map((p) => p.request.requestId));
+    const { stepId, blockCopies, blockZeros } = kv.beginStep(
+      picked.map((p) => p.request.requestId),
+    );
     const scheduled: ScheduledRequest[] = [];
     const sampleRequests: Request[] = [];
     let numScheduledTokens = 0;
@@ -161,7 +163,15 @@ export class Scheduler {
         isDecode: n === 1 && before >= request.numPromptTokens,
       });
     }
-    return { stepId, scheduled, numScheduledTokens, numPreempted, blockCopies, sampleRequests };
+    return {
+      stepId,
+      scheduled,
+      numScheduledTokens,
+      numPreempted,
+      blockCopies,
+      blockZeros,
+      sampleRequests,
+    };
   }
 
   /**

@@ -37,6 +37,8 @@ export interface SchedulerOutput {
   readonly numPreempted: number;
   /** KV block copies [src, dst] to run before the step's attention. */
   readonly blockCopies: readonly BlockCopy[];
+  /** KV blocks to zero-fill before the step's copies and attention (shadow tails without CoW). */
+  readonly blockZeros?: readonly number[];
   /** The request of each sampled row, in row order. */
   readonly sampleRequests: readonly Request[];
 }

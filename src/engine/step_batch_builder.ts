@@ -2,7 +2,8 @@
  * Turns a scheduler output into the StepBatch the model consumes: flattened token ids
  * (a decode input still in flight becomes a `prevSampleRef` into the previous step's
  * sampled output, so the step starts without a read-back), positions, slot mapping,
- * per-sequence block tables, sampled rows and the copy-on-write block copies.
+ * per-sequence block tables, sampled rows, the copy-on-write block copies and the
+ * blocks to zero-fill.
  *
  * ```
  * blockSize 4; r0 decodes position 9 (its input sampled by the previous step, row 2);
@@ -58,5 +59,6 @@ export function buildStepBatch(output: SchedulerOutput, kv: KvCacheManager): Ste
     sampleTokenIndices,
     sampling,
     blockCopies: output.blockCopies,
+    blockZeros: output.blockZeros ?? [],
   };
 }

@@ -87,6 +87,8 @@ interface RequestRecord {
   readonly cacheable: boolean;
   /** Copies not yet issued; each holds a reference on its src until its step completes. */
   copies: PendingCopy[];
+  /** The request's own blocks to zero-fill before the next step reads them (shadow tails). */
+  zeros: KvCacheBlock[];
 }
 
 /** The KV cache manager (see the module doc above). */
@@ -218,7 +220,7 @@ export class KvCacheManager {
       this.#coordinator.saveNewComputedBlocks(id, hit.blocks);
     }
     const fresh = this.#coordinator.allocateNewBlocks(id, numTokens);
-    if (isNew) this.#records.set(id, { lastReadStep: 0, cacheable: true, copies: [] });
+    if (isNew) this.#records.set(id, { lastReadStep: 0, cacheable: true, copies: [], zeros: [] });
     this.cacheBlocks(request, Math.min(numComputed + numNewTokens, request.tokenIds.length));
     return fresh;
   }
@@ -309,7 +311,7 @@ export class KvCacheManager {
     const need = this.#coordinator.numBlocksToAllocate(id, numComputedTokens + 1, []);
     if (need > this.pool.numFreeBlocks - this.watermarkBlocks) return false;
     this.#coordinator.allocateNewBlocks(id, numComputedTokens + 1);
-    this.#records.set(id, { lastReadStep: 0, cacheable: true, copies: [] });
+    this.#records.set(id, { lastReadStep: 0, cacheable: true, copies: [], zeros: [] });
     this.cacheBlocks(request, numComputedTokens);
     return true;
   }
@@ -320,7 +322,9 @@ export class KvCacheManager {
    * private tail up to `numTokensToHold` tokens. With `cow`, the chain's partial block
    * at `numComputedTokens` is copied into the first tail block by the next step (the
    * copy holds a reference on the chain's block until then); without it the tail is
-   * fresh and those positions hold whatever the block held. The pool is checked first
+   * fresh and the next step zero-fills its first block (the only tail block read before
+   * the shadow writes it), so the positions below `numComputedTokens` in it read zero
+   * K/V rather than whatever the block held. The pool is checked first
    * (the tail must fit above the watermark), then the tail is taken, then the shared
    * prefix touched. Shadow blocks are never registered in the prefix cache. Returns
    * false (taking nothing) when the pool is short.
@@ -364,7 +368,7 @@ export class KvCacheManager {
     if (need > this.pool.numFreeBlocks - this.watermarkBlocks) return false;
 
     const tails = chainTables.map(() => this.pool.getNewBlocks(numTail));
-    const record: RequestRecord = { lastReadStep: 0, cacheable: false, copies: [] };
+    const record: RequestRecord = { lastReadStep: 0, cacheable: false, copies: [], zeros: [] };
     chainTables.forEach((table, g) => {
       const shared = table.blocks.slice(0, numShared);
       this.pool.touch(shared);
@@ -373,27 +377,36 @@ export class KvCacheManager {
         this.pool.touch([src]);
         record.copies.push({ src, dst: tails[g][0] });
         this.#numPendingCopies++;
+      } else if (partial) {
+        record.zeros.push(tails[g][0]);
       }
       this.#coordinator.managers[g].adopt(id, [...shared, ...tails[g]], numShared);
     });
     this.#records.set(id, record);
-    if (record.copies.length > 0) this.#withCopies.add(id);
+    if (record.copies.length > 0 || record.zeros.length > 0) this.#withCopies.add(id);
     return true;
   }
 
   /**
    * Issues the next step: the listed requests' blocks are read by it (their frees wait
-   * for it), and every copy not yet issued rides it. Returns its id and copies.
+   * for it), and every copy and zero-fill not yet issued rides it. Returns its id, its
+   * copies and the blocks it zero-fills (before the copies).
    */
-  beginStep(requestIds: Iterable<string>): { stepId: number; blockCopies: BlockCopy[] } {
+  beginStep(
+    requestIds: Iterable<string>,
+  ): { stepId: number; blockCopies: BlockCopy[]; blockZeros: number[] } {
     const stepId = this.#fence.beginStep();
     for (const id of requestIds) {
       const record = this.#records.get(id);
       if (record) record.lastReadStep = stepId;
     }
     const blockCopies: BlockCopy[] = [];
+    const blockZeros: number[] = [];
     for (const id of this.#withCopies) {
       const record = this.#records.get(id)!;
+      for (const block of record.zeros) blockZeros.push(block.blockId);
+      record.zeros = [];
+      if (record.copies.length === 0) continue;
       record.lastReadStep = stepId;
       for (const { src, dst } of record.copies) {
         blockCopies.push([src.blockId, dst.blockId]);
@@ -403,7 +416,7 @@ export class KvCacheManager {
       record.copies = [];
     }
     this.#withCopies.clear();
-    return { stepId, blockCopies };
+    return { stepId, blockCopies, blockZeros };
   }
 
   /** Marks step `stepId` complete and frees the blocks its fence held. */

@@ -50,6 +50,11 @@ export interface StepBatch {
   readonly sampling: readonly SamplingParams[];
   /** KV block copies [src, dst] that must happen before this step's attention (CoW forks). */
   readonly blockCopies: readonly (readonly [number, number])[];
+  /**
+   * KV blocks whose K and V (every layer) are zeroed before the step's copies and
+   * attention: the first tail block of a shadow registered without copy-on-write.
+   */
+  readonly blockZeros?: readonly number[];
   /** Return f32 logits of the sampled rows (or of every token with `all`). */
   readonly logits?: "sampled" | "all";
 }
