@@ -84,6 +84,23 @@ export interface KernelSpan {
   readonly startUs: number;
 }
 
+/**
+ * One step's router choices (a debug read-back, see {@link GpuModel.routingObserver}):
+ * per MoE layer the top-k expert ids of every token, token-major.
+ */
+export interface RoutingCapture {
+  /** Forward steps this model ran, this one included (1, 2, ...). */
+  readonly step: number;
+  /** Tokens of the step. */
+  readonly tokens: number;
+  /** Experts per token. */
+  readonly topK: number;
+  /** Experts per MoE layer. */
+  readonly numExperts: number;
+  /** Per MoE layer, in layer order: its index and `[tokens * topK]` expert ids. */
+  readonly layers: readonly { readonly layer: number; readonly topkIds: Int32Array }[];
+}
+
 type LinearKind = "qkv" | "o" | "router" | "gateUp" | "down" | "lmHead";
 
 interface LinearCall {
@@ -123,6 +140,13 @@ export class GpuModel implements ForwardModel {
   private spans: Promise<KernelSpan[]> | null = null;
   /** Time every dispatch of the following steps in its own pass (slower; for profiles). */
   profile: boolean;
+  /**
+   * Debug: when set, every step copies each MoE layer's top-k expert ids out of the GPU
+   * (the step's compute pass is split after each MoE layer for the copy) and calls this
+   * with them once they arrive. Off (null) when measuring.
+   */
+  routingObserver: ((capture: RoutingCapture) => void) | null = null;
+  private routingStep: { buffer: GPUBuffer; moeIndex: number; tokens: number } | null = null;
 
   private constructor(
     private readonly gpu: Gpu,
@@ -242,6 +266,8 @@ export class GpuModel implements ForwardModel {
     const parity = this.stepIndex++ % 2;
     this.writeInputs(batch, plan);
     const enc = this.gpu.device.createCommandEncoder({ label: `step ${this.stepIndex}` });
+    if (batch.blockZeros?.length) this.encodeBlockZeros(enc, batch.blockZeros);
+    const routing = this.beginRoutingCapture(plan.tokens);
     const step = new StepPasses(enc, this.timer, this.profile);
     this.encodeStep(step, batch, plan, parity);
     step.end();
@@ -264,6 +290,7 @@ export class GpuModel implements ForwardModel {
     }
     this.timer.resolve(enc);
     this.gpu.device.queue.submit([enc.finish()]);
+    if (routing) this.finishRoutingCapture(routing, plan.tokens);
     const timing = this.timer.read();
     const labels = step.labels;
     const profiled = this.profile;
@@ -304,6 +331,55 @@ export class GpuModel implements ForwardModel {
   /** The linear-layer kernel variants this model chose for this device. */
   get linearVariants(): { gemv: string; gemm: string } {
     return { gemv: this.calls.gemvVariant, gemm: this.calls.gemmVariant };
+  }
+
+  /** Zeroes the K and V of `blocks` in every layer (before anything in the step reads them). */
+  private encodeBlockZeros(enc: GPUCommandEncoder, blocks: readonly number[]): void {
+    const bytes = kvBlockBytes(this.config, this.opts.dtype, this.blockSize) /
+      (2 * this.config.numLayers);
+    for (const block of blocks) {
+      if (!Number.isInteger(block) || block < 1 || block >= this.numBlocks) {
+        throw new Error(`forward: block ${block} to zero-fill is outside 1..${this.numBlocks - 1}`);
+      }
+      for (const layer of this.kv.layers) {
+        enc.clearBuffer(layer.k, block * bytes, bytes);
+        enc.clearBuffer(layer.v, block * bytes, bytes);
+      }
+    }
+  }
+
+  private beginRoutingCapture(tokens: number): GPUBuffer | null {
+    if (!this.routingObserver || !this.moe) return null;
+    const moeLayers = this.config.layerKinds.filter((k) => k === "moe").length;
+    const buffer = this.gpu.device.createBuffer({
+      label: "routing capture",
+      size: Math.max(16, moeLayers * tokens * this.config.numExpertsPerTok * 4),
+      usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST,
+    });
+    this.routingStep = { buffer, moeIndex: 0, tokens };
+    return buffer;
+  }
+
+  private finishRoutingCapture(buffer: GPUBuffer, tokens: number): void {
+    const observer = this.routingObserver!;
+    const step = this.stepIndex;
+    const k = this.config.numExpertsPerTok;
+    const moeLayers = this.config.layerKinds.flatMap((kind, l) => (kind === "moe" ? [l] : []));
+    this.routingStep = null;
+    buffer.mapAsync(MapMode.READ).then(() => {
+      const all = new Int32Array(buffer.getMappedRange().slice(0));
+      buffer.destroy();
+      observer({
+        step,
+        tokens,
+        topK: k,
+        numExperts: this.config.numExperts,
+        layers: moeLayers.map((layer, i) => ({
+          layer,
+          topkIds: all.slice(i * tokens * k, (i + 1) * tokens * k),
+        })),
+      });
+    });
   }
 
   /** Per-dispatch GPU times of the last step (profile mode only). */
@@ -537,6 +613,11 @@ export class GpuModel implements ForwardModel {
           wDown: w.down,
           residual: b.x,
         });
+        const r = this.routingStep;
+        if (r) {
+          const bytes = r.tokens * cfg.numExpertsPerTok * 4;
+          step.copyOut(this.moe!.scratch.topkIds, r.buffer, r.moeIndex++ * bytes, bytes);
+        }
       } else {
         this.linear(step, "gateUp", T, `l${l}`, b.h, w.gateUp, b.mlpGateUp);
         c.silu.dispatch(step.pass("silu_mul"), "f32", "all", {
@@ -656,6 +737,12 @@ class StepPasses {
   end(): void {
     this.current?.end();
     this.current = null;
+  }
+
+  /** Ends the current pass and copies `bytes` of `src` (from 0) into `dst` at `dstOffset`. */
+  copyOut(src: GPUBuffer, dst: GPUBuffer, dstOffset: number, bytes: number): void {
+    this.end();
+    this.enc.copyBufferToBuffer(src, 0, dst, dstOffset, bytes);
   }
 }
 
