@@ -15,6 +15,7 @@
 import type { Engine } from "../engine/engine.ts";
 import type {
   BenchArtifact,
+  BenchCapacity,
   BenchMode,
   ContentMode,
   DecodePoint,
@@ -108,6 +109,11 @@ export interface BenchPlugins {
   readonly prefixSeeder?: PrefixSeeder;
   /** Garbage collection (default globalThis.gc at boundaries). */
   readonly gc?: BoundaryGc;
+  /**
+   * Attention-DP: agrees the envelope the grid is planned against (min over ranks) and
+   * kvwarm eligibility (all ranks) before any point is planned; returns the envelope.
+   */
+  readonly negotiate?: (own: BenchCapacity, decodeSeeder: DecodeSeeder) => Promise<BenchCapacity>;
 }
 
 /** One rank's run (see the module doc above). */
@@ -157,7 +163,7 @@ export class BenchRun {
     const b = this.builder;
     try {
       b.engine = engineInfo;
-      const capacity = benchCapacity(engine);
+      let capacity = benchCapacity(engine);
       b.capacity = capacity;
       const sync = plugins.sync ?? new LocalSynchronizer();
       const gc = plugins.gc ?? new BoundaryGc();
@@ -187,6 +193,9 @@ export class BenchRun {
         );
       }
       b.kvwarm = () => decodeSeeder.section();
+      if (plugins.negotiate) {
+        b.capacity = capacity = await plugins.negotiate(capacity, decodeSeeder);
+      }
       const prefixSeeder = plugins.prefixSeeder ?? new FakePrefixSeeder();
       const { decode, prefill } = this.#points(capacity);
       const planned = planPoints(decode, prefill, decodeSeeder, prefixSeeder, o.policy);
