@@ -1,0 +1,270 @@
+/**
+ * The GPU model end to end on the three fixtures (Qwen3-MoE bf16 checkpoint, Mixtral f16
+ * with a transformers-5 config and tied embeddings, dense Qwen3 f32 in two shards), in
+ * f32 and f16 storage, against the CPU reference and against itself.
+ *
+ * One scenario per (fixture, dtype), block_size 4, X = 8 prompt tokens + 2 generated:
+ * ```
+ * step  sequences (blocks)                                     rows
+ * S1    A prefill X[0..8)              A [1 2 3]               8 (greedy)
+ * S2    A decode pos 8  <- S1 row 7 (prevSampleRef)            1
+ * S3    A decode pos 9  <- S2 row 0 (prevSampleRef)            1
+ * S4    B prefill X[0..10)             B [5 6 7]               10 + 4 temperature rows
+ * S5    A decode pos 9 again (X[9]) | C prefill X[0..4)  C [8 9 10]    1 | 4
+ * S6    C prefill X[4..8) | J prefill 4 junk tokens  J [11]    4 | 0  (fills block 11)
+ * S7    C prefill X[8..10)                                     2
+ * S8    A decode pos 10 (token u)      A [1 2 3]               1
+ *       F decode pos 10 (token t)      F [1 2 11], copy 3 -> 11  1  (a fork of A at 10)
+ * ```
+ * X = prompt + [S1 row 7, S2 row 0] (greedy on the GPU), so the CPU reference of X checks
+ * every step, and the tokens fed through prevSampleRef are the ones S1 and S2 sampled.
+ * Re-running a decode (S5) rewrites its K/V slot with the same values. With the model's
+ * default split (GEMV up to 8 rows, GEMM above), S4 runs its linear layers as GEMMs and
+ * every other step as GEMVs, so "chunked vs one prefill" also holds the two against
+ * each other.
+ *
+ * Tolerances, max |difference| over every logit: GPU vs CPU f32 1e-4, f16 2e-2 (the
+ * reference rounds weights to f16 too; the GPU KV cache is f16, the reference's is not);
+ * GPU vs GPU (decode vs long prefill, chunked vs one prefill, mixed vs alone) f32 1e-4,
+ * f16 1e-2 (one f16 ulp of a cached K/V value that two batch shapes round differently).
+ * The measured errors are printed once per scenario.
+ */
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { ensureFixture } from "../../scripts/fixtures.ts";
+import { packSamplingRows, sampleRef } from "../../kernels/sample.ts";
+import { GpuModel } from "../../src/model/gpu_model.ts";
+import type { StorageDtype } from "../../src/model/gpu_weights.ts";
+import { ReferenceKvCache, ReferenceModel } from "../../src/model/reference_model.ts";
+import { ModelTokenizer } from "../../src/model/tokenizer.ts";
+import { sharedGpu } from "../shared_gpu.ts";
+import {
+  argmax,
+  buildBatch,
+  type ExtraRow,
+  maxAbsDiff,
+  row,
+  runStep,
+  type StepResult,
+} from "./gpu_model_step.ts";
+
+const FIXTURES = ["tiny-qwen3-moe", "tiny-mixtral", "tiny-qwen3"] as const;
+const DTYPES: readonly StorageDtype[] = ["f32", "f16"];
+const VS_CPU: Record<StorageDtype, number> = { f32: 1e-4, f16: 2e-2 };
+/**
+ * GPU against GPU. f16: a K/V value that two batch shapes compute 1e-7 apart can round to
+ * neighbouring f16 values in the cache, and that one ulp moves logits by up to ~1e-3.
+ */
+const VS_GPU: Record<StorageDtype, number> = { f32: 1e-4, f16: 1e-2 };
+const MODEL_OPTIONS = {
+  blockSize: 4,
+  numBlocks: 16,
+  maxNumTokens: 32,
+  maxNumSeqs: 4,
+  maxModelLen: 64,
+} as const;
+const JUNK = [151643, 42, 7, 99999];
+/** Temperature rows of S4: two identical (seed, position) draws, another seed, another row. */
+const EXTRA: readonly ExtraRow[] = [
+  { part: 0, index: 9, temperature: 1, seed: 7 },
+  { part: 0, index: 9, temperature: 1, seed: 7 },
+  { part: 0, index: 9, temperature: 1, seed: 8 },
+  { part: 0, index: 8, temperature: 0.7, seed: 7 },
+];
+
+interface Scenario {
+  readonly vocab: number;
+  readonly s: Record<string, StepResult>;
+  /** CPU reference logits of X [10, vocab], and of X[0..10) + u and + t at position 10. */
+  readonly ref: Float32Array;
+  readonly refU: Float32Array;
+  readonly refT: Float32Array;
+  /** Max abs errors measured, by check. */
+  readonly errors: Map<string, number>;
+}
+
+const dirs = Object.fromEntries(FIXTURES.map((f) => [f, ensureFixture(f).dir])) as Record<
+  (typeof FIXTURES)[number],
+  string
+>;
+const prompt = Array.from(
+  ModelTokenizer.fromDir(dirs["tiny-qwen3"]).encode("The quick brown fox jumps over the lazy dog"),
+).slice(0, 8);
+
+async function runScenario(
+  fixture: (typeof FIXTURES)[number],
+  dtype: StorageDtype,
+): Promise<Scenario> {
+  const gpu = await sharedGpu();
+  const model = await GpuModel.load(gpu, dirs[fixture], { dtype, ...MODEL_OPTIONS });
+  try {
+    const vocab = model.vocabSize;
+    const A = [1, 2, 3], B = [5, 6, 7], C = [8, 9, 10], J = [11], F = [1, 2, 11];
+    const s: Record<string, StepResult> = {};
+    s.S1 = await runStep(model, [{ tokens: prompt, start: 0, table: A, rows: "all" }]);
+    s.S2 = await runStep(model, [{ tokens: [{ ref: 7 }], start: 8, table: A, rows: "last" }]);
+    s.S3 = await runStep(model, [{ tokens: [{ ref: 0 }], start: 9, table: A, rows: "last" }]);
+    const x = [...prompt, s.S1.sampled[7], s.S2.sampled[0]];
+    s.S4 = await runStep(model, [{ tokens: x, start: 0, table: B, rows: "all" }], EXTRA);
+    s.S5 = await runStep(model, [
+      { tokens: [x[9]], start: 9, table: A, rows: "last" },
+      { tokens: x.slice(0, 4), start: 0, table: C, rows: "all" },
+    ]);
+    s.S6 = await runStep(model, [
+      { tokens: x.slice(4, 8), start: 4, table: C, rows: "all" },
+      { tokens: JUNK, start: 0, table: J, rows: "none" },
+    ]);
+    s.S7 = await runStep(model, [{ tokens: x.slice(8), start: 8, table: C, rows: "all" }]);
+    const u = x[0], t = x[3];
+    s.S8 = await runStep(
+      model,
+      [
+        { tokens: [u], start: 10, table: A, rows: "last" },
+        { tokens: [t], start: 10, table: F, rows: "last" },
+      ],
+      [],
+      [[3, 11]],
+    );
+
+    const reference = ReferenceModel.load(dirs[fixture], { roundWeightsToF16: dtype === "f16" });
+    const cache = reference.newCache();
+    const ref = reference.forward(cache, x).logits;
+    const refU = reference.forward(cloneCache(cache), [u]).logits;
+    const refT = reference.forward(cloneCache(cache), [t]).logits;
+    return { vocab, s, ref, refU, refT, errors: new Map() };
+  } finally {
+    model.destroy();
+  }
+}
+
+function cloneCache(cache: ReferenceKvCache): ReferenceKvCache {
+  const copy = new ReferenceKvCache(cache.keys.length);
+  cache.keys.forEach((k, l) => copy.keys[l].push(...k));
+  cache.values.forEach((v, l) => copy.values[l].push(...v));
+  return copy;
+}
+
+/** Asserts max |a - b| <= tolerance and records the error under `what`. */
+function close(sc: Scenario, what: string, a: Float32Array, b: Float32Array, tol: number) {
+  const err = maxAbsDiff(a, b);
+  sc.errors.set(what, Math.max(sc.errors.get(what) ?? 0, err));
+  assert.ok(err <= tol, `${what}: max abs error ${err.toExponential(2)} > ${tol}`);
+}
+
+for (const fixture of FIXTURES) {
+  for (const dtype of DTYPES) {
+    const name = `${fixture} ${dtype}`;
+    const tol = VS_CPU[dtype];
+    const gtol = VS_GPU[dtype];
+    let scenario: Promise<Scenario> | undefined;
+    const get = () => scenario ??= runScenario(fixture, dtype);
+
+    test(`${name}: prompt logits equal the CPU reference within ${tol}`, async () => {
+      const sc = await get();
+      const { vocab } = sc;
+      close(sc, "prefill vs CPU", sc.s.S1.logits, sc.ref.subarray(0, 8 * vocab), tol);
+      close(sc, "prefill vs CPU", sc.s.S4.logits.subarray(0, 10 * vocab), sc.ref, tol);
+    });
+
+    test(`${name}: decode steps fed by prevSampleRef give the logits of one long prefill`, async () => {
+      const sc = await get();
+      const { vocab, s } = sc;
+      const long = (p: number) => row(s.S4.logits, vocab, p);
+      close(sc, "decode vs CPU", s.S2.logits, row(sc.ref, vocab, 8), tol);
+      close(sc, "decode vs CPU", s.S3.logits, row(sc.ref, vocab, 9), tol);
+      close(sc, "decode vs long prefill", row(s.S1.logits, vocab, 7), long(7), gtol);
+      close(sc, "decode vs long prefill", s.S2.logits, long(8), gtol);
+      close(sc, "decode vs long prefill", s.S3.logits, long(9), gtol);
+    });
+
+    test(`${name}: chunked prefill in 3 chunks equals one prefill`, async () => {
+      const sc = await get();
+      const { vocab, s } = sc;
+      const chunked = new Float32Array(10 * vocab);
+      chunked.set(s.S5.logits.subarray(vocab), 0);
+      chunked.set(s.S6.logits, 4 * vocab);
+      chunked.set(s.S7.logits, 8 * vocab);
+      close(sc, "chunked vs one prefill", chunked, s.S4.logits.subarray(0, 10 * vocab), gtol);
+    });
+
+    test(`${name}: a decode and a prefill in one step equal each run alone`, async () => {
+      const sc = await get();
+      const { vocab, s } = sc;
+      // S5 = A's decode at 9 (row 0, alone in S3) + C's first chunk (rows 1..4, alone in S4).
+      close(sc, "mixed vs alone", row(s.S5.logits, vocab, 0), s.S3.logits, gtol);
+      close(
+        sc,
+        "mixed vs alone",
+        s.S5.logits.subarray(vocab),
+        s.S4.logits.subarray(0, 4 * vocab),
+        gtol,
+      );
+    });
+
+    test(`${name}: a CoW block copy gives the forked sequence the same KV`, async () => {
+      const sc = await get();
+      const { vocab, s } = sc;
+      // Without the copy F would read J's junk K/V at positions 8 and 9.
+      close(sc, "fork vs CPU", row(s.S8.logits, vocab, 0), sc.refU, tol);
+      close(sc, "fork vs CPU", row(s.S8.logits, vocab, 1), sc.refT, tol);
+    });
+
+    test(`${name}: greedy sampling is the argmax of the returned logits; temperature draws are the CPU reference's for (seed, position)`, async () => {
+      const sc = await get();
+      const { vocab, s } = sc;
+      for (const [label, step] of Object.entries(s)) {
+        step.batch.sampling.forEach((p, r) => {
+          if (p.temperature === 0) {
+            assert.is(step.sampled[r], argmax(row(step.logits, vocab, r)), `${label} row ${r}`);
+          }
+        });
+      }
+      const S4 = s.S4;
+      const rows = S4.batch.sampleTokenIndices.length;
+      const sampling = packSamplingRows(S4.batch.sampling.map((p, r) => ({
+        temperature: p.temperature,
+        seed: p.seed,
+        position: S4.batch.positions[S4.batch.sampleTokenIndices[r]],
+      })));
+      assert.equal(
+        Array.from(S4.sampled),
+        Array.from(sampleRef(S4.logits, rows, vocab, sampling)),
+        "S4: every row as the CPU sampler draws it",
+      );
+      const [a, b, c] = S4.extraRows.map((r) => S4.sampled[r]);
+      assert.is(a, b, "same logits, seed and position: same token");
+      assert.is.not(a, c, "another seed draws another token here");
+      assert.is.not(a, S4.sampled[S4.partRows[0][9]], "T=1 does not just take the argmax here");
+      console.log(
+        `  ${name}: max abs error ${
+          [...sc.errors].map(([k, v]) => `${k} ${v.toExponential(1)}`).join(", ")
+        }`,
+      );
+    });
+  }
+}
+
+test("a step with more tokens than maxNumTokens, or a context past maxModelLen, is refused by name", async () => {
+  const gpu = await sharedGpu();
+  const model = await GpuModel.load(gpu, dirs["tiny-qwen3"], { dtype: "f32", ...MODEL_OPTIONS });
+  try {
+    const tooMany = buildBatch(4, [{
+      tokens: new Array(33).fill(9707),
+      start: 0,
+      table: Array.from({ length: 9 }, (_, i) => i + 1),
+      rows: "last",
+    }]).batch;
+    assert.throws(() => model.forward(tooMany), /33 tokens, this model takes 1\.\.32 a step/);
+    const tooLong = buildBatch(4, [{
+      tokens: [9707],
+      start: 64,
+      table: Array.from({ length: 17 }, (_, i) => i % 15 + 1),
+      rows: "last",
+    }]).batch;
+    assert.throws(() => model.forward(tooLong), /context 65 exceeds max model length 64/);
+  } finally {
+    model.destroy();
+  }
+});
+
+test.run();
