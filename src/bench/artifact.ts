@@ -714,6 +714,20 @@ export interface DpStepRound {
   readonly share: number;
 }
 
+/** Round durations, microseconds. */
+export interface DpRoundStats {
+  /** Rounds. */
+  readonly rounds: number;
+  /** Mean, µs. */
+  readonly mean_us: number;
+  /** Median, µs. */
+  readonly p50_us: number;
+  /** 90th percentile, µs. */
+  readonly p90_us: number;
+  /** Longest, µs. */
+  readonly max_us: number;
+}
+
 /** A rank's capacity envelope (the min over ranks once negotiated) and its kvwarm eligibility. */
 export interface DpCapacity {
   /** KV blocks a point may take. */
@@ -754,6 +768,8 @@ export interface DpRankSummary {
   readonly error: string | null;
   /** Its per-step barrier cost (null when its artifact has none). */
   readonly step_round: DpStepRound | null;
+  /** Its idle barrier rounds (null when its artifact has none). */
+  readonly idle_barrier: DpRoundStats | null;
 }
 
 /** Attention data parallelism: this rank's place in the group and what lockstep cost. */
@@ -779,6 +795,11 @@ export interface AttentionDpSection {
   readonly negotiated: DpCapacity | null;
   /** The per-step barrier. */
   readonly step_round: DpStepRound;
+  /**
+   * Back-to-back barrier rounds with no step in between, right after every rank connected:
+   * what one round costs by itself (messaging), without the wait for a slower rank.
+   */
+  readonly idle_barrier: DpRoundStats | null;
   /** Every kind of round, by request type (`hello`, `capacity`, `barrier`, `stage`, ...). */
   readonly rounds: Readonly<Record<string, DpRoundCost>>;
   /** kvwarm stages as the group settled them, in order. */

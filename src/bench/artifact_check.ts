@@ -22,6 +22,7 @@ import type {
   Coverage,
   DpCapacity,
   DpRankSummary,
+  DpRoundStats,
   DpStepRound,
   EngineInfo,
   Estimate,
@@ -383,6 +384,13 @@ const STEP_ROUND: Shape<DpStepRound> = {
   mean_step_ms: nonNeg,
   share: nonNeg,
 };
+const ROUND_STATS: Shape<DpRoundStats> = {
+  rounds: int,
+  mean_us: nonNeg,
+  p50_us: nonNeg,
+  p90_us: nonNeg,
+  max_us: nonNeg,
+};
 const DP_CAPACITY: Shape<DpCapacity> = {
   usable_blocks: int,
   max_model_len: int,
@@ -398,6 +406,7 @@ const DP_RANK: Shape<DpRankSummary> = {
   points_measured: int,
   error: nullable(str),
   step_round: nullable(obj(STEP_ROUND)),
+  idle_barrier: nullable(obj(ROUND_STATS)),
 };
 const ATTENTION_DP: Shape<AttentionDpSection> = {
   rank: int,
@@ -409,6 +418,7 @@ const ATTENTION_DP: Shape<AttentionDpSection> = {
   envelope: nullable(obj(DP_CAPACITY)),
   negotiated: nullable(obj(DP_CAPACITY)),
   step_round: obj(STEP_ROUND),
+  idle_barrier: nullable(obj(ROUND_STATS)),
   rounds: record(obj({ rounds: int, mean_us: nonNeg, max_us: nonNeg, total_us: nonNeg })),
   stages_settled: arr(obj({ batch: nullable(int), ok: nullable(bool), round: int })),
   merged_ranks: nullable(arr(obj(DP_RANK))),

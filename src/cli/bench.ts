@@ -24,10 +24,20 @@ import { modelTokenizer } from "../bench/model_tokenizer.ts";
 import { BenchRun, type ManifestInput } from "../bench/run_bench.ts";
 import { loadTextPool, type TextPool, TextPoolError } from "../bench/text_pool.ts";
 import { ensureFixture } from "../../scripts/fixtures.ts";
+import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
 import { InputError, runCli } from "./run_cli.ts";
 import { parseArgs, UsageError } from "./args.ts";
+import {
+  DpError,
+  DpRank,
+  GpuAssignmentError,
+  mergeRankFiles,
+  rankOutPath,
+  stepRoundLine,
+} from "../bench/dp/mod.ts";
+import { launchRanks } from "./bench_launcher.ts";
 
 const DEFAULT_FIXTURE = "tiny-qwen3-moe";
 
@@ -119,6 +129,43 @@ const SPEC = {
     default: 5,
     help: "points between checkpoint writes of the artifact (0: none)",
   },
+  dp: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "attention-DP: start N rank processes on this host in lockstep (rank r writes " +
+      "<out stem>_dp<r>.json; the merged view goes to <out stem>_merged.json)",
+  },
+  dpRank: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "this rank, for ranks started by hand (with --dp-size, --dp-master); under Slurm " +
+      "or MPI the environment says it",
+  },
+  dpSize: { type: "number", integer: true, min: 1, help: "ranks in the group (with --dp-rank)" },
+  dpMaster: {
+    type: "string",
+    help: "HOST:PORT rank 0 listens on (default 127.0.0.1 and WEBFPM_DP_PORT or 29555)",
+  },
+  dpTimeout: {
+    type: "number",
+    min: 0.001,
+    default: 10,
+    help: "seconds a rank waits for the others in any round before the group fails",
+  },
+  dpConnectTimeout: {
+    type: "number",
+    min: 0.001,
+    default: 600,
+    help: "seconds ranks wait for every rank to start (model loading included)",
+  },
+  dpGpus: {
+    type: "string",
+    default: "auto",
+    help: "GPU per rank: auto (one per local rank where the host has several), shared, " +
+      "or PCI addresses 0000:18:00.0,0000:2a:00.0",
+  },
 } as const;
 
 const SUMMARY = "Measures the engine's forward-pass latency over a grid of points and writes " +
@@ -175,7 +222,25 @@ await runCli(async () => {
     : basename(modelSpec);
   const started = new Date();
   const runId = `${stamp(started)}-${randomBytes(3).toString("hex")}`;
-  const out = userPath(opts.out ?? `results/bench-${modelName}-${stamp(started)}.json`);
+  const requestedOut = userPath(opts.out ?? `results/bench-${modelName}-${stamp(started)}.json`);
+  if (opts.dp !== undefined && opts.dp > 1) {
+    return await launchRanks({
+      argv: process.argv.slice(2),
+      size: opts.dp,
+      out: requestedOut,
+      timeoutSeconds: opts.dpTimeout,
+      log,
+    });
+  }
+  const dp = await openRank(opts);
+  if (dp && opts.out === undefined) {
+    await abortRank(dp, new Error(`rank ${dp.rank} was started without --out`));
+    throw new UsageError(
+      `rank ${dp.rank} of ${dp.size}: ranks started by hand (or by Slurm/MPI) need a common ` +
+        `--out (rank r writes <stem>_dp<r>.json beside it)`,
+    );
+  }
+  const out = dp ? dp.outPath(requestedOut) : requestedOut;
   const preset = opts.grid ?? (defaultModel ? "smoke" : "full");
 
   let manifest: ManifestInput | null = null;
@@ -197,13 +262,15 @@ await runCli(async () => {
     contentSeed: opts.contentSeed,
     kvwarm: opts.kvwarm as "on" | "off",
     checkpointEvery: opts.checkpointEvery,
-    rank: 0,
-    dpSize: 1,
+    rank: dp?.rank ?? 0,
+    dpSize: dp?.size ?? 1,
     log,
   });
+  if (dp) run.builder.attentionDp = () => dp.section();
   if (manifestError !== null) {
     run.fail(manifestError, "input");
     log(`bench: wrote ${out} (status failed)`);
+    await abortRank(dp, manifestError);
     throw manifestError instanceof ManifestError
       ? new InputError(manifestError.message)
       : manifestError;
@@ -214,7 +281,8 @@ await runCli(async () => {
       log(
         `\nbench: ${signal}: wrote ${out} (status ${a.status}, ${a.results.length} points measured)`,
       );
-      process.exit(signal === "SIGINT" ? 130 : 143);
+      const code = signal === "SIGINT" ? 130 : 143;
+      void abortRank(dp, new Error(`interrupted by ${signal}`)).finally(() => process.exit(code));
     });
   }
 
@@ -285,23 +353,76 @@ await runCli(async () => {
         `max_model_len ${engine.config.maxModelLen}; content ${opts.content}; ` +
         `points: ${manifest ? manifest.path : `generated (${preset})`}`,
     );
-    const artifact = await run.run({ engine, engineInfo: info, textPool });
+    await dp?.connect();
+    const artifact = await run.run({ engine, engineInfo: info, textPool }, dp?.plugins() ?? {});
+    await dp?.finish();
     printSummary(artifact);
     log(`bench: wrote ${out} (status ${artifact.status})`);
+    if (dp) finishRank(dp, artifact, requestedOut);
     return 0;
   } catch (err) {
     if (err instanceof ManifestError || err instanceof TextPoolError) {
       run.fail(err, "input");
       log(`bench: wrote ${out} (status failed)`);
+      await abortRank(dp, err);
       throw new InputError(err.message);
     }
     if (!run.final) run.fail(err, "runtime");
     log(`bench: wrote ${out} (status failed)`);
+    await abortRank(dp, err);
     throw err;
   } finally {
     gpu?.destroy();
   }
 });
+
+/** This process's attention-DP rank (null: one rank); bad rank or GPU input is a usage error. */
+async function openRank(opts: {
+  dpTimeout: number;
+  dpConnectTimeout: number;
+  dpGpus: string;
+}): Promise<DpRank | null> {
+  try {
+    return await DpRank.create({
+      argv: process.argv.slice(2),
+      env: process.env,
+      timeoutSeconds: opts.dpTimeout,
+      connectTimeoutSeconds: opts.dpConnectTimeout,
+      gpus: opts.dpGpus,
+      log,
+    });
+  } catch (err) {
+    if (err instanceof DpError || err instanceof GpuAssignmentError) {
+      throw new UsageError(err.message);
+    }
+    throw err;
+  }
+}
+
+/** Tells the group this rank failed, and gives the notice a moment to leave before exit. */
+async function abortRank(dp: DpRank | null, err: unknown): Promise<void> {
+  if (!dp) return;
+  await dp.abort(err);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+}
+
+/** After the group's last round: the barrier's cost; rank 0 merges when every file is here. */
+function finishRank(dp: DpRank, artifact: BenchArtifact, requestedOut: string): void {
+  const section = artifact.attention_dp;
+  if (section) console.log(stepRoundLine(dp.rank, section.step_round, section.idle_barrier));
+  if (dp.rank !== 0 || process.env.WEBFPM_DP_LAUNCHED === "1") return;
+  const paths = [...Array(dp.size).keys()].map((r) => rankOutPath(requestedOut, r));
+  if (paths.some((p) => !existsSync(p))) {
+    log(
+      `dp: the other ranks' artifacts are not beside ${requestedOut}: merge them with ` +
+        `deno task bench-merge --out ${requestedOut} --dp ${dp.size}`,
+    );
+    return;
+  }
+  const merged = mergeRankFiles(requestedOut, dp.size);
+  writeJsonAtomic(dp.mergedPath(requestedOut), merged);
+  log(`bench: wrote ${dp.mergedPath(requestedOut)} (status ${merged.status})`);
+}
 
 function printSummary(a: BenchArtifact): void {
   const ms = (s: number | null) => (s === null ? "-" : (s * 1000).toFixed(2));
