@@ -590,6 +590,66 @@ export interface KvwarmStage {
   readonly ok: boolean;
   /** Why not, or null. */
   readonly reason: string | null;
+  /** Chains of the stage (= batch). */
+  readonly chains: number;
+  /** Decode points planned on the stage's chains. */
+  readonly points: number;
+  /** KV blocks the chains were planned to hold (batch x blocks(depth)). */
+  readonly blocks: number;
+  /** Shadow tail blocks reserved beside them (the largest point's). */
+  readonly tail_blocks: number;
+  /** Idle engine steps from the stage's start to its settlement. */
+  readonly steps: number;
+  /** The step (stage round) the stage settled in, or null when it never settled. */
+  readonly settle_round: number | null;
+}
+
+/** How kvwarm's chains are made. */
+export interface KvwarmChains {
+  /**
+   * `content-v1:{content_seed}:{rank}:{i}`: chain i is the collection pool shuffled by a
+   * generator with this seed, its conversations' tokens appended in that order (a chain
+   * only extends).
+   */
+  readonly content_rule: string;
+  /** The content seed. */
+  readonly content_seed: string;
+  /** `__kvwarm_{rank}_{i}`: chain i's stable cache_salt (and request id) on every rung. */
+  readonly salt_rule: string;
+  /** Conversations (dataset bodies) in the collection pool. */
+  readonly conversations: number;
+  /** Conversations tokenized for chains so far (the depth probe's included). */
+  readonly conversations_tokenized: number;
+  /** Tokens they gave. */
+  readonly tokens_tokenized: number;
+  /** Tokens the depth probe asked of a chain: max_model_len - 4. */
+  readonly probe_depth: number;
+  /** Seconds the content probe (dataset, tokenizer, depth) took, before any capacity decision. */
+  readonly probe_seconds: number;
+}
+
+/** A decode point measured on fake KV while kvwarm was on (`fake_fallback`), and why. */
+export interface KvwarmPointFallback {
+  /** The point's key. */
+  readonly point_key: string;
+  /** Its batch. */
+  readonly batch: number;
+  /** Why: `capacity_fallback`, `chain_depth_capped`, `stage_failed: ...`, ... */
+  readonly reason: string;
+}
+
+/** Real prefix seeding of prefill KV-read points (`--prefill-real-seed`). */
+export interface PrefillRealSeed {
+  /** Whether it was asked for (regime `real_prefix` instead of `fake_prefix`). */
+  readonly enabled: boolean;
+  /** Shots whose prefixes were staged by a real prefill. */
+  readonly shots_staged: number;
+  /** Untimed same-shape warm shots run. */
+  readonly warm_shots: number;
+  /** Shots that needed their one re-stage. */
+  readonly restages: number;
+  /** Shots given up after the re-stage (the point is skipped with the reason). */
+  readonly misses: number;
 }
 
 /** Real-KV seeding. */
@@ -612,6 +672,16 @@ export interface KvwarmSection {
   readonly points_fake_fallback: number;
   /** Rungs whose chains could not fit. */
   readonly capacity_fallbacks: readonly { readonly batch: number; readonly reason: string }[];
+  /** How a shadow's private tail starts (`cow`: a copy of the chain's partial block, `zero_fill`); null when off. */
+  readonly shadow_tail: "cow" | "zero_fill" | null;
+  /** How stages settle: `local` (one rank) or `group` (attention-DP stage round); null when off. */
+  readonly settlement: "local" | "group" | null;
+  /** How chains are made; null when the content probe did not pass. */
+  readonly chains: KvwarmChains | null;
+  /** Every decode point planned or measured on fake KV while kvwarm was on, with its reason. */
+  readonly point_fallbacks: readonly KvwarmPointFallback[];
+  /** Real prefix seeding of prefill KV-read points. */
+  readonly prefill_real_seed: PrefillRealSeed;
 }
 
 /** The error that ended a failed run. */

@@ -31,6 +31,7 @@ import {
   type SyntheticPrompts,
   type WarmupRecord,
 } from "./artifact.ts";
+import { kvwarmOffSection } from "./kvwarm/section.ts";
 import type { PlannedPoint } from "./plan.ts";
 import { SHAPE_KEY_RULE } from "./shape_key.ts";
 
@@ -76,6 +77,10 @@ export class ArtifactBuilder {
   attentionDp: () => AttentionDpSection | null = () => null;
   /** The decode preparation method. */
   decodePreparation = "fake_kv_injection_untimed";
+  /** The prefill KV-read preparation (`real_prefix_staged_warm_shot_exact_hit` with real seeding). */
+  prefillPreparation = "fake_prefix_exact_hit";
+  /** What no timed sample holds beyond the protocol's own list (kvwarm: `kvwarm_stage`). */
+  unobservedExtra: readonly string[] = [];
   /** The planned grid. */
   planned: readonly PlannedPoint[] = [];
   /** Its digest. */
@@ -102,17 +107,7 @@ export class ArtifactBuilder {
       fallback_reason: null,
       text: null,
     };
-    this.kvwarm = () => ({
-      enabled: false,
-      requested: "off",
-      warm_eligible: false,
-      skip_reason: "flag_off",
-      dataset: null,
-      stages: [],
-      points_real_kv: 0,
-      points_fake_fallback: 0,
-      capacity_fallbacks: [],
-    });
+    this.kvwarm = () => kvwarmOffSection("off", "flag_off");
   }
 
   /** Measured points so far. */
@@ -192,10 +187,11 @@ export class ArtifactBuilder {
           "discarded_replica",
           "warmup",
           "gc",
+          ...this.unobservedExtra,
         ],
         preparation: {
           decode: this.decodePreparation,
-          prefill_kv_read: "fake_prefix_exact_hit",
+          prefill_kv_read: this.prefillPreparation,
           replica: "one_discarded_replica_per_new_shape",
           shape_key: SHAPE_KEY_RULE,
           warmup: this.warmup,

@@ -31,10 +31,13 @@ import type {
   GridLimits,
   IterationGroup,
   KvPoolBalance,
+  KvwarmChains,
+  KvwarmPointFallback,
   KvwarmSection,
   KvwarmStage,
   MeasuredSample,
   MeasurementProtocol,
+  PrefillRealSeed,
   Preparation,
   PromptRecord,
   RunError,
@@ -45,6 +48,7 @@ import type {
   TextPoolInfo,
   WarmupRecord,
 } from "./artifact.ts";
+import { isDecodeRegime, isKvSeedRegime, isPrefillRegime } from "./kvwarm/regime.ts";
 
 /** Checks one value; returns a problem (without the path) or null. */
 type Check = (v: unknown, path: string, out: string[]) => void;
@@ -111,10 +115,7 @@ function obj<T>(shape: Shape<T>): Check {
 }
 
 const regime: Check = (v, p, out) => {
-  const ok = typeof v === "string" &&
-    (["real_kv", "fake_fallback", "legacy", "real_prefix", "fake_prefix", "not_applicable"]
-      .includes(v) || /^skip:.+/.test(v));
-  if (!ok) out.push(`${p}: a kv_seed_regime, got ${JSON.stringify(v)}`);
+  if (!isKvSeedRegime(v)) out.push(`${p}: a kv_seed_regime, got ${JSON.stringify(v)}`);
 };
 
 const point: Check = (v, p, out) => {
@@ -357,6 +358,30 @@ const STAGE: Shape<KvwarmStage> = {
   tokens_reused: int,
   ok: bool,
   reason: nullable(str),
+  chains: int,
+  points: int,
+  blocks: int,
+  tail_blocks: int,
+  steps: int,
+  settle_round: nullable(int),
+};
+const CHAINS: Shape<KvwarmChains> = {
+  content_rule: str,
+  content_seed: str,
+  salt_rule: str,
+  conversations: int,
+  conversations_tokenized: int,
+  tokens_tokenized: int,
+  probe_depth: int,
+  probe_seconds: nonNeg,
+};
+const POINT_FALLBACK: Shape<KvwarmPointFallback> = { point_key: str, batch: int, reason: str };
+const PREFILL_REAL_SEED: Shape<PrefillRealSeed> = {
+  enabled: bool,
+  shots_staged: int,
+  warm_shots: int,
+  restages: int,
+  misses: int,
 };
 const KVWARM: Shape<KvwarmSection> = {
   enabled: bool,
@@ -368,6 +393,11 @@ const KVWARM: Shape<KvwarmSection> = {
   points_real_kv: int,
   points_fake_fallback: int,
   capacity_fallbacks: arr(obj({ batch: int, reason: str })),
+  shadow_tail: nullable(oneOf("cow", "zero_fill")),
+  settlement: nullable(oneOf("local", "group")),
+  chains: nullable(obj(CHAINS)),
+  point_fallbacks: arr(obj(POINT_FALLBACK)),
+  prefill_real_seed: obj(PREFILL_REAL_SEED),
 };
 const ERROR: Shape<RunError> = {
   kind: oneOf("input", "runtime", "interrupted"),
@@ -477,6 +507,19 @@ export function checkArtifact(value: unknown): string[] {
   const resultIds = a.results.map((r) => r.benchmark_id);
   if (resultIds.some((id, i) => i > 0 && id <= resultIds[i - 1])) {
     out.push("results are not in execution order");
+  }
+  for (const r of [...a.results, ...a.skipped_points]) {
+    const at = `benchmark_id=${r.benchmark_id}`;
+    const fits = r.point.kind === "decode"
+      ? isDecodeRegime(r.kv_seed_regime)
+      : isPrefillRegime(r.kv_seed_regime);
+    if (!fits) out.push(`${at}: ${r.point.kind} point with regime ${r.kv_seed_regime}`);
+    if (r.kv_seed_regime === "real_kv" && !a.kvwarm.enabled) {
+      out.push(`${at}: real_kv while kvwarm is not enabled`);
+    }
+    if (r.kv_seed_regime === "real_prefix" && !a.kvwarm.prefill_real_seed.enabled) {
+      out.push(`${at}: real_prefix while prefill real seeding is not enabled`);
+    }
   }
   for (const r of a.results) {
     const at = `results[benchmark_id=${r.benchmark_id}]`;

@@ -13,7 +13,8 @@
  */
 import type { Engine } from "../engine/engine.ts";
 import type { Request } from "../engine/request.ts";
-import type { DecodeKvSeedRegime, DecodePoint, KvwarmSection } from "./artifact.ts";
+import type { BenchPoint, DecodeKvSeedRegime, DecodePoint, KvwarmSection } from "./artifact.ts";
+import { kvwarmOffSection } from "./kvwarm/section.ts";
 import type { StepDriver } from "./step_driver.ts";
 
 /** One request a decode point needs. */
@@ -55,16 +56,30 @@ export type DecodeSeedOutcome =
 export interface DecodeSeeder {
   /** Decode points (given batch desc, KV desc) in execution order. */
   order(points: readonly DecodePoint[]): DecodePoint[];
-  /** The regime the point will be measured with (decides median-of-N). */
+  /**
+   * The point's regime: asked once before the grid is numbered (it decides median-of-N)
+   * and again when the point's row is written, so a point whose stage failed at run time
+   * records `fake_fallback`.
+   */
   regime(point: DecodePoint): DecodeKvSeedRegime;
-  /** At the boundary before `point` (untimed; may step the engine through `driver`). */
-  beforePoint(point: DecodePoint, driver: StepDriver): Promise<void>;
+  /**
+   * At the boundary before every point, prefill points included (untimed; may step the
+   * engine through `driver`: kvwarm stages a rung's chains there, and releases them
+   * before the first point that does not read them).
+   */
+  beforePoint(point: BenchPoint, driver: StepDriver): Promise<void>;
   /** Untimed admission window: every request straight into running, or nothing. */
   seed(engine: Engine, requests: readonly DecodeSeedRequest[]): DecodeSeedOutcome;
   /** End of the sweep (or its failure): release whatever the seeder holds. */
   finish(driver: StepDriver): Promise<void>;
   /** The artifact's kvwarm section. */
   section(): KvwarmSection;
+  /**
+   * Attention-DP, before the grid is planned: whether every rank of the group is
+   * eligible for kvwarm. An eligible rank whose peer is not seeds fake KV too
+   * (skip_reason `peer_ineligible`).
+   */
+  applyGroupEligibility?(groupEligible: boolean): void;
 }
 
 /**
@@ -94,7 +109,7 @@ export class FakeKvSeeder implements DecodeSeeder {
   }
 
   /** Nothing to stage. */
-  beforePoint(_point: DecodePoint, _driver: StepDriver): Promise<void> {
+  beforePoint(_point: BenchPoint, _driver: StepDriver): Promise<void> {
     return Promise.resolve();
   }
 
@@ -134,16 +149,6 @@ export class FakeKvSeeder implements DecodeSeeder {
 
   /** kvwarm off (or not available): every decode row is `legacy`. */
   section(): KvwarmSection {
-    return {
-      enabled: false,
-      requested: this.kvwarm.requested,
-      warm_eligible: false,
-      skip_reason: this.kvwarm.skipReason,
-      dataset: null,
-      stages: [],
-      points_real_kv: 0,
-      points_fake_fallback: 0,
-      capacity_fallbacks: [],
-    };
+    return kvwarmOffSection(this.kvwarm.requested, this.kvwarm.skipReason);
   }
 }

@@ -27,7 +27,7 @@ import type {
 import { ArtifactBuilder } from "./artifact_builder.ts";
 import { ArtifactWriter } from "./artifact_writer.ts";
 import { benchCapacity } from "./capacity.ts";
-import { type DecodeSeeder, FakeKvSeeder } from "./decode_seeder.ts";
+import type { DecodeSeeder } from "./decode_seeder.ts";
 import { pointProblems } from "./feasibility.ts";
 import { BoundaryGc } from "./gc_policy.ts";
 import { generateDecodeGrid, generatePrefillGrid } from "./grid.ts";
@@ -35,12 +35,14 @@ import { type Manifest, ManifestError } from "./manifest.ts";
 import { gridDigest, planPoints } from "./plan.ts";
 import { pointKey } from "./point.ts";
 import { LocalSynchronizer, type PointSynchronizer } from "./point_synchronizer.ts";
-import { FakePrefixSeeder, type PrefixSeeder } from "./prefix_seeder.ts";
+import type { PrefixSeeder } from "./prefix_seeder.ts";
+import { setupKvwarm } from "./kvwarm/setup.ts";
+import type { StageSettlement } from "./kvwarm/stage_settlement.ts";
 import { type PromptContent, randomContent, textContent, zerosContent } from "./prompt_content.ts";
 import { SaltScheme } from "./salts.ts";
 import { StepDriver, type StepHooks } from "./step_driver.ts";
 import { runSweep } from "./sweep.ts";
-import type { TextPool } from "./text_pool.ts";
+import type { PoolTokenizer, TextPool } from "./text_pool.ts";
 import { type MedianPolicy, timedSamples } from "./timed_samples.ts";
 
 /** An explicit manifest and where it came from. */
@@ -73,8 +75,12 @@ export interface BenchOptions {
   readonly content: ContentMode;
   /** The content seed S. */
   readonly contentSeed: string;
-  /** `--kvwarm`. */
-  readonly kvwarm: "on" | "off";
+  /** `--kvwarm` (`auto`: on for MoE models). */
+  readonly kvwarm: "on" | "off" | "auto";
+  /** kvwarm shadow tails by copy-on-write (default true), else zero-filled. */
+  readonly kvwarmCow?: boolean;
+  /** Real prefix seeding of prefill KV-read points (default false: fake prefix). */
+  readonly prefillRealSeed?: boolean;
   /** Points between checkpoints. */
   readonly checkpointEvery: number;
   /** This rank (0) and the number of ranks (1) until attention-DP runs. */
@@ -95,6 +101,8 @@ export interface RunInputs {
   readonly engineInfo: EngineInfo;
   /** The real-text pool (content mode text). */
   readonly textPool?: TextPool | null;
+  /** The model's tokenizer, for kvwarm's chains (none: kvwarm is tokenizer_unavailable). */
+  readonly tokenizer?: () => PoolTokenizer;
 }
 
 /** Everything a caller may plug in: another rank group, step hooks, real-KV seeders. */
@@ -109,6 +117,8 @@ export interface BenchPlugins {
   readonly prefixSeeder?: PrefixSeeder;
   /** Garbage collection (default globalThis.gc at boundaries). */
   readonly gc?: BoundaryGc;
+  /** kvwarm stage rounds (default: one rank, settled locally). */
+  readonly stageSettlement?: StageSettlement;
   /**
    * Attention-DP: agrees the envelope the grid is planned against (min over ranks) and
    * kvwarm eligibility (all ranks) before any point is planned; returns the envelope.
@@ -182,21 +192,33 @@ export class BenchRun {
         text: content.mode === "text" ? inputs.textPool!.info : null,
       };
       if (content.zerosFallback) o.log(`note: prompts are zeros: ${content.fallbackReason}`);
-      const decodeSeeder = plugins.decodeSeeder ?? new FakeKvSeeder({
-        requested: o.kvwarm,
-        skipReason: o.kvwarm === "on" ? "not_implemented" : "flag_off",
+      // kvwarm's gate (its content probe included) runs before any capacity decision
+      const kvwarm = setupKvwarm({
+        requested: plugins.decodeSeeder ? "off" : o.kvwarm,
+        cow: o.kvwarmCow ?? true,
+        prefillRealSeed: o.prefillRealSeed ?? false,
+        engine,
+        moe: engineInfo.moe,
+        contentSeed: o.contentSeed,
+        rank: o.rank,
+        samples: o.policy.repeats,
+        capacity: () => capacity,
+        late: () =>
+          o.softTimeoutSeconds !== null && b.loopStartedMs !== null &&
+          performance.now() > b.loopStartedMs + o.softTimeoutSeconds * 1000,
+        log: o.log,
+        tokenizer: inputs.tokenizer,
+        settlement: plugins.stageSettlement,
       });
-      if (!plugins.decodeSeeder && o.kvwarm === "on") {
-        o.log(
-          "kvwarm: real-KV seeding is not implemented yet; decode points use fake KV " +
-            "(kv_seed_regime legacy, skip_reason not_implemented)",
-        );
-      }
-      b.kvwarm = () => decodeSeeder.section();
+      const decodeSeeder = plugins.decodeSeeder ?? kvwarm.decodeSeeder;
+      const prefixSeeder = plugins.prefixSeeder ?? kvwarm.prefixSeeder;
+      b.kvwarm = plugins.decodeSeeder ? () => decodeSeeder.section() : kvwarm.section;
+      b.decodePreparation = kvwarm.decodePreparation;
+      b.prefillPreparation = kvwarm.prefillPreparation;
+      b.unobservedExtra = kvwarm.unobserved;
       if (plugins.negotiate) {
         b.capacity = capacity = await plugins.negotiate(capacity, decodeSeeder);
       }
-      const prefixSeeder = plugins.prefixSeeder ?? new FakePrefixSeeder();
       const { decode, prefill } = this.#points(capacity);
       const planned = planPoints(decode, prefill, decodeSeeder, prefixSeeder, o.policy);
       if (o.manifest) this.#checkExplicit(planned.map((p) => p.point), capacity, o.policy);

@@ -98,11 +98,11 @@ export async function runSweep(
     o.onPointStart?.(p.benchmark_id);
     progress.start(p.benchmark_id, p.key);
     o.gc.collect();
-    if (p.point.kind === "decode") await o.decodeSeeder.beforePoint(p.point, driver);
+    await o.decodeSeeder.beforePoint(p.point, driver);
     const outcome = await measurePoint(ctx, sync, p, shapes);
     if (outcome.ok) builder.addResult(outcome.result, outcome.group);
     else builder.addSkipped(outcome.skipped);
-    progress.finish(p.point.kind, outcome.ok ? p.regime : `skip`);
+    progress.finish(p.point.kind, outcome.ok ? outcome.result.kv_seed_regime : `skip`);
     o.log(outcome.ok ? progress.line() : `${progress.line()} (skipped: ${outcome.skipped.reason})`);
     o.onPointDone?.(progress.finished);
     if (o.interrupted?.()) {
@@ -154,6 +154,9 @@ async function measurePoint(
     armed = true;
     await sync.arm(id, armShape);
   };
+  // The regime as of the measurement: a decode point whose kvwarm stage failed at run
+  // time falls back to fake KV (fake_fallback) though it was planned real_kv.
+  const regime = () => p.point.kind === "decode" ? ctx.decodeSeeder.regime(p.point) : p.regime;
   const skip = async (reason: string): Promise<PointOutcome> => {
     await arm();
     await sync.gatherResult(id, [], { skipped: reason });
@@ -166,7 +169,7 @@ async function measurePoint(
         benchmark_id: id,
         point: p.point,
         point_key: p.key,
-        kv_seed_regime: p.regime,
+        kv_seed_regime: regime(),
         reason,
       },
     };
@@ -249,7 +252,7 @@ async function measurePoint(
       benchmark_id: id,
       point: p.point,
       point_key: p.key,
-      kv_seed_regime: p.regime,
+      kv_seed_regime: regime(),
       repeats: p.samples,
       kv_pool: {
         blocks_total: usage.total,

@@ -220,6 +220,17 @@ export function syntheticArtifact(
       points_real_kv: rows.filter((r) => r.regime === "real_kv").length,
       points_fake_fallback: rows.filter((r) => r.regime === "fake_fallback").length,
       capacity_fallbacks: [],
+      shadow_tail: null,
+      settlement: null,
+      chains: null,
+      point_fallbacks: [],
+      prefill_real_seed: {
+        enabled: false,
+        shots_staged: 0,
+        warm_shots: 0,
+        restages: 0,
+        misses: 0,
+      },
     },
     results,
     iteration_groups: results.map((r) => ({

@@ -1,0 +1,181 @@
+/**
+ * The token content of kvwarm's chains: conversations of the dataset's collection half
+ * (`sha256(body)[0]` even; the odd half is held out for evaluation). Chain `i` is that
+ * pool shuffled by a generator seeded with `content-v1:{content_seed}:{rank}:{i}`, its
+ * conversations' tokens appended in that order, each conversation tokenized once (no
+ * special tokens, a newline after each) and shared by every chain that draws it. A
+ * chain only ever extends: its first n tokens never change as it grows, which is what
+ * lets rung k+1's chain i hit rung k's cached blocks.
+ *
+ * ```
+ * pool [c0 c1 c2 c3 c4]   chain 0: c3 c0 c4 ...  -> tokens(0, 40) = first 40 of c3|c0|c4...
+ *                         chain 1: c1 c4 c2 ...     tokens(0, 60) starts with tokens(0, 40)
+ * ```
+ *
+ * ```ts
+ * const content = new ChainContent({ bodies, tokenizer, contentSeed: "0", rank: 0, vocabSize });
+ * content.tokens(3, 4096); // chain 3's first 4096 tokens
+ * ```
+ */
+import type { KvwarmChains } from "../artifact.ts";
+import { type PoolTokenizer, TextPoolError } from "../text_pool.ts";
+import { Rng } from "../../util/rng.ts";
+
+/** The seed of chain `chain`: `content-v1:{contentSeed}:{rank}:{chain}`. */
+export function chainContentSeed(contentSeed: string, rank: number, chain: number): string {
+  return `content-v1:${contentSeed}:${rank}:${chain}`;
+}
+
+/** What chains are made of. */
+export interface ChainContentOptions {
+  /** The collection pool's conversations, in dataset order. */
+  readonly bodies: readonly string[];
+  /** The model's tokenizer. */
+  readonly tokenizer: PoolTokenizer;
+  /** The content seed. */
+  readonly contentSeed: string;
+  /** This rank. */
+  readonly rank: number;
+  /** The model's vocabulary: every id must be below it. */
+  readonly vocabSize: number;
+}
+
+/** One chain as drawn so far: a lazy Fisher-Yates shuffle of the pool and its tokens. */
+interface ChainState {
+  readonly rng: Rng;
+  /** Positions of the virtual pool array moved by the partial shuffle. */
+  readonly moved: Map<number, number>;
+  /** Conversations drawn so far. */
+  drawn: number;
+  tokens: Int32Array;
+  length: number;
+}
+
+/** Chain token content (see the module doc above). */
+export class ChainContent {
+  readonly #o: ChainContentOptions;
+  readonly #encoded = new Map<number, Int32Array>();
+  readonly #chains = new Map<number, ChainState>();
+  #tokensTokenized = 0;
+
+  /** Chains over `options.bodies`; nothing is tokenized until a chain asks. */
+  constructor(options: ChainContentOptions) {
+    if (options.bodies.length === 0) throw new Error("the chain content pool is empty");
+    this.#o = options;
+  }
+
+  /** Conversations in the pool. */
+  get conversations(): number {
+    return this.#o.bodies.length;
+  }
+
+  /** Conversations tokenized so far. */
+  get conversationsTokenized(): number {
+    return this.#encoded.size;
+  }
+
+  /** Tokens they gave. */
+  get tokensTokenized(): number {
+    return this.#tokensTokenized;
+  }
+
+  /**
+   * The first `length` tokens of chain `chain` (a copy). Throws a {@link TextPoolError}
+   * `content_too_shallow` when the whole pool holds fewer tokens.
+   */
+  tokens(chain: number, length: number): Int32Array {
+    if (!Number.isInteger(chain) || chain < 0) {
+      throw new RangeError(`chain index must be a non-negative integer, got ${chain}`);
+    }
+    if (!Number.isInteger(length) || length < 0) {
+      throw new RangeError(`chain length must be a non-negative integer, got ${length}`);
+    }
+    const s = this.#chain(chain);
+    const n = this.#o.bodies.length;
+    while (s.length < length) {
+      if (s.drawn === n) {
+        throw new TextPoolError(
+          "content_too_shallow",
+          `chain ${chain} holds all ${n} conversations of the collection pool, ${s.length} ` +
+            `tokens; ${length} are needed`,
+        );
+      }
+      const ids = this.#encode(this.#draw(s, n));
+      if (s.length + ids.length > s.tokens.length) {
+        const grown = new Int32Array(Math.max(2 * s.tokens.length, s.length + ids.length, 1024));
+        grown.set(s.tokens.subarray(0, s.length));
+        s.tokens = grown;
+      }
+      s.tokens.set(ids, s.length);
+      s.length += ids.length;
+    }
+    return s.tokens.slice(0, length);
+  }
+
+  /** Provenance for the artifact. */
+  info(probeDepth: number, probeSeconds: number): KvwarmChains {
+    return {
+      content_rule: "content-v1:{content_seed}:{rank}:{i}",
+      content_seed: this.#o.contentSeed,
+      salt_rule: "__kvwarm_{rank}_{i}",
+      conversations: this.conversations,
+      conversations_tokenized: this.conversationsTokenized,
+      tokens_tokenized: this.tokensTokenized,
+      probe_depth: probeDepth,
+      probe_seconds: probeSeconds,
+    };
+  }
+
+  /** Drops every chain's tokens (benchmark-only host state); chains redraw identically. */
+  release(): void {
+    this.#chains.clear();
+    this.#encoded.clear();
+  }
+
+  #chain(chain: number): ChainState {
+    let s = this.#chains.get(chain);
+    if (!s) {
+      s = {
+        rng: Rng.fromSeed(chainContentSeed(this.#o.contentSeed, this.#o.rank, chain)),
+        moved: new Map(),
+        drawn: 0,
+        tokens: new Int32Array(0),
+        length: 0,
+      };
+      this.#chains.set(chain, s);
+    }
+    return s;
+  }
+
+  /** The next conversation of the chain's shuffle (Fisher-Yates from the front, lazily). */
+  #draw(s: ChainState, n: number): number {
+    const k = s.drawn++;
+    const j = s.rng.int(k, n);
+    const atJ = s.moved.get(j) ?? j;
+    s.moved.set(j, s.moved.get(k) ?? k);
+    s.moved.delete(k);
+    return atJ;
+  }
+
+  #encode(body: number): Int32Array {
+    let ids = this.#encoded.get(body);
+    if (ids) return ids;
+    try {
+      ids = this.#o.tokenizer.encode(this.#o.bodies[body] + "\n");
+    } catch (err) {
+      throw new TextPoolError("tokenizer_unavailable:encode_failed", (err as Error).message);
+    }
+    for (const id of ids) {
+      if (id < 0 || id >= this.#o.vocabSize) {
+        throw new TextPoolError(
+          "tokenizer_unavailable:vocab_mismatch",
+          `${this.#o.tokenizer.path} gives id ${id}, outside the model's vocabulary of ` +
+            this.#o.vocabSize,
+        );
+      }
+    }
+    this.#encoded.set(body, ids);
+    this.#tokensTokenized += ids.length;
+    return ids;
+  }
+}
