@@ -74,12 +74,6 @@ export interface DecodeSeeder {
   finish(driver: StepDriver): Promise<void>;
   /** The artifact's kvwarm section. */
   section(): KvwarmSection;
-  /**
-   * Attention-DP, before the grid is planned: whether every rank of the group is
-   * eligible for kvwarm. An eligible rank whose peer is not seeds fake KV too
-   * (skip_reason `peer_ineligible`).
-   */
-  applyGroupEligibility?(groupEligible: boolean): void;
 }
 
 /**

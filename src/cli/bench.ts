@@ -62,10 +62,25 @@ const SPEC = {
   },
   kvwarm: {
     type: "string",
+    values: ["auto", "on", "off"],
+    default: "auto",
+    help: "real-KV seeding of decode points (chains of real text, shadows of their KV); auto " +
+      "is on for MoE models; a model or set-up that cannot (dense, no dataset or tokenizer) " +
+      "runs fake KV and the artifact says why",
+  },
+  kvwarmCow: {
+    type: "string",
+    values: ["on", "off"],
+    default: "on",
+    help: "kvwarm shadow tails copy the chain's partial block (copy-on-write); off: zero-filled",
+  },
+  prefillRealSeed: {
+    type: "string",
     values: ["on", "off"],
     default: "off",
-    help:
-      "real-KV seeding of decode points (not implemented yet: 'on' records why and uses fake KV)",
+    help: "prefill KV-read points read a prefix computed by a real staged prefill " +
+      "(real_prefix: stage, untimed warm shot, exact-hit check, one re-stage) instead of " +
+      "injected blocks (fake_prefix)",
   },
   content: {
     type: "string",
@@ -260,7 +275,9 @@ await runCli(async () => {
     softTimeoutSeconds: opts.timeout > 0 ? opts.timeout : null,
     content: opts.content as ContentMode,
     contentSeed: opts.contentSeed,
-    kvwarm: opts.kvwarm as "on" | "off",
+    kvwarm: opts.kvwarm as "on" | "off" | "auto",
+    kvwarmCow: opts.kvwarmCow === "on",
+    prefillRealSeed: opts.prefillRealSeed === "on",
     checkpointEvery: opts.checkpointEvery,
     rank: dp?.rank ?? 0,
     dpSize: dp?.size ?? 1,
@@ -354,7 +371,10 @@ await runCli(async () => {
         `points: ${manifest ? manifest.path : `generated (${preset})`}`,
     );
     await dp?.connect();
-    const artifact = await run.run({ engine, engineInfo: info, textPool }, dp?.plugins() ?? {});
+    const artifact = await run.run(
+      { engine, engineInfo: info, textPool, tokenizer: () => modelTokenizer(modelSpec) },
+      dp?.plugins() ?? {},
+    );
     await dp?.finish();
     printSummary(artifact);
     log(`bench: wrote ${out} (status ${artifact.status})`);

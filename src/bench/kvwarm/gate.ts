@@ -179,14 +179,18 @@ export function probeKvwarmGate(inputs: KvwarmGateInputs): KvwarmGate {
 
 /**
  * The gate after the group's verdict (attention-DP: eligible only when every rank is):
- * an eligible rank whose peer is not becomes `peer_ineligible`.
+ * an eligible rank whose peer is not becomes ineligible with `reason` (the group's
+ * `peer_ineligible`).
  */
-export function withGroupEligibility(gate: KvwarmGate, groupEligible: boolean): KvwarmGate {
-  if (!gate.eligible || groupEligible) return gate;
+export function withGroupVerdict(
+  gate: KvwarmGate,
+  reason: string = KVWARM_SKIP.peerIneligible,
+): KvwarmGate {
+  if (!gate.eligible) return gate;
   return {
     ...gate,
     eligible: false,
-    skipReason: KVWARM_SKIP.peerIneligible,
+    skipReason: reason,
     message: "another rank cannot seed real KV; every rank uses fake KV",
     content: null,
   };

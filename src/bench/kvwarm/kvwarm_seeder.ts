@@ -39,7 +39,8 @@ import {
 } from "../decode_seeder.ts";
 import { pointKey } from "../point.ts";
 import type { StepDriver } from "../step_driver.ts";
-import { type KvwarmGate, withGroupEligibility } from "./gate.ts";
+import { type KvwarmGate, withGroupVerdict } from "./gate.ts";
+import type { ChainContent } from "./chain_content.ts";
 import { type KvwarmPlan, planKvwarm, type Rung } from "./plan.ts";
 import { kvwarmOffSection, KvwarmRecorder } from "./section.ts";
 import { registerShadows } from "./shadows.ts";
@@ -73,6 +74,7 @@ export class KvwarmSeeder implements DecodeSeeder {
   readonly #o: KvwarmSeederOptions;
   readonly #recorder: KvwarmRecorder;
   readonly #fake: FakeKvSeeder;
+  readonly #content: ChainContent;
   #gate: KvwarmGate;
   #plan: KvwarmPlan | null = null;
   readonly #failed = new Map<Rung, string>();
@@ -95,6 +97,7 @@ export class KvwarmSeeder implements DecodeSeeder {
     this.#o = options;
     this.#gate = gate;
     const content = gate.content, dataset = gate.dataset;
+    this.#content = content;
     this.#recorder = new KvwarmRecorder({
       requested: gate.requested,
       shadowTail: options.cow ? "cow" : "zero_fill",
@@ -115,11 +118,15 @@ export class KvwarmSeeder implements DecodeSeeder {
     return this.#plan;
   }
 
-  /** Attention-DP: every rank must be eligible, else this one seeds fake KV too. */
-  applyGroupEligibility(groupEligible: boolean): void {
+  /**
+   * Attention-DP, before planning (the capacity round's `KvwarmGroupGate`): this rank is
+   * eligible but another is not (`reason`: `peer_ineligible`), so this one seeds fake KV
+   * too and its section says why.
+   */
+  groupIneligible(reason: string): void {
     if (this.#plan) throw new Error("kvwarm: the group's eligibility comes before planning");
-    this.#gate = withGroupEligibility(this.#gate, groupEligible);
-    if (!this.#gate.eligible) this.#o.log(`kvwarm: off (${this.#gate.skipReason})`);
+    this.#gate = withGroupVerdict(this.#gate, reason);
+    this.#o.log(`kvwarm: off (${reason}): decode points use fake KV (regime legacy)`);
   }
 
   /** Plans the rungs; real-KV points first (rung by rung), fake ones last. */
@@ -191,7 +198,7 @@ export class KvwarmSeeder implements DecodeSeeder {
     }
     this.#resetCache();
     this.#active = false;
-    this.#gate.content?.release();
+    this.#content.release();
   }
 
   /** The artifact's kvwarm section. */
@@ -245,7 +252,7 @@ export class KvwarmSeeder implements DecodeSeeder {
     }
     const stage = new ChainStage(rung, {
       engine: this.#o.engine,
-      content: this.#gate.content!,
+      content: this.#content,
       rank: this.#o.rank,
     });
     this.#o.log(`kvwarm: stage B${rung.batch}: ${rung.batch} chains of ${rung.depth} tokens`);
