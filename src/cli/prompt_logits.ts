@@ -87,7 +87,7 @@ export async function promptLogits(
       sampleTokenIndices: Int32Array.from({ length: len }, (_, i) => i),
       sampling: Array.from({ length: len }, () => ({ temperature: 0, seed: 0 })),
       blockCopies: [],
-      logits: "all",
+      logits: true,
     };
     const out = model.forward(batch);
     if (!out.logits) throw new Error("promptLogits: the model returned no logits");

@@ -55,8 +55,11 @@ export interface StepBatch {
    * attention: the first tail block of a shadow registered without copy-on-write.
    */
   readonly blockZeros?: readonly number[];
-  /** Return f32 logits of the sampled rows (or of every token with `all`). */
-  readonly logits?: "sampled" | "all";
+  /**
+   * Also return the f32 logits `[sampled rows, vocab]` (to get every position's logits,
+   * sample every position, as `deno task logits` does).
+   */
+  readonly logits?: boolean;
 }
 
 /** What a forward step hands back; the promises settle when the GPU is done. */

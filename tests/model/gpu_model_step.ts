@@ -88,7 +88,7 @@ export function buildBatch(
     sampleTokenIndices: Int32Array.from(sampleIdx),
     sampling,
     blockCopies: copies,
-    logits: "sampled",
+    logits: true,
   };
   return { batch, partRows, extraRows };
 }
