@@ -4,8 +4,8 @@
  * group walls (per sample the slowest rank's), and whose `attention_dp.merged_ranks` says
  * how each rank ended. A point is in the merged view when every rank measured it (or
  * every rank skipped it); the view stops at the first point some rank lacks. The status
- * is the worst over ranks (a missing artifact counts as failed), and the error the first
- * failed rank's.
+ * is the worst over ranks (a missing artifact counts as failed), and the error the root
+ * cause's: the first failed rank whose error is its own, not one forwarded by the group.
  *
  * ```ts
  * const merged = mergeRankArtifacts([rank0, rank1]); // index = rank; null = no artifact
@@ -113,9 +113,13 @@ export function mergeRankArtifacts(artifacts: readonly (BenchArtifact | null)[])
     : partial
     ? artifacts[partial.rank]!.stop_reason
     : "complete";
-  const firstError = artifacts.map((a, rank) => ({ a, rank })).find(({ a }) =>
+  // The root cause: a failed rank's own error before one forwarded from another rank.
+  const failedRanks = artifacts.map((a, rank) => ({ a, rank })).filter(({ a }) =>
     a === null || (a.status === "failed" && a.error !== null)
   );
+  const forwarded = /^(rank \d+ failed: |rank 0 stopped the group: )/;
+  const firstError = failedRanks.find(({ a }) => a !== null && !forwarded.test(a.error!.message)) ??
+    failedRanks[0];
   const interrupt = present.find(({ a }) => a.error?.kind === "interrupted");
   const error: RunError | null = firstError
     ? {

@@ -160,10 +160,14 @@ export class DpRank {
     );
   }
 
-  /** The run's plugins: the group's point synchronizer and the capacity negotiation. */
-  plugins(): Required<Pick<BenchPlugins, "sync" | "negotiate">> {
+  /**
+   * The run's plugins: the group's point synchronizer, the capacity negotiation and the
+   * kvwarm stage round over the group.
+   */
+  plugins(): Required<Pick<BenchPlugins, "sync" | "negotiate" | "stageSettlement">> {
     return {
       sync: this.points,
+      stageSettlement: this.stages,
       negotiate: async (own, seeder) => {
         this.points.otherRound();
         const agreed = await agreeCapacity(this.#sync, own, seeder);

@@ -19,7 +19,12 @@
  */
 import type { DpStepRound } from "../artifact.ts";
 import type { GatheredWalls, PointSynchronizer } from "../point_synchronizer.ts";
-import { DpError, type RankSynchronizer } from "../../dp/mod.ts";
+import {
+  DpError,
+  type RankSynchronizer,
+  type StagePhase,
+  type StageVerdict,
+} from "../../dp/mod.ts";
 import { StepRoundMeter } from "./step_round_meter.ts";
 
 /** The wall a rank reports for each sample of a point it skipped (never a real wall). */
@@ -120,9 +125,27 @@ export class GroupPointSynchronizer implements PointSynchronizer {
     return this.#meter.measure(() => this.#sync.barrier(seq));
   }
 
-  /** Tells the meter that a round other than the barrier ran (e.g. a stage round). */
+  /** Tells the meter that a round outside any step ran (e.g. capacity, the last round). */
   otherRound(): void {
     this.#meter.interrupt();
+  }
+
+  /**
+   * kvwarm's stage round, run inside an idle step (after its barrier): its time is taken
+   * out of the step's.
+   */
+  async stageRound(
+    seq: number,
+    batch: number | null,
+    phase: StagePhase,
+    ok: boolean | null,
+  ): Promise<StageVerdict> {
+    const t0 = performance.now();
+    try {
+      return await this.#sync.stageRound(seq, batch, phase, ok);
+    } finally {
+      this.#meter.exclude(performance.now() - t0);
+    }
   }
 
   /** The per-step barrier's cost so far. */

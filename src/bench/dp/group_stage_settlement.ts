@@ -14,11 +14,12 @@
  * ```
  */
 import type { DpStageSettlement } from "../artifact.ts";
+import type { StageSettlement } from "../kvwarm/stage_settlement.ts";
 import type { StagePhase, StageVerdict } from "../../dp/mod.ts";
 import type { GroupPointSynchronizer } from "./group_point_synchronizer.ts";
 
 /** Settles stages through the group's stage round (see the module doc above). */
-export class GroupStageSettlement {
+export class GroupStageSettlement implements StageSettlement {
   readonly #points: GroupPointSynchronizer;
   readonly #settled: DpStageSettlement[] = [];
 
@@ -34,8 +35,7 @@ export class GroupStageSettlement {
     phase: StagePhase,
     ok: boolean | null,
   ): Promise<StageVerdict> {
-    this.#points.otherRound();
-    const verdict = await this.#points.group.stageRound(seq, batch, phase, ok);
+    const verdict = await this.#points.stageRound(seq, batch, phase, ok);
     if (verdict.allDone && batch !== null) {
       this.#settled.push({ batch, ok: verdict.ok, round: verdict.seq });
     }

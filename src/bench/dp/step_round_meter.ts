@@ -2,13 +2,15 @@
  * What the per-step group barrier costs a rank, against the steps it ends: each round's
  * duration (messaging plus the wait for the slowest rank) and the time from leaving one
  * barrier to entering the next (the engine step and the benchmark's own host work). An
- * interval that holds another group round (a point's READY, ARM, result gather, ...) is
- * not a step and is not counted.
+ * interval that holds a point-boundary round (READY, ARM, result gather, ...) is not a
+ * step and is not counted; a round inside a step (kvwarm's stage round on an idle step)
+ * is taken out of the step's time.
  *
  * ```ts
  * const meter = new StepRoundMeter();
  * await meter.measure(() => sync.barrier(seq)); // after every step
- * meter.interrupt();                            // another round ran in between
+ * meter.interrupt();                            // a point-boundary round ran in between
+ * meter.exclude(0.3);                           // a 0.3 ms round inside the step
  * meter.summary(); // { rounds, mean_us, p50_us, p90_us, max_us, mean_step_ms, share }
  * ```
  */
@@ -21,15 +23,17 @@ export class StepRoundMeter {
   #stepMs = 0;
   #steps = 0;
   #lastEnd: number | null = null;
+  #excludedMs = 0;
 
   /** Runs one barrier `round`, timing it and the step that came before it. */
   async measure(round: () => Promise<void>): Promise<void> {
     const t0 = performance.now();
     if (this.#lastEnd !== null) {
-      this.#stepMs += t0 - this.#lastEnd;
+      this.#stepMs += Math.max(0, t0 - this.#lastEnd - this.#excludedMs);
       this.#steps++;
     }
     this.#lastEnd = null;
+    this.#excludedMs = 0;
     await round();
     const t1 = performance.now();
     this.record((t1 - t0) * 1000);
@@ -39,6 +43,12 @@ export class StepRoundMeter {
   /** Something other than a step ran since the last barrier: the interval is not a step. */
   interrupt(): void {
     this.#lastEnd = null;
+    this.#excludedMs = 0;
+  }
+
+  /** A round of `ms` milliseconds ran inside the current step: not the step's time. */
+  exclude(ms: number): void {
+    this.#excludedMs += ms;
   }
 
   /** Records one round of `us` microseconds (without a step interval). */
