@@ -240,7 +240,7 @@ export class GpuModel implements ForwardModel {
       maxNumSeqs: options.maxNumSeqs ?? (cpu ? 32 : 256),
       maxModelLen,
       profile: options.profile ?? false,
-      gemvMaxRows: options.gemvMaxRows ?? 8,
+      gemvMaxRows: options.gemvMaxRows ?? (cpu ? 64 : 8),
     };
     const calls = await createCalls(gpu, config, dtype);
     const moe = config.layerKinds.includes("moe")
