@@ -61,6 +61,8 @@ export type PagedAttentionDecodeParams = { readonly [K in keyof typeof params.fi
 export const EMPTY_SPLIT_LSE = -1e30;
 
 const CONSTS = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096 } as const;
+// The tiled form keeps no per-split score buffer; SCORES only keeps its split plan equal.
+const TILED = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096, OUT_PER_THREAD: 2 } as const;
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "paged_attention_decode",
@@ -109,6 +111,9 @@ export const spec: KernelSpec<typeof params.fields> = {
   variants: [
     { name: "f32", dtype: "f32", consts: CONSTS },
     { name: "f16", dtype: "f16", consts: CONSTS },
+    // K/V tiles staged through workgroup memory with coalesced loads, online softmax.
+    { name: "f32-tiled", dtype: "f32", shader: "paged_attention_decode_tiled.wgsl", consts: TILED },
+    { name: "f16-tiled", dtype: "f16", shader: "paged_attention_decode_tiled.wgsl", consts: TILED },
   ],
   grid: (p, v) => {
     checkAttentionGeometry("paged_attention_decode", p, v, v.consts!.GMAX);

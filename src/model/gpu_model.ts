@@ -72,8 +72,14 @@ export interface GpuModelOptions {
   readonly maxModelLen?: number;
   /** Time every dispatch in its own pass (for per-kernel profiles; slower). */
   readonly profile?: boolean;
-  /** Linear layers use GEMV up to this many rows, GEMM above (default 8). */
+  /** Linear layers use GEMV up to this many rows, GEMM above (default 8; 64 on CPU adapters). */
   readonly gemvMaxRows?: number;
+  /**
+   * Decode attention form: K/V tiles staged through workgroup memory ("tiled", default on
+   * GPUs) or one key per invocation read straight from memory ("direct", default on CPU
+   * adapters, where it is faster).
+   */
+  readonly decodeAttention?: "tiled" | "direct";
 }
 
 /** One dispatch's GPU time, when the model runs with `profile`. */
@@ -241,8 +247,9 @@ export class GpuModel implements ForwardModel {
       maxModelLen,
       profile: options.profile ?? false,
       gemvMaxRows: options.gemvMaxRows ?? (cpu ? 64 : 8),
+      decodeAttention: options.decodeAttention ?? (cpu ? "direct" : "tiled"),
     };
-    const calls = await createCalls(gpu, config, dtype);
+    const calls = await createCalls(gpu, config, dtype, opts.decodeAttention);
     const moe = config.layerKinds.includes("moe")
       ? await MoeBlock.create(gpu, {
         hidden: config.hiddenSize,
@@ -328,9 +335,13 @@ export class GpuModel implements ForwardModel {
     return { sampled, logits, gpuMs };
   }
 
-  /** The linear-layer kernel variants this model chose for this device. */
-  get linearVariants(): { gemv: string; gemm: string } {
-    return { gemv: this.calls.gemvVariant, gemm: this.calls.gemmVariant };
+  /** The linear-layer and decode-attention kernel variants chosen for this device. */
+  get linearVariants(): { gemv: string; gemm: string; decodeAttention: string } {
+    return {
+      gemv: this.calls.gemvVariant,
+      gemm: this.calls.gemmVariant,
+      decodeAttention: this.calls.decodeVariant,
+    };
   }
 
   /** Zeroes the K and V of `blocks` in every layer (before anything in the step reads them). */
@@ -516,7 +527,7 @@ export class GpuModel implements ForwardModel {
     };
     let splits = 1;
     if (plan.decode) {
-      const variant = variantByName(pagedAttentionDecode.spec, dt);
+      const variant = variantByName(pagedAttentionDecode.spec, c.decodeVariant);
       const split = pagedAttentionDecode.planDecodeSplits(
         batch.seqs.map((s) => s.contextLen),
         { numQHeads: nq, numKvHeads: nkv },
@@ -570,7 +581,7 @@ export class GpuModel implements ForwardModel {
         v_cache: kv.v,
       });
       if (plan.decode) {
-        c.decode.dispatch(step.pass("paged_attention_decode"), dt, `l${l}`, {
+        c.decode.dispatch(step.pass("paged_attention_decode"), c.decodeVariant, `l${l}`, {
           q: b.q,
           k_cache: kv.k,
           v_cache: kv.v,
@@ -746,7 +757,13 @@ class StepPasses {
   }
 }
 
-async function createCalls(gpu: Gpu, config: ModelConfig, dtype: StorageDtype) {
+async function createCalls(
+  gpu: Gpu,
+  config: ModelConfig,
+  dtype: StorageDtype,
+  decodeAttention: "tiled" | "direct",
+) {
+  const decodeVariant = decodeAttention === "tiled" ? `${dtype}-tiled` : dtype;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
   const gemvVariant = gpu.adapter.type === "cpu"
     ? `${dtype}-rows`
@@ -797,7 +814,8 @@ async function createCalls(gpu: Gpu, config: ModelConfig, dtype: StorageDtype) {
     finalNorm: await KernelCall.create(gpu, rmsnorm.spec, [dtype], "final rmsnorm"),
     qkNorm: await KernelCall.create(gpu, qkNormRopeCache.spec, [dtype]),
     prefill: await KernelCall.create(gpu, pagedAttention.spec, [dtype]),
-    decode: await KernelCall.create(gpu, pagedAttentionDecode.spec, [dtype]),
+    decodeVariant,
+    decode: await KernelCall.create(gpu, pagedAttentionDecode.spec, [decodeVariant]),
     decodeReduce: await KernelCall.create(gpu, decodeReduce.spec, ["f32"]),
     blockCopy: await KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
     silu: await KernelCall.create(gpu, siluMul.spec, ["f32"]),

@@ -1,0 +1,61 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { GpuModel, type GpuModelOptions } from "../../src/model/gpu_model.ts";
+import { ensureFixture } from "../../scripts/fixtures.ts";
+import { sharedGpu } from "../shared_gpu.ts";
+import { maxAbsDiff, runStep, type StepPart } from "./gpu_model_step.ts";
+
+// A prompt of 20 tokens prefilled, then three decode steps fed from the GPU, for two
+// sequences at once: the decode attention forms and linear-layer forms must agree.
+async function decodeLogits(options: GpuModelOptions): Promise<Float32Array[]> {
+  const gpu = await sharedGpu();
+  const { dir } = ensureFixture("tiny-qwen3-moe");
+  const model = await GpuModel.load(gpu, dir, {
+    dtype: "f32",
+    numBlocks: 32,
+    maxModelLen: 64,
+    maxNumSeqs: 4,
+    maxNumTokens: 64,
+    ...options,
+  });
+  try {
+    const prompt = Array.from({ length: 20 }, (_, i) => 100 + 37 * i);
+    const tables = [[1, 2, 3, 4], [5, 6, 7, 8]];
+    await runStep(
+      model,
+      tables.map((table, s) => ({
+        tokens: prompt.map((t) => t + s),
+        start: 0,
+        table,
+        rows: "last" as const,
+      })),
+    );
+    const out: Float32Array[] = [];
+    for (let step = 0; step < 3; step++) {
+      const parts: StepPart[] = tables.map((table, s) => ({
+        tokens: [{ ref: s }],
+        start: 20 + step,
+        table,
+        rows: "last",
+      }));
+      out.push((await runStep(model, parts)).logits);
+    }
+    return out;
+  } finally {
+    model.destroy();
+  }
+}
+
+test("decode attention: the tiled and the direct forms give the same logits", async () => {
+  const direct = await decodeLogits({ decodeAttention: "direct" });
+  const tiled = await decodeLogits({ decodeAttention: "tiled" });
+  direct.forEach((d, i) => assert.ok(maxAbsDiff(d, tiled[i]) < 1e-4, `step ${i}`));
+});
+
+test("linear layers: GEMV and GEMM give the same logits", async () => {
+  const gemv = await decodeLogits({ gemvMaxRows: 64 });
+  const gemm = await decodeLogits({ gemvMaxRows: 0 });
+  gemv.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}`));
+});
+
+test.run();
