@@ -74,8 +74,9 @@ export interface MoeBlockOptions {
 }
 
 /**
- * The grouped-GEMM variant for a step: decode-shaped (f16-sg) when an expert gets few
- * rows on average, tensor cores (f16-sgmat) or the tiled form otherwise.
+ * The grouped-GEMM variant for a step: decode-shaped (staged rows, weights streamed once)
+ * when an expert gets few rows on average, tensor cores (f16-sgmat) or the tiled form
+ * otherwise.
  */
 export function moeGemmVariantFor(
   gpu: Gpu,
@@ -84,11 +85,12 @@ export function moeGemmVariantFor(
   topK: number,
   experts: number,
 ): string {
-  if (dtype === "f32") return "f32";
   const ok = (name: string) => unsupportedReason(gpu, variantByName(gateUp.spec, name)) === null;
-  if ((tokens * topK) / experts <= 16 && ok("f16-sg")) return "f16-sg";
-  if (ok("f16-sgmat")) return "f16-sgmat";
-  return "f16";
+  // Decode-shaped: few rows per expert, weight bytes dominate: stream each expert's
+  // weights once with the rows staged beside them.
+  if ((tokens * topK) / experts <= 16) return `${dtype}-staged`;
+  if (dtype === "f16" && ok("f16-sgmat")) return "f16-sgmat";
+  return dtype;
 }
 
 type Pipe = KernelPipeline<ParamFields>;

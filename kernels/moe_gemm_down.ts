@@ -27,6 +27,9 @@ import { Rng } from "../src/util/rng.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
 
+/** Decode-shaped staged form: 32 columns a workgroup, 8 invocations a column, 16 rows staged. */
+const STAGED = { WG: 256, RPW: 32, KP: 8, RMAX: 16, KC: 256 } as const;
+
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_gemm_down",
   shader: "moe_gemm_down.wgsl",
@@ -52,6 +55,14 @@ export const spec: KernelSpec<typeof params.fields> = {
       shader: "moe_gemm_down_subgroup.wgsl",
       consts: { WG: 128, RPW: 2, MT: 4 },
     },
+    {
+      // Rows staged in workgroup memory, weights streamed once, no subgroup operations.
+      name: "f16-staged",
+      dtype: "f16",
+      shader: "moe_gemm_down_staged.wgsl",
+      consts: STAGED,
+    },
+    { name: "f32-staged", dtype: "f32", shader: "moe_gemm_down_staged.wgsl", consts: STAGED },
     {
       name: "f16-sgmat",
       dtype: "f16",
@@ -170,7 +181,7 @@ function downCase(
 }
 
 // Production shapes run the f16 forms only (the storage type on GPUs with shader-f16).
-const F16_ONLY = ["f16", "f16-sg", "f16-sgmat"];
+const F16_ONLY = ["f16", "f16-sg", "f16-staged", "f16-sgmat"];
 
 export const cases = [
   downCase(1, 8, 2, 64, 32, "spread"),

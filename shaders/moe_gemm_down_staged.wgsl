@@ -1,0 +1,70 @@
+// Grouped down GEMM, decode-shaped, no subgroup operations: one workgroup per (RPW output
+// columns, work item). The item's act rows (RMAX at a time, expert-sorted) are staged into
+// workgroup memory KC values at a time; KP invocations share an output column and stream
+// its row of w[e] once with vec4 loads, applying every loaded weight to all staged rows;
+// the KP partial sums meet in workgroup memory.
+//   y[r, c] = act[r] . w[e, c]
+var<workgroup> a_sh: array<vec4<f32>, RMAX * KC / 4u>; // [row][k / 4] of the chunk
+var<workgroup> red: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let item = wid.y + wid.z * nwg.y;
+  if (item >= min(work_items[0].x, params.max_items)) {
+    return;
+  }
+  let info = work_items[1u + item];
+  let e = info.x;
+  let row_end = info.z;
+  let hidden = params.hidden;
+  let k4 = params.inter / 4u;
+  let kc4 = KC / 4u;
+  let kp = lid % KP;
+  let col = wid.x * RPW + lid / KP;
+  let valid = col < hidden;
+  let wrow = (e * hidden + min(col, hidden - 1u)) * k4;
+  for (var r0 = info.y; r0 < row_end; r0 += RMAX) {
+    let nr = min(RMAX, row_end - r0);
+    var acc = array<f32, RMAX>();
+    for (var k0 = 0u; k0 < k4; k0 += kc4) {
+      let nk = min(kc4, k4 - k0);
+      for (var i = lid; i < RMAX * kc4; i += WG) {
+        let r = i / kc4;
+        let kk = i % kc4;
+        var v = vec4<f32>(0.0);
+        if (r < nr && kk < nk) {
+          v = act[(r0 + r) * k4 + k0 + kk];
+        }
+        a_sh[i] = v;
+      }
+      workgroupBarrier();
+      if (valid) {
+        for (var kk = kp; kk < nk; kk += KP) {
+          let wv = vec4<f32>(w[wrow + k0 + kk]);
+          for (var r = 0u; r < RMAX; r++) {
+            acc[r] += dot(a_sh[r * kc4 + kk], wv);
+          }
+        }
+      }
+      workgroupBarrier();
+    }
+    for (var r = 0u; r < RMAX; r++) {
+      if (r < nr) {
+        red[lid] = acc[r];
+      }
+      workgroupBarrier();
+      if (r < nr && kp == 0u && valid) {
+        var s = 0.0;
+        for (var q = 0u; q < KP; q++) {
+          s += red[lid + q];
+        }
+        y[(r0 + r) * hidden + col] = s;
+      }
+      workgroupBarrier();
+    }
+  }
+}

@@ -1,0 +1,79 @@
+// Grouped gate/up GEMM with the SwiGLU epilogue, decode-shaped, no subgroup operations:
+// one workgroup per (RPW act columns, work item). The item's token rows (RMAX at a time)
+// are staged into workgroup memory KC values at a time, gathered through sorted_token;
+// KP invocations share a column and stream its gate row and up row of w[e] once with
+// vec4 loads (8 consecutive invocations read 64 contiguous bytes), applying every loaded
+// weight to all staged rows; the KP partial sums meet in workgroup memory.
+//   act[r, c] = silu(x[tok(r)] . w[e, c]) * (x[tok(r)] . w[e, inter + c])
+var<workgroup> x_sh: array<vec4<f32>, RMAX * KC / 4u>; // [row][k / 4] of the chunk
+var<workgroup> red: array<f32, 2u * WG>; // gate, up partials per invocation
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let item = wid.y + wid.z * nwg.y;
+  if (item >= min(work_items[0].x, params.max_items)) {
+    return;
+  }
+  let info = work_items[1u + item];
+  let e = info.x;
+  let row_end = info.z;
+  let inter = params.inter;
+  let k4 = params.hidden / 4u;
+  let kc4 = KC / 4u;
+  let kp = lid % KP;
+  let col = wid.x * RPW + lid / KP;
+  let valid = col < inter;
+  let grow = (e * 2u * inter + min(col, inter - 1u)) * k4;
+  let urow = grow + inter * k4;
+  for (var r0 = info.y; r0 < row_end; r0 += RMAX) {
+    let nr = min(RMAX, row_end - r0);
+    var acc_g = array<f32, RMAX>();
+    var acc_u = array<f32, RMAX>();
+    for (var k0 = 0u; k0 < k4; k0 += kc4) {
+      let nk = min(kc4, k4 - k0);
+      for (var i = lid; i < RMAX * kc4; i += WG) {
+        let r = i / kc4;
+        let kk = i % kc4;
+        var v = vec4<f32>(0.0);
+        if (r < nr && kk < nk) {
+          v = x[sorted_token[r0 + r] * k4 + k0 + kk];
+        }
+        x_sh[i] = v;
+      }
+      workgroupBarrier();
+      if (valid) {
+        for (var kk = kp; kk < nk; kk += KP) {
+          let wg = vec4<f32>(w[grow + k0 + kk]);
+          let wu = vec4<f32>(w[urow + k0 + kk]);
+          for (var r = 0u; r < RMAX; r++) {
+            let xv = x_sh[r * kc4 + kk];
+            acc_g[r] += dot(xv, wg);
+            acc_u[r] += dot(xv, wu);
+          }
+        }
+      }
+      workgroupBarrier();
+    }
+    for (var r = 0u; r < RMAX; r++) {
+      if (r < nr) {
+        red[2u * lid] = acc_g[r];
+        red[2u * lid + 1u] = acc_u[r];
+      }
+      workgroupBarrier();
+      if (r < nr && kp == 0u && valid) {
+        var g = 0.0;
+        var u = 0.0;
+        for (var q = 0u; q < KP; q++) {
+          g += red[2u * (lid + q)];
+          u += red[2u * (lid + q) + 1u];
+        }
+        act[(r0 + r) * inter + col] = g / (1.0 + exp(-g)) * u;
+      }
+      workgroupBarrier();
+    }
+  }
+}
