@@ -15,7 +15,13 @@
  * const { points, infeasible } = generateDecodeGrid(capacity, FULL_GRID, DEFAULT_MEDIAN_POLICY);
  * ```
  */
-import type { BenchCapacity, DecodePoint, GridLimits, PrefillPoint } from "./artifact.ts";
+import type {
+  BenchCapacity,
+  DecodeKvSeedRegime,
+  DecodePoint,
+  GridLimits,
+  PrefillPoint,
+} from "./artifact.ts";
 import { blocksFor } from "./capacity.ts";
 import { downsample, powerAxis } from "./downsample.ts";
 import { isFeasible } from "./feasibility.ts";
@@ -65,15 +71,20 @@ function largest(lo: number, hi: number, ok: (v: number) => boolean): number {
   return lo;
 }
 
-/** The decode grid (batch desc, KV desc). */
+/**
+ * The decode grid (batch desc, KV desc). With kvwarm on, points are checked for the
+ * steady steps of a `real_kv` point (median-of-N), so the deepest point of each ladder
+ * can read real KV.
+ */
 export function generateDecodeGrid(
   capacity: BenchCapacity,
   limits: GridLimits,
   policy: MedianPolicy,
+  regime: DecodeKvSeedRegime = "legacy",
 ): GeneratedGrid<DecodePoint> {
   const feasible = (b: number, k: number) => {
     const p = decodePoint(b, k);
-    return isFeasible(p, capacity, timedSamples(p, "legacy", policy));
+    return isFeasible(p, capacity, timedSamples(p, regime, policy));
   };
   const smallest = blocksFor(2 + 1, capacity.block_size); // ctx 2, one steady step
   const bmax = Math.min(

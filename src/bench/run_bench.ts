@@ -219,7 +219,7 @@ export class BenchRun {
       if (plugins.negotiate) {
         b.capacity = capacity = await plugins.negotiate(capacity, decodeSeeder);
       }
-      const { decode, prefill } = this.#points(capacity);
+      const { decode, prefill } = this.#points(capacity, decodeSeeder.section().enabled);
       const planned = planPoints(decode, prefill, decodeSeeder, prefixSeeder, o.policy);
       if (o.manifest) this.#checkExplicit(planned.map((p) => p.point), capacity, o.policy);
       b.planned = planned;
@@ -304,7 +304,7 @@ export class BenchRun {
     return randomContent(vocabSize, o.contentSeed, o.rank);
   }
 
-  #points(capacity: ReturnType<typeof benchCapacity>): {
+  #points(capacity: ReturnType<typeof benchCapacity>, kvwarm: boolean): {
     decode: DecodePoint[];
     prefill: PrefillPoint[];
   } {
@@ -322,7 +322,7 @@ export class BenchRun {
       return { decode, prefill };
     }
     const d = wantDecode
-      ? generateDecodeGrid(capacity, o.grid.limits, o.policy)
+      ? generateDecodeGrid(capacity, o.grid.limits, o.policy, kvwarm ? "real_kv" : "legacy")
       : { points: [], infeasible: 0 };
     const p = wantPrefill
       ? generatePrefillGrid(capacity, o.grid.limits, o.policy)

@@ -57,6 +57,7 @@ export class ChainContent {
   readonly #encoded = new Map<number, Int32Array>();
   readonly #chains = new Map<number, ChainState>();
   #tokensTokenized = 0;
+  #conversationsTokenized = 0;
 
   /** Chains over `options.bodies`; nothing is tokenized until a chain asks. */
   constructor(options: ChainContentOptions) {
@@ -69,9 +70,9 @@ export class ChainContent {
     return this.#o.bodies.length;
   }
 
-  /** Conversations tokenized so far. */
+  /** Conversations tokenized so far (a release does not reset the count). */
   get conversationsTokenized(): number {
-    return this.#encoded.size;
+    return this.#conversationsTokenized;
   }
 
   /** Tokens they gave. */
@@ -175,6 +176,7 @@ export class ChainContent {
       }
     }
     this.#encoded.set(body, ids);
+    this.#conversationsTokenized++;
     this.#tokensTokenized += ids.length;
     return ids;
   }
