@@ -859,6 +859,8 @@ export interface AttentionDpSection {
   readonly gpu_select: string | null;
   /** Limit on every wait for the group, s. */
   readonly timeout_seconds: number;
+  /** How long a wait polls before sleeping 1 ms between polls, ms (0: it always sleeps). */
+  readonly spin_ms: number;
   /** What this rank offered (null before the negotiation). */
   readonly envelope: DpCapacity | null;
   /** What the group agreed, which the grid was planned against (null before). */

@@ -445,6 +445,7 @@ const ATTENTION_DP: Shape<AttentionDpSection> = {
   master: str,
   gpu_select: nullable(str),
   timeout_seconds: nonNeg,
+  spin_ms: nonNeg,
   envelope: nullable(obj(DP_CAPACITY)),
   negotiated: nullable(obj(DP_CAPACITY)),
   step_round: obj(STEP_ROUND),

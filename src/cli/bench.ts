@@ -175,6 +175,12 @@ const SPEC = {
     default: 600,
     help: "seconds ranks wait for every rank to start (model loading included)",
   },
+  dpSpinMs: {
+    type: "number",
+    min: 0,
+    help: "ms a wait for the other ranks polls before sleeping 1 ms between polls " +
+      "(default 10 where the host has 2 cores per local rank, else 0)",
+  },
   dpGpus: {
     type: "string",
     default: "auto",
@@ -401,6 +407,7 @@ async function openRank(opts: {
   dpTimeout: number;
   dpConnectTimeout: number;
   dpGpus: string;
+  dpSpinMs?: number;
 }): Promise<DpRank | null> {
   try {
     return await DpRank.create({
@@ -409,6 +416,7 @@ async function openRank(opts: {
       timeoutSeconds: opts.dpTimeout,
       connectTimeoutSeconds: opts.dpConnectTimeout,
       gpus: opts.dpGpus,
+      spinMs: opts.dpSpinMs,
       log,
     });
   } catch (err) {

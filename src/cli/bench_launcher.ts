@@ -140,7 +140,7 @@ export async function launchRanks(o: LaunchOptions): Promise<number> {
   for (let rank = 0; rank < o.size; rank++) {
     const child = spawn(command, [...args, ...rankArgv(o.argv, rank, o.size, master, o.out)], {
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, WEBFPM_DP_LAUNCHED: "1" },
+      env: { ...process.env, WEBFPM_DP_LAUNCHED: "1", WEBFPM_DP_LOCAL_SIZE: String(o.size) },
     });
     prefixLines(child.stdout!, `[rank ${rank}] `, (s) => process.stdout.write(s));
     prefixLines(child.stderr!, `[rank ${rank}] `, (s) => process.stderr.write(s));

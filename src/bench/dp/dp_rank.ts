@@ -21,10 +21,11 @@
  * catch (err) { await dp?.abort(err); throw err; }
  * ```
  */
+import { availableParallelism } from "node:os";
 import process from "node:process";
 import type { AttentionDpSection, DpCapacity, DpRoundCost, DpRoundStats } from "../artifact.ts";
 import type { BenchPlugins } from "../run_bench.ts";
-import { type RankIdentity, RankSynchronizer, resolveRank } from "../../dp/mod.ts";
+import { DEFAULT_SPIN_MS, type RankIdentity, RankSynchronizer, resolveRank } from "../../dp/mod.ts";
 import { agreeCapacity } from "./capacity_agreement.ts";
 import { assignGpu, type GpuAssignment, localRankOf } from "./gpu_assignment.ts";
 import { GroupPointSynchronizer } from "./group_point_synchronizer.ts";
@@ -51,6 +52,38 @@ export interface DpRankOptions {
   readonly log: (line: string) => void;
   /** Set GPU selection variables in this process's environment (default true). */
   readonly applyGpuEnv?: boolean;
+  /**
+   * How long a wait for the group spins before sleeping 1 ms between polls, ms (default
+   * {@link defaultSpinMs}).
+   */
+  readonly spinMs?: number;
+}
+
+/**
+ * The spin window for a rank that shares its host with `localRanks` ranks: the dp
+ * module's default where the host has at least two cores per rank, else 0. A spinning
+ * wait keeps a core busy; when the ranks' spinning threads take every core, ZeroMQ's own
+ * I/O threads only run at the scheduler's next time slice, and a round that takes tens of
+ * microseconds takes milliseconds (measured on a 2-core machine with two ranks: ~8 ms).
+ */
+export function defaultSpinMs(localRanks: number, cores = availableParallelism()): number {
+  return cores >= 2 * Math.max(1, localRanks) ? DEFAULT_SPIN_MS : 0;
+}
+
+/** Ranks on this host: the launcher's, Slurm's or MPI's count, else 1. */
+export function localRanksOf(env: Readonly<Record<string, string | undefined>>): number {
+  for (
+    const name of [
+      "WEBFPM_DP_LOCAL_SIZE",
+      "SLURM_NTASKS_PER_NODE",
+      "OMPI_COMM_WORLD_LOCAL_SIZE",
+      "MPI_LOCALNRANKS",
+    ]
+  ) {
+    const v = env[name]?.trim();
+    if (v !== undefined && /^\d+$/.test(v)) return Number(v);
+  }
+  return 1;
 }
 
 /** One rank of a group of two or more (see the module doc above). */
@@ -65,6 +98,7 @@ export class DpRank {
   readonly stages: GroupStageSettlement;
   readonly #sync: RankSynchronizer;
   readonly #timeoutSeconds: number;
+  readonly #spinMs: number;
   readonly #log: (line: string) => void;
   #envelope: DpCapacity | null = null;
   #negotiated: DpCapacity | null = null;
@@ -75,6 +109,7 @@ export class DpRank {
     gpu: GpuAssignment,
     sync: RankSynchronizer,
     o: DpRankOptions,
+    spinMs: number,
   ) {
     this.identity = identity;
     this.gpu = gpu;
@@ -82,6 +117,7 @@ export class DpRank {
     this.points = new GroupPointSynchronizer(sync);
     this.stages = new GroupStageSettlement(this.points);
     this.#timeoutSeconds = o.timeoutSeconds;
+    this.#spinMs = spinMs;
     this.#log = o.log;
   }
 
@@ -105,15 +141,17 @@ export class DpRank {
     }
     const gpu = assignGpu({ mode: o.gpus, localRank: localRankOf(identity, o.env), env: o.env });
     if (o.applyGpuEnv ?? true) Object.assign(process.env, gpu.env);
+    const spinMs = o.spinMs ?? defaultSpinMs(localRanksOf(o.env));
     const sync = await RankSynchronizer.create(identity, {
       timeoutMs: o.timeoutSeconds * 1000,
       connectTimeoutMs: o.connectTimeoutSeconds * 1000,
+      spinMs,
       log: (line) => o.log(`kvwarm: ${line}`),
     });
-    const rank = new DpRank(identity, gpu, sync, o);
+    const rank = new DpRank(identity, gpu, sync, o, spinMs);
     o.log(
       `dp: rank ${identity.rank} of ${identity.size} (${identity.source}), rank 0 at ` +
-        `${identity.masterHost}:${identity.masterPort}; ${gpu.note}`,
+        `${identity.masterHost}:${identity.masterPort}; waits spin ${spinMs} ms; ${gpu.note}`,
     );
     return rank;
   }
@@ -209,6 +247,7 @@ export class DpRank {
       master: `${this.identity.masterHost}:${this.identity.masterPort}`,
       gpu_select: this.gpu.select,
       timeout_seconds: this.#timeoutSeconds,
+      spin_ms: this.#spinMs,
       envelope: this.#envelope,
       negotiated: this.#negotiated,
       step_round: this.points.stepRound(),

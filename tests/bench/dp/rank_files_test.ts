@@ -5,6 +5,7 @@ import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { mergedOutPath, rankOutPath } from "../../../src/bench/dp/rank_out_path.ts";
 import { StepRoundMeter } from "../../../src/bench/dp/step_round_meter.ts";
+import { defaultSpinMs, localRanksOf } from "../../../src/bench/dp/dp_rank.ts";
 
 test("rank r writes <stem>_dp<r>.json beside --out; the merged view is <stem>_merged.json", () => {
   assert.is(rankOutPath("/r/bench.json", 0), "/r/bench_dp0.json");
@@ -48,6 +49,21 @@ test("measure(): a step is the time from one barrier to the next, unless another
   assert.ok(s.mean_step_ms >= 19, `one step of ~20 ms counted, got ${s.mean_step_ms}`);
   for (let i = 0; i < 2000; i++) meter.record(1); // grows past its first buffer
   assert.is(meter.summary().rounds, 2003);
+});
+
+test("waits spin only where every rank on the host has two cores; ranks per host from the launcher, Slurm or MPI", () => {
+  assert.is(defaultSpinMs(2, 16), 10);
+  assert.is(defaultSpinMs(8, 16), 10);
+  assert.is(
+    defaultSpinMs(2, 2),
+    0,
+    "two ranks on two cores: spinning starves ZeroMQ's I/O threads",
+  );
+  assert.is(defaultSpinMs(1, 1), 0);
+  assert.is(localRanksOf({ WEBFPM_DP_LOCAL_SIZE: "2" }), 2);
+  assert.is(localRanksOf({ SLURM_NTASKS_PER_NODE: "8" }), 8);
+  assert.is(localRanksOf({ OMPI_COMM_WORLD_LOCAL_SIZE: "4" }), 4);
+  assert.is(localRanksOf({}), 1);
 });
 
 test.run();
