@@ -69,6 +69,7 @@ export const cases = [
   gemmCase(1, 5, 8),
   gemmCase(67, 131, 100),
   gemmCase(70, 33, 48, true),
+  gemmCase(64, 5120, 2048),
   gemmCase(256, 512, 512),
   gemmCase(1024, 1024, 1024),
 ];

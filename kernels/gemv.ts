@@ -8,6 +8,9 @@ import { defineParams } from "./params.ts";
 
 const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
 
+/** Staged form: 32 weight rows a workgroup, 8 invocations a row, 32 x rows, 128-wide chunks. */
+const STAGED = { WG: 256, RPW: 32, KP: 8, RMAX: 32, KC: 128 } as const;
+
 export const spec: KernelSpec<typeof params.fields> = {
   name: "gemv",
   shader: "gemv.wgsl",
@@ -27,6 +30,9 @@ export const spec: KernelSpec<typeof params.fields> = {
       shader: "gemv_subgroup.wgsl",
       consts: { WG: 256, MT: 4, RPW: 4 },
     },
+    // x rows staged in workgroup memory, each weight row streamed once per RMAX rows.
+    { name: "f32-staged", dtype: "f32", shader: "gemv_staged.wgsl", consts: STAGED },
+    { name: "f16-staged", dtype: "f16", shader: "gemv_staged.wgsl", consts: STAGED },
     // One invocation per row, no barriers: for CPU adapters.
     {
       name: "f32-rows",
@@ -42,7 +48,9 @@ export const spec: KernelSpec<typeof params.fields> = {
     },
   ],
   grid: (p, v, gpu) =>
-    v.consts?.ROWS_PER_INVOCATION
+    v.consts?.RMAX
+      ? [Math.ceil(p.n / v.consts.RPW), Math.ceil(p.m / v.consts.RMAX), 1]
+      : v.consts?.ROWS_PER_INVOCATION
       ? grid1d(Math.ceil(p.n / v.consts.WG), gpu)
       : grid1d(Math.ceil(p.n / (v.consts?.RPW ?? 1)), gpu),
 };
@@ -115,6 +123,9 @@ export const cases = [
   gemvCase(1, 7, 12),
   gemvCase(3, 301, 300),
   gemvCase(6, 45, 64, true),
+  gemvCase(37, 70, 264),
+  gemvCase(64, 5120, 2048),
+  gemvCase(64, 2048, 4096, true),
   gemvCase(5, 2048, 2048),
   gemvCase(1, 8192, 8192),
 ];

@@ -80,6 +80,11 @@ export interface GpuModelOptions {
    * adapters, where it is faster).
    */
   readonly decodeAttention?: "tiled" | "direct";
+  /**
+   * Linear layers with more rows than gemvMaxRows and at most this many stream each weight
+   * row once per 32 staged rows (default 128 on GPUs, 0 on CPU adapters); GEMM above.
+   */
+  readonly stagedMaxRows?: number;
 }
 
 /** One dispatch's GPU time, when the model runs with `profile`. */
@@ -248,6 +253,7 @@ export class GpuModel implements ForwardModel {
       profile: options.profile ?? false,
       gemvMaxRows: options.gemvMaxRows ?? (cpu ? 64 : 8),
       decodeAttention: options.decodeAttention ?? (cpu ? "direct" : "tiled"),
+      stagedMaxRows: options.stagedMaxRows ?? (cpu ? 0 : 128),
     };
     const calls = await createCalls(gpu, config, dtype, opts.decodeAttention);
     const moe = config.layerKinds.includes("moe")
@@ -663,14 +669,17 @@ export class GpuModel implements ForwardModel {
     });
   }
 
-  private linearUsesGemv(rows: number): boolean {
-    return rows <= this.opts.gemvMaxRows;
+  /** The GEMV variant for `rows` rows, or null when the GEMM takes them. */
+  private gemvFor(rows: number): string | null {
+    if (rows <= this.opts.gemvMaxRows) return this.calls.gemvVariant;
+    if (rows <= this.opts.stagedMaxRows) return this.calls.stagedVariant;
+    return null;
   }
 
   private setLinear(kind: LinearKind, rows: number): void {
     const l = this.calls.linear[kind];
     const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0 };
-    if (this.linearUsesGemv(rows)) l.gemv.setParams(values);
+    if (this.gemvFor(rows)) l.gemv.setParams(values);
     else l.gemm.setParams(values);
   }
 
@@ -684,8 +693,9 @@ export class GpuModel implements ForwardModel {
     y: BufferArg,
   ): void {
     const l = this.calls.linear[kind];
-    if (this.linearUsesGemv(rows)) {
-      l.gemv.dispatch(step.pass(`linear ${kind}`, "gemv"), this.calls.gemvVariant, key, {
+    const gemvVariant = this.gemvFor(rows);
+    if (gemvVariant) {
+      l.gemv.dispatch(step.pass(`linear ${kind}`, "gemv"), gemvVariant, key, {
         x,
         w,
         y,
@@ -770,6 +780,7 @@ async function createCalls(
     : dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
     ? "f16-sg"
     : dtype;
+  const stagedVariant = `${dtype}-staged`;
   // Tensor cores where offered; a variant this driver cannot compile falls back (said once).
   let gemmVariant: string = dtype;
   if (dtype === "f16" && unsupportedReason(gpu, variantByName(gemm.spec, "f16-sgmat")) === null) {
@@ -798,7 +809,7 @@ async function createCalls(
   ) {
     if (k % 4 !== 0) throw new Error(`model: ${kind} input width ${k} is not a multiple of 4`);
     linear[kind] = {
-      gemv: await KernelCall.create(gpu, gemv.spec, [gemvVariant], `gemv ${kind}`),
+      gemv: await KernelCall.create(gpu, gemv.spec, [gemvVariant, stagedVariant], `gemv ${kind}`),
       gemm: await KernelCall.create(gpu, gemm.spec, [gemmVariant], `gemm ${kind}`),
       n,
       k,
@@ -807,6 +818,7 @@ async function createCalls(
   }
   return {
     gemvVariant,
+    stagedVariant,
     gemmVariant,
     linear,
     embedding: await KernelCall.create(gpu, embedding.spec, [dtype]),

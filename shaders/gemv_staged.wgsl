@@ -1,0 +1,60 @@
+// y[m, n] (+)= sum_k x[m, k] * w[n, k] for a handful of rows (decode batches): one
+// workgroup per (RPW weight rows, RMAX x rows). The x rows are staged in workgroup memory
+// KC values at a time; KP invocations share a weight row and stream it once per row block
+// with vec4 loads, applying every loaded weight to all staged x rows; the KP partial sums
+// meet in workgroup memory. No subgroup operations.
+var<workgroup> x_sh: array<vec4<f32>, RMAX * KC / 4u>; // [row][k / 4] of the chunk
+var<workgroup> red: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let m0 = wid.y * RMAX;
+  let nr = min(RMAX, params.m - m0);
+  let k4 = params.k / 4u;
+  let kc4 = KC / 4u;
+  let kp = lid % KP;
+  let row = wid.x * RPW + lid / KP;
+  let valid = row < params.n;
+  let wrow = min(row, params.n - 1u) * k4;
+  var acc = array<f32, RMAX>();
+  for (var k0 = 0u; k0 < k4; k0 += kc4) {
+    let nk = min(kc4, k4 - k0);
+    for (var i = lid; i < RMAX * kc4; i += WG) {
+      let r = i / kc4;
+      let kk = i % kc4;
+      var v = vec4<f32>(0.0);
+      if (r < nr && kk < nk) {
+        v = x[(m0 + r) * k4 + k0 + kk];
+      }
+      x_sh[i] = v;
+    }
+    workgroupBarrier();
+    if (valid) {
+      for (var kk = kp; kk < nk; kk += KP) {
+        let wv = vec4<f32>(w[wrow + k0 + kk]);
+        for (var r = 0u; r < RMAX; r++) {
+          acc[r] += dot(x_sh[r * kc4 + kk], wv);
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var r = 0u; r < RMAX; r++) {
+    if (r < nr) {
+      red[lid] = acc[r];
+    }
+    workgroupBarrier();
+    if (r < nr && kp == 0u && valid) {
+      var s = 0.0;
+      for (var q = 0u; q < KP; q++) {
+        s += red[lid + q];
+      }
+      let at = (m0 + r) * params.n + row;
+      y[at] = select(s, y[at] + s, params.accumulate != 0u);
+    }
+    workgroupBarrier();
+  }
+}
