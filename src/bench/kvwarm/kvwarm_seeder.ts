@@ -165,8 +165,9 @@ export class KvwarmSeeder implements DecodeSeeder {
       this.#stage = null;
       await driver.drain();
     }
+    // Reset only past the last rung: rungs after a failed one still extend its cached chains.
     if (target !== null) await this.#build(target, driver);
-    else this.#resetCache();
+    else if (rung === null) this.#resetCache();
   }
 
   /** Shadows of the parked chains for a real-KV point; fake KV injection otherwise. */

@@ -38,8 +38,8 @@ export function registerShadows(
       cacheSalt: r.cacheSalt,
     }, { requestId: r.requestId, headroomTokens: r.maxTokens - 1, cow: options.cow });
     if (shadow === null) {
-      for (const d of done) engine.shed(d.requestId);
       const u = engine.kvUsage();
+      for (const d of done) engine.shed(d.requestId);
       return {
         ok: false,
         reason: `shadow_registration_failed: slot ${r.slot} on ${chainId} (${r.computed} ` +

@@ -129,8 +129,8 @@ export class ChainStage {
    * progress with nothing in flight.
    */
   check(observation: StepObservation | null, late: boolean): void {
-    if (this.#phase === "done") return;
     this.#steps++;
+    if (this.#phase === "done") return;
     for (const c of this.#chains) {
       if (c.status === "finished") {
         return this.fail(`chain_vanished: ${c.requestId} finished (${c.finishReason})`);
