@@ -33,6 +33,7 @@ import {
   DpError,
   DpRank,
   GpuAssignmentError,
+  interruptNotice,
   mergeRankFiles,
   rankOutPath,
   stepRoundLine,
@@ -289,7 +290,10 @@ await runCli(async () => {
     dpSize: dp?.size ?? 1,
     log,
   });
-  if (dp) run.builder.attentionDp = () => dp.section();
+  if (dp) {
+    run.builder.attentionDp = () => dp.section();
+    dp.onPeerInterrupt = (why) => run.interrupt(why);
+  }
   if (manifestError !== null) {
     run.fail(manifestError, "input");
     log(`bench: wrote ${out} (status failed)`);
@@ -305,7 +309,7 @@ await runCli(async () => {
         `\nbench: ${signal}: wrote ${out} (status ${a.status}, ${a.results.length} points measured)`,
       );
       const code = signal === "SIGINT" ? 130 : 143;
-      void abortRank(dp, new Error(`interrupted by ${signal}`)).finally(() => process.exit(code));
+      void abortRank(dp, interruptNotice(signal)).finally(() => process.exit(code));
     });
   }
 
@@ -394,8 +398,9 @@ await runCli(async () => {
       throw new InputError(err.message);
     }
     if (!run.final) run.fail(err, "runtime");
-    log(`bench: wrote ${out} (status failed)`);
+    log(`bench: wrote ${out} (status ${run.final?.status ?? "failed"})`);
     await abortRank(dp, err);
+    if (run.final?.stop_reason === "interrupted") return 130; // another rank's Ctrl-C
     throw err;
   } finally {
     gpu?.destroy();

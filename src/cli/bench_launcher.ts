@@ -152,8 +152,16 @@ export async function launchRanks(o: LaunchOptions): Promise<number> {
     );
   }
   const running = new Set(children);
-  const forward = (signal: NodeJS.Signals) => () => {
-    for (const c of running) c.kill(signal);
+  // process.kill, not child.kill: under Deno the latter reports its own signal as the exit.
+  const signal = (c: ChildProcess, name: NodeJS.Signals) => {
+    try {
+      process.kill(c.pid!, name);
+    } catch {
+      // already gone
+    }
+  };
+  const forward = (name: NodeJS.Signals) => () => {
+    for (const c of running) signal(c, name);
   };
   const onInt = forward("SIGINT"), onTerm = forward("SIGTERM");
   process.on("SIGINT", onInt);
@@ -174,7 +182,7 @@ export async function launchRanks(o: LaunchOptions): Promise<number> {
                   waitS.toFixed(0)
                 } s after rank ${r.rank} failed; stopping it`,
               );
-              c.kill("SIGTERM");
+              signal(c, "SIGTERM");
             }
           }
         }, waitS * 1000);

@@ -30,6 +30,7 @@ import { agreeCapacity } from "./capacity_agreement.ts";
 import { assignGpu, type GpuAssignment, localRankOf } from "./gpu_assignment.ts";
 import { GroupPointSynchronizer } from "./group_point_synchronizer.ts";
 import { GroupStageSettlement } from "./group_stage_settlement.ts";
+import { peerInterrupt } from "./peer_interrupt.ts";
 import { mergedOutPath, rankOutPath } from "./rank_out_path.ts";
 import { StepRoundMeter } from "./step_round_meter.ts";
 
@@ -103,6 +104,11 @@ export class DpRank {
   #envelope: DpCapacity | null = null;
   #negotiated: DpCapacity | null = null;
   #idle: DpRoundStats | null = null;
+  /**
+   * Called when a round fails because another rank was interrupted (`why`: e.g.
+   * `SIGINT on rank 1`): the run should end as interrupted, not failed.
+   */
+  onPeerInterrupt: ((why: string) => void) | null = null;
 
   private constructor(
     identity: RankIdentity,
@@ -114,7 +120,10 @@ export class DpRank {
     this.identity = identity;
     this.gpu = gpu;
     this.#sync = sync;
-    this.points = new GroupPointSynchronizer(sync);
+    this.points = new GroupPointSynchronizer(sync, (err) => {
+      const why = peerInterrupt(err);
+      if (why !== null) this.onPeerInterrupt?.(why);
+    });
     this.stages = new GroupStageSettlement(this.points);
     this.#timeoutSeconds = o.timeoutSeconds;
     this.#spinMs = spinMs;

@@ -35,10 +35,21 @@ export class GroupPointSynchronizer implements PointSynchronizer {
   readonly #sync: RankSynchronizer;
   readonly #meter = new StepRoundMeter();
   readonly #samples = new Map<number, number>();
+  readonly #onFailure: (err: unknown) => void;
 
-  /** Rounds over `sync` (connected). */
-  constructor(sync: RankSynchronizer) {
+  /** Rounds over `sync` (connected); `onFailure` sees any round's error before it is thrown. */
+  constructor(sync: RankSynchronizer, onFailure: (err: unknown) => void = () => {}) {
     this.#sync = sync;
+    this.#onFailure = onFailure;
+  }
+
+  async #round<T>(round: Promise<T>): Promise<T> {
+    try {
+      return await round;
+    } catch (err) {
+      this.#onFailure(err);
+      throw err;
+    }
   }
 
   /** This rank. */
@@ -59,20 +70,20 @@ export class GroupPointSynchronizer implements PointSynchronizer {
   /** Every rank planned the same grid. */
   agreeGridDigest(digest: string): Promise<string> {
     this.#meter.interrupt();
-    return this.#sync.agreeGridDigest(digest);
+    return this.#round(this.#sync.agreeGridDigest(digest));
   }
 
   /** READY -> PREPARE. */
   ready(benchmarkId: number, pointKey: string): Promise<void> {
     this.#meter.interrupt();
-    return this.#sync.ready(benchmarkId, pointKey);
+    return this.#round(this.#sync.ready(benchmarkId, pointKey));
   }
 
   /** ARM -> GO; remembers the planned sample count (`shape.samples`) for a skip. */
   arm(benchmarkId: number, shape: Readonly<Record<string, number>>): Promise<void> {
     this.#meter.interrupt();
     this.#samples.set(benchmarkId, Math.max(1, shape.samples ?? 1));
-    return this.#sync.arm(benchmarkId, shape);
+    return this.#round(this.#sync.arm(benchmarkId, shape));
   }
 
   /**
@@ -90,7 +101,7 @@ export class GroupPointSynchronizer implements PointSynchronizer {
     const samples = this.#samples.get(benchmarkId) ?? 1;
     this.#samples.delete(benchmarkId);
     const sent = skipped ? new Array<number>(samples).fill(SKIPPED_WALL) : wallTimes;
-    const gathered = await this.#sync.gatherResult(benchmarkId, sent, data);
+    const gathered = await this.#round(this.#sync.gatherResult(benchmarkId, sent, data));
     if (skipped) return { iteration_walls: [] };
     if (gathered.iteration_walls.some((w) => w >= SKIPPED_WALL)) {
       // Rank 0 knows who skipped and why; the other ranks only that someone did.
@@ -111,18 +122,18 @@ export class GroupPointSynchronizer implements PointSynchronizer {
   /** Every rank released the point. */
   cleanup(benchmarkId: number): Promise<void> {
     this.#meter.interrupt();
-    return this.#sync.cleanup(benchmarkId);
+    return this.#round(this.#sync.cleanup(benchmarkId));
   }
 
   /** The soft-timeout vote (OR over ranks). */
   boundaryVote(benchmarkId: number, softTimeout: boolean): Promise<boolean> {
     this.#meter.interrupt();
-    return this.#sync.boundaryVote(benchmarkId, softTimeout);
+    return this.#round(this.#sync.boundaryVote(benchmarkId, softTimeout));
   }
 
   /** The per-step barrier, timed with the step before it. */
   barrier(seq: number): Promise<void> {
-    return this.#meter.measure(() => this.#sync.barrier(seq));
+    return this.#round(this.#meter.measure(() => this.#sync.barrier(seq)));
   }
 
   /** Tells the meter that a round outside any step ran (e.g. capacity, the last round). */
@@ -142,7 +153,7 @@ export class GroupPointSynchronizer implements PointSynchronizer {
   ): Promise<StageVerdict> {
     const t0 = performance.now();
     try {
-      return await this.#sync.stageRound(seq, batch, phase, ok);
+      return await this.#round(this.#sync.stageRound(seq, batch, phase, ok));
     } finally {
       this.#meter.exclude(performance.now() - t0);
     }

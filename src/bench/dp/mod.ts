@@ -13,6 +13,7 @@ export { mergedOutPath, rankOutPath } from "./rank_out_path.ts";
 export { MergeError, mergeRankArtifacts, mergeRankFiles, stepRoundLine } from "./artifact_merge.ts";
 export { DpRank, type DpRankOptions } from "./dp_rank.ts";
 export { GpuAssignmentError } from "./gpu_assignment.ts";
+export { interruptNotice, peerInterrupt } from "./peer_interrupt.ts";
 export { GroupPointSynchronizer, SKIPPED_WALL } from "./group_point_synchronizer.ts";
 export { GroupStageSettlement } from "./group_stage_settlement.ts";
 export { type KvwarmGroupGate } from "./capacity_agreement.ts";

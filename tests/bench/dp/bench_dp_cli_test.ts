@@ -205,6 +205,48 @@ test("rank 0 killed mid-sweep: rank 1 exits within the timeout, its failed artif
   await killMidSweep(0);
 });
 
+test("Ctrl-C on --dp 2: every rank writes a partial artifact that keeps its points, so does the merged view; exit 130", async () => {
+  const w = workdir({
+    schema_version: 1,
+    decode: Array.from({ length: 14 }, (_, i) => ({
+      batch_size: 1,
+      total_kv_read_tokens: 16 * (i + 1),
+    })),
+  });
+  const p = bench([
+    "--dp",
+    "2",
+    "--points",
+    w.points,
+    "--out",
+    w.out,
+    "--checkpoint-every",
+    "1",
+    "--kvwarm",
+    "off",
+    ...SMALL_ENGINE,
+  ]);
+  let seen = 0;
+  for (let i = 0; i < 2400 && seen < 1; i++) {
+    await sleep(50);
+    try {
+      seen = read(join(w.dir, "run_dp0.json")).results.length;
+    } catch {
+      // not written yet
+    }
+  }
+  assert.ok(seen >= 1, "a point was measured");
+  process.kill(p.child.pid!, "SIGINT");
+  const { code, stderr } = await p.exit;
+  assert.is(code, 130, stderr);
+  for (const name of ["run_dp0.json", "run_dp1.json", "run_merged.json"]) {
+    const a = read(join(w.dir, name));
+    valid(a);
+    assert.equal([a.status, a.stop_reason], ["partial", "interrupted"], name);
+    assert.ok(a.results.length >= 1 && a.results.length < 14, `${name}: ${a.results.length}`);
+  }
+});
+
 test("a rank that never connects: a timeout error naming it, on rank 0 and on a lone follower", async () => {
   const w = workdir({ schema_version: 1, decode: [{ batch_size: 1, total_kv_read_tokens: 16 }] });
   const master = `127.0.0.1:${await freePort()}`;
