@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { Engine } from "../../../src/engine/engine.ts";
 import type { BenchArtifact } from "../../../src/bench/artifact.ts";
 import { checkManifest } from "../../../src/bench/manifest.ts";
-import { type BenchPlugins, BenchRun } from "../../../src/bench/run_bench.ts";
+import { type BenchOptions, type BenchPlugins, BenchRun } from "../../../src/bench/run_bench.ts";
 import { DEFAULT_MEDIAN_POLICY } from "../../../src/bench/timed_samples.ts";
 import { SMOKE_GRID } from "../../../src/bench/grid.ts";
 import { DpRank } from "../../../src/bench/dp/dp_rank.ts";
@@ -24,6 +24,8 @@ export interface RankSetup {
   readonly model?: CpuTestModel;
   /** Extra plugins (a decode seeder, hooks). */
   readonly plugins?: Partial<BenchPlugins>;
+  /** Options that differ from the harness's (e.g. a soft timeout). */
+  readonly options?: Partial<BenchOptions>;
 }
 
 /** What a group run gave. */
@@ -116,6 +118,7 @@ export async function runGroup(
       dpSize: size,
       warmup: { promptTokens: 16, steps: 5 },
       log: (l) => logs[rank].push(l),
+      ...s.options,
     });
     run.builder.attentionDp = () => dp.section();
     return { run, engine, plugins: s.plugins ?? {} };

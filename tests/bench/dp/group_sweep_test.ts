@@ -90,6 +90,20 @@ test("two ranks with different pools plan one grid against the smaller, agree on
   ]);
 });
 
+test("the soft timeout is an OR over ranks: one rank's deadline stops every rank at the same boundary", async () => {
+  const g = await runGroup(
+    2,
+    DECODE,
+    (rank) => (rank === 1 ? { options: { softTimeoutSeconds: 1e-6 } } : {}),
+  );
+  const [a0, a1] = g.outcomes.map(fulfilled);
+  for (const a of [a0, a1]) {
+    valid(a);
+    assert.equal([a.status, a.stop_reason, a.results.length], ["partial", "soft_timeout", 1]);
+  }
+  assert.is(a0.limits.soft_timeout_seconds, null, "rank 0 had no deadline of its own");
+});
+
 /** A decode seeder that says it could seed real KV, until the group says otherwise. */
 class EligibleSeeder extends FakeKvSeeder {
   reason: string | null = null;
