@@ -167,8 +167,8 @@ const SPEC = {
   dpTimeout: {
     type: "number",
     min: 0.001,
-    default: 10,
-    help: "seconds a rank waits for the others in any round before the group fails",
+    help: "seconds a rank waits for the others in any round before the group fails " +
+      "(default 10; 600 on a CPU adapter, whose steps take seconds)",
   },
   dpConnectTimeout: {
     type: "number",
@@ -254,7 +254,7 @@ await runCli(async () => {
       log,
     });
   }
-  const dp = await openRank(opts);
+  const dp = openRank(opts);
   if (dp && opts.out === undefined) {
     await abortRank(dp, new Error(`rank ${dp.rank} was started without --out`));
     throw new UsageError(
@@ -318,6 +318,9 @@ await runCli(async () => {
     const t0 = performance.now();
     gpu = await openGpu();
     log(describeGpu(gpu).split("\n")[0]);
+    await dp?.open({ cpu: gpu.adapter.type === "cpu" }).catch((err) => {
+      throw err instanceof DpError && err.code === "config" ? new InputError(err.message) : err;
+    });
     const model = await GpuModel.load(gpu, modelSpec, {
       dtype: opts.dtype as "f16" | "f32" | undefined,
       blockSize,
@@ -408,14 +411,14 @@ await runCli(async () => {
 });
 
 /** This process's attention-DP rank (null: one rank); bad rank or GPU input is a usage error. */
-async function openRank(opts: {
-  dpTimeout: number;
+function openRank(opts: {
+  dpTimeout?: number;
   dpConnectTimeout: number;
   dpGpus: string;
   dpSpinMs?: number;
-}): Promise<DpRank | null> {
+}): DpRank | null {
   try {
-    return await DpRank.create({
+    return DpRank.create({
       argv: process.argv.slice(2),
       env: process.env,
       timeoutSeconds: opts.dpTimeout,

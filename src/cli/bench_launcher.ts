@@ -17,7 +17,12 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
-import { mergedOutPath, mergeRankFiles, stepRoundLine } from "../bench/dp/mod.ts";
+import {
+  CPU_ADAPTER_DP_TIMEOUT_SECONDS,
+  mergedOutPath,
+  mergeRankFiles,
+  stepRoundLine,
+} from "../bench/dp/mod.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { UsageError } from "./args.ts";
 
@@ -29,8 +34,8 @@ export interface LaunchOptions {
   readonly size: number;
   /** The resolved `--out` (every rank writes beside it). */
   readonly out: string;
-  /** `--dp-timeout`, s: how long ranks wait for each other. */
-  readonly timeoutSeconds: number;
+  /** `--dp-timeout`, s: how long ranks wait for each other (default: a CPU adapter's 600 s). */
+  readonly timeoutSeconds?: number;
   /** Log lines. */
   readonly log: (line: string) => void;
 }
@@ -172,7 +177,8 @@ export async function launchRanks(o: LaunchOptions): Promise<number> {
     p.then((r) => {
       running.delete(children[rank]);
       if (r.code !== 0 && straggler === null && running.size > 0) {
-        const waitS = o.timeoutSeconds * 1.25 + 2 + STRAGGLER_MARGIN_S;
+        const waitS = (o.timeoutSeconds ?? CPU_ADAPTER_DP_TIMEOUT_SECONDS) * 1.25 + 2 +
+          STRAGGLER_MARGIN_S;
         straggler = setTimeout(() => {
           for (const [i, c] of children.entries()) {
             if (running.has(c)) {

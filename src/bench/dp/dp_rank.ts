@@ -2,19 +2,23 @@
  * One attention-DP rank of `deno task bench`, from its identity to the end of the group:
  *
  * 1. {@link DpRank.create}: who this rank is (`--dp-rank/--dp-size/--dp-master`, else
- *    Slurm, else MPI; a group of one is no group), which GPU it takes (before the
- *    adapter is opened), and its socket (rank 0 binds, the others connect). No waiting.
- * 2. {@link DpRank.connect} once the model is loaded: the hello round, which waits for
+ *    Slurm, else MPI; a group of one is no group) and which GPU it takes (set in the
+ *    environment before the adapter is opened). No socket, no waiting.
+ * 2. {@link DpRank.open} once the adapter is known: its socket (rank 0 binds, the others
+ *    connect), with the wait limit for that adapter. No waiting.
+ * 3. {@link DpRank.connect} once the model is loaded: the hello round, which waits for
  *    every rank (up to the connect timeout) and names any rank that never came.
- * 3. {@link DpRank.plugins} for the run: the point synchronizer (READY/ARM/GO, result
+ * 4. {@link DpRank.plugins} for the run: the point synchronizer (READY/ARM/GO, result
  *    gather with the max wall over ranks, cleanup, boundary vote, a barrier after every
- *    step) and the capacity negotiation before the grid is planned.
- * 4. {@link DpRank.finish} (a last round, then close) or {@link DpRank.abort} (tell every
+ *    step), the capacity negotiation before the grid is planned, kvwarm's stage round.
+ * 5. {@link DpRank.finish} (a last round, then close) or {@link DpRank.abort} (tell every
  *    rank, so none waits for this one).
  *
  * ```ts
- * const dp = await DpRank.create({ argv, env: process.env, timeoutSeconds: 10, ... });
+ * const dp = DpRank.create({ argv, env: process.env, gpus: "auto", log });
  * if (dp) out = dp.outPath(out);
+ * const gpu = await openGpu();
+ * await dp?.open({ cpu: gpu.adapter.type === "cpu" });
  * // ... load the model ...
  * await dp?.connect();
  * try { await run.run(inputs, dp ? dp.plugins() : {}); await dp?.finish(); }
@@ -43,10 +47,13 @@ export interface DpRankOptions {
   readonly argv: readonly string[];
   /** The environment (Slurm, MPI, `WEBFPM_DP_*`); GPU selection variables are set in `process.env`. */
   readonly env: Readonly<Record<string, string | undefined>>;
-  /** Limit on every wait for the group, s (the design's 10 s). */
-  readonly timeoutSeconds: number;
-  /** Limit on the hello round (ranks loading their models), s. */
-  readonly connectTimeoutSeconds: number;
+  /**
+   * Limit on every wait for the group, s (default {@link DEFAULT_DP_TIMEOUT_SECONDS}, or
+   * {@link CPU_ADAPTER_DP_TIMEOUT_SECONDS} on a CPU adapter).
+   */
+  readonly timeoutSeconds?: number;
+  /** Limit on the hello round (ranks loading their models), s (default 600). */
+  readonly connectTimeoutSeconds?: number;
   /** `--dp-gpus`: `auto`, `shared` or PCI addresses. */
   readonly gpus: string;
   /** Log lines. */
@@ -87,20 +94,32 @@ export function localRanksOf(env: Readonly<Record<string, string | undefined>>):
   return 1;
 }
 
+/** The wait limit on GPU adapters, s: the reference design's 10 s. */
+export const DEFAULT_DP_TIMEOUT_SECONDS = 10;
+
+/**
+ * The wait limit on a CPU adapter (lavapipe), s: a step there takes seconds (a 32-chain
+ * kvwarm stage on the tiny fixture: over 10 s per step with two ranks on two cores), and a
+ * shape's first use compiles its pipelines inside the step.
+ */
+export const CPU_ADAPTER_DP_TIMEOUT_SECONDS = 600;
+
+interface OpenGroup {
+  readonly sync: RankSynchronizer;
+  readonly points: GroupPointSynchronizer;
+  readonly stages: GroupStageSettlement;
+  readonly timeoutSeconds: number;
+}
+
 /** One rank of a group of two or more (see the module doc above). */
 export class DpRank {
   /** This rank's identity. */
   readonly identity: RankIdentity;
   /** How its adapter was chosen. */
   readonly gpu: GpuAssignment;
-  /** The point synchronizer over the group. */
-  readonly points: GroupPointSynchronizer;
-  /** The kvwarm stage round over the group. */
-  readonly stages: GroupStageSettlement;
-  readonly #sync: RankSynchronizer;
-  readonly #timeoutSeconds: number;
+  readonly #o: DpRankOptions;
   readonly #spinMs: number;
-  readonly #log: (line: string) => void;
+  #group: OpenGroup | null = null;
   #envelope: DpCapacity | null = null;
   #negotiated: DpCapacity | null = null;
   #idle: DpRoundStats | null = null;
@@ -113,29 +132,22 @@ export class DpRank {
   private constructor(
     identity: RankIdentity,
     gpu: GpuAssignment,
-    sync: RankSynchronizer,
     o: DpRankOptions,
     spinMs: number,
   ) {
     this.identity = identity;
     this.gpu = gpu;
-    this.#sync = sync;
-    this.points = new GroupPointSynchronizer(sync, (err) => {
-      const why = peerInterrupt(err);
-      if (why !== null) this.onPeerInterrupt?.(why);
-    });
-    this.stages = new GroupStageSettlement(this.points);
-    this.#timeoutSeconds = o.timeoutSeconds;
+    this.#o = o;
     this.#spinMs = spinMs;
-    this.#log = o.log;
   }
 
   /**
-   * This process's rank, or null when it is a group of one. Throws a `DpError` (code
-   * `config`) on an inconsistent identity or a socket that cannot be opened, and a
-   * `GpuAssignmentError` on a GPU selection this host cannot make.
+   * This process's rank, or null when it is a group of one; its GPU selection is set in
+   * the environment (before the adapter is opened). No socket yet: {@link open}. Throws a
+   * `DpError` (code `config`) on an inconsistent identity and a `GpuAssignmentError` on a
+   * GPU selection this host cannot make.
    */
-  static async create(o: DpRankOptions): Promise<DpRank | null> {
+  static create(o: DpRankOptions): DpRank | null {
     const identity = resolveRank({ argv: o.argv, env: o.env });
     if (identity.size === 1) return null;
     for (
@@ -144,25 +156,18 @@ export class DpRank {
         o.connectTimeoutSeconds,
       ]] as const
     ) {
-      if (!(Number.isFinite(v) && v > 0)) {
+      if (v !== undefined && !(Number.isFinite(v) && v > 0)) {
         throw new RangeError(`the dp ${name} must be > 0 s, got ${v}`);
       }
     }
     const gpu = assignGpu({ mode: o.gpus, localRank: localRankOf(identity, o.env), env: o.env });
     if (o.applyGpuEnv ?? true) Object.assign(process.env, gpu.env);
     const spinMs = o.spinMs ?? defaultSpinMs(localRanksOf(o.env));
-    const sync = await RankSynchronizer.create(identity, {
-      timeoutMs: o.timeoutSeconds * 1000,
-      connectTimeoutMs: o.connectTimeoutSeconds * 1000,
-      spinMs,
-      log: (line) => o.log(`kvwarm: ${line}`),
-    });
-    const rank = new DpRank(identity, gpu, sync, o, spinMs);
     o.log(
       `dp: rank ${identity.rank} of ${identity.size} (${identity.source}), rank 0 at ` +
         `${identity.masterHost}:${identity.masterPort}; waits spin ${spinMs} ms; ${gpu.note}`,
     );
-    return rank;
+    return new DpRank(identity, gpu, o, spinMs);
   }
 
   /** This rank. */
@@ -173,6 +178,21 @@ export class DpRank {
   /** Ranks in the group. */
   get size(): number {
     return this.identity.size;
+  }
+
+  /** The point synchronizer over the group (once {@link open}). */
+  get points(): GroupPointSynchronizer {
+    return this.#opened().points;
+  }
+
+  /** The kvwarm stage round over the group (once {@link open}). */
+  get stages(): GroupStageSettlement {
+    return this.#opened().stages;
+  }
+
+  #opened(): OpenGroup {
+    if (this.#group === null) throw new Error("the rank's group is not open: call open() first");
+    return this.#group;
   }
 
   /** This rank's artifact beside `out`. */
@@ -186,24 +206,51 @@ export class DpRank {
   }
 
   /**
-   * The hello round: returns once every rank has connected. Then
-   * {@link IDLE_BARRIER_ROUNDS} back-to-back barriers measure what a round costs by itself.
+   * Opens this rank's socket (rank 0 binds, the others connect) without waiting for anyone;
+   * idempotent. Every wait for the group is limited to the `timeoutSeconds` option, or by
+   * default {@link DEFAULT_DP_TIMEOUT_SECONDS} ({@link CPU_ADAPTER_DP_TIMEOUT_SECONDS} on a
+   * CPU adapter). A taken port on rank 0 is a `DpError` with code `config`.
+   */
+  async open(adapter: { readonly cpu: boolean } = { cpu: false }): Promise<void> {
+    if (this.#group !== null) return;
+    const o = this.#o;
+    const timeoutSeconds = o.timeoutSeconds ??
+      (adapter.cpu ? CPU_ADAPTER_DP_TIMEOUT_SECONDS : DEFAULT_DP_TIMEOUT_SECONDS);
+    const sync = await RankSynchronizer.create(this.identity, {
+      timeoutMs: timeoutSeconds * 1000,
+      connectTimeoutMs: (o.connectTimeoutSeconds ?? 600) * 1000,
+      spinMs: this.#spinMs,
+      log: (line) => o.log(`kvwarm: ${line}`),
+    });
+    const points = new GroupPointSynchronizer(sync, (err) => {
+      const why = peerInterrupt(err);
+      if (why !== null) this.onPeerInterrupt?.(why);
+    });
+    this.#group = { sync, points, stages: new GroupStageSettlement(points), timeoutSeconds };
+  }
+
+  /**
+   * The hello round ({@link open} first if needed): returns once every rank has connected.
+   * Then {@link IDLE_BARRIER_ROUNDS} back-to-back barriers measure what a round costs by itself.
    */
   async connect(): Promise<void> {
+    await this.open();
+    const { sync } = this.#opened();
     const t0 = performance.now();
-    await this.#sync.connect();
+    await sync.connect();
     const connected = (performance.now() - t0) / 1000;
     const meter = new StepRoundMeter();
     for (let seq = 0; seq < IDLE_BARRIER_ROUNDS; seq++) {
       const t = performance.now();
-      await this.#sync.barrier(seq);
+      await sync.barrier(seq);
       meter.record((performance.now() - t) * 1000);
     }
     const { rounds, mean_us, p50_us, p90_us, max_us } = meter.summary();
     this.#idle = { rounds, mean_us, p50_us, p90_us, max_us };
-    this.#log(
+    this.#o.log(
       `dp: all ${this.size} ranks connected in ${connected.toFixed(1)} s; an idle barrier ` +
-        `round takes ${p50_us.toFixed(0)} µs (median of ${rounds}, p90 ${p90_us.toFixed(0)})`,
+        `round takes ${p50_us.toFixed(0)} µs (median of ${rounds}, p90 ${p90_us.toFixed(0)}); ` +
+        `waits for the group time out after ${this.#group!.timeoutSeconds} s`,
     );
   }
 
@@ -212,16 +259,17 @@ export class DpRank {
    * kvwarm stage round over the group.
    */
   plugins(): Required<Pick<BenchPlugins, "sync" | "negotiate" | "stageSettlement">> {
+    const { sync, points, stages } = this.#opened();
     return {
-      sync: this.points,
-      stageSettlement: this.stages,
+      sync: points,
+      stageSettlement: stages,
       negotiate: async (own, seeder) => {
-        this.points.otherRound();
-        const agreed = await agreeCapacity(this.#sync, own, seeder);
+        points.otherRound();
+        const agreed = await agreeCapacity(sync, own, seeder);
         this.#envelope = agreed.envelope;
         this.#negotiated = agreed.negotiated;
         const n = agreed.negotiated;
-        this.#log(
+        this.#o.log(
           `dp: capacity agreed: ${n.usable_blocks} usable blocks (this rank ` +
             `${agreed.envelope.usable_blocks}), max_model_len ${n.max_model_len}, max_num_seqs ` +
             `${n.max_num_seqs}, max_batched_tokens ${n.max_batched_tokens}; kvwarm ` +
@@ -238,8 +286,9 @@ export class DpRank {
 
   /** The artifact's attention_dp section as of now. */
   section(): AttentionDpSection {
+    const g = this.#group;
     const rounds: Record<string, DpRoundCost> = {};
-    for (const [type, c] of Object.entries(this.#sync.roundCosts())) {
+    for (const [type, c] of Object.entries(g?.sync.roundCosts() ?? {})) {
       if (c) {
         rounds[type] = {
           rounds: c.rounds,
@@ -255,31 +304,40 @@ export class DpRank {
       source: this.identity.source,
       master: `${this.identity.masterHost}:${this.identity.masterPort}`,
       gpu_select: this.gpu.select,
-      timeout_seconds: this.#timeoutSeconds,
+      timeout_seconds: g?.timeoutSeconds ?? this.#o.timeoutSeconds ?? DEFAULT_DP_TIMEOUT_SECONDS,
       spin_ms: this.#spinMs,
       envelope: this.#envelope,
       negotiated: this.#negotiated,
-      step_round: this.points.stepRound(),
+      step_round: g?.points.stepRound() ?? new StepRoundMeter().summary(),
       idle_barrier: this.#idle,
       rounds,
-      stages_settled: [...this.stages.settled()],
+      stages_settled: [...(g?.stages.settled() ?? [])],
       merged_ranks: null,
     };
   }
 
   /** The orderly end: a last round with every rank, then the sockets close. */
   async finish(): Promise<void> {
-    this.points.otherRound();
-    await this.#sync.finish();
+    const { sync, points } = this.#opened();
+    points.otherRound();
+    await sync.finish();
   }
 
-  /** This rank failed: tell every rank (a no-op when the group already failed), then close. */
+  /**
+   * This rank failed: tell every rank (a no-op when the group already failed), then close.
+   * A rank that has not opened its socket yet opens it to tell the others.
+   */
   async abort(reason: unknown): Promise<void> {
-    await this.#sync.abort(reason);
+    try {
+      await this.open();
+    } catch {
+      return; // no socket to tell anyone through; their own timeouts name this rank
+    }
+    await this.#opened().sync.abort(reason);
   }
 
   /** Closes the sockets now. */
   close(): void {
-    this.#sync.close();
+    this.#group?.sync.close();
   }
 }

@@ -5,13 +5,17 @@
  *
  * ```ts
  * import { DpRank } from "../bench/dp/mod.ts";
- * const dp = await DpRank.create({ argv, env: process.env, timeoutSeconds: 10,
- *   connectTimeoutSeconds: 600, gpus: "auto", log: console.error });
+ * const dp = DpRank.create({ argv, env: process.env, gpus: "auto", log: console.error });
  * ```
  */
 export { mergedOutPath, rankOutPath } from "./rank_out_path.ts";
 export { MergeError, mergeRankArtifacts, mergeRankFiles, stepRoundLine } from "./artifact_merge.ts";
-export { DpRank, type DpRankOptions } from "./dp_rank.ts";
+export {
+  CPU_ADAPTER_DP_TIMEOUT_SECONDS,
+  DEFAULT_DP_TIMEOUT_SECONDS,
+  DpRank,
+  type DpRankOptions,
+} from "./dp_rank.ts";
 export { GpuAssignmentError } from "./gpu_assignment.ts";
 export { interruptNotice, peerInterrupt } from "./peer_interrupt.ts";
 export { GroupPointSynchronizer, SKIPPED_WALL } from "./group_point_synchronizer.ts";

@@ -59,7 +59,7 @@ export async function createRanks(
     const lines: string[] = [];
     logs.push(lines);
     ranks.push(
-      (await DpRank.create({
+      (DpRank.create({
         argv: [
           "--dp-rank",
           String(rank),
