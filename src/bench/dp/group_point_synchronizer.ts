@@ -8,7 +8,9 @@
  *   count ARM announced). Every rank then sees the sentinel in the iteration walls: when
  *   every rank skipped, the point is skipped everywhere; a rank that measured a point
  *   another rank skipped fails the group ("ranks are not in lockstep"), so no artifact
- *   holds a group wall that mixes a measurement with a skip.
+ *   holds a group wall that mixes a measurement with a skip. (A rank that skips before
+ *   stepping, e.g. its replica, takes fewer steps than the others: the next round already
+ *   fails as out of lockstep.)
  * - The cost of the per-step barrier, against the steps it ends ({@link StepRoundMeter}).
  *
  * ```ts
