@@ -12,6 +12,7 @@
  * and the tokenizer is left alone. Usage: `deno task fixtures [name...]`; tests call
  * `ensureFixture(name)`.
  */
+import { projectRoot } from "../src/util/project_root.ts";
 import { createHash } from "node:crypto";
 import {
   copyFileSync,
@@ -25,7 +26,6 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
-import { fileURLToPath } from "node:url";
 import { parseModelConfig } from "../src/model/config.ts";
 import { SAFETENSORS_INDEX_FILE, SAFETENSORS_SINGLE_FILE } from "../src/model/checkpoint.ts";
 import { type ExpectedTensor, expectedTensors } from "../src/model/model_tensors.ts";
@@ -46,7 +46,7 @@ import { Rng } from "../src/util/rng.ts";
 /** Bump when the weights this script writes for an unchanged recipe change. */
 const GENERATOR_VERSION = 1;
 
-const root = fileURLToPath(new URL("..", import.meta.url));
+const root = projectRoot();
 
 /** One entry of fixtures/recipes.json. */
 export interface FixtureRecipe {

@@ -11,7 +11,7 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
-import { basename } from "node:path";
+import { basename, join } from "node:path";
 import process from "node:process";
 import { Engine } from "../engine/engine.ts";
 import { describeGpu, type Gpu, openGpu } from "../gpu/device.ts";
@@ -27,6 +27,7 @@ import { ensureFixture } from "../../scripts/fixtures.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
+import { projectRoot } from "../util/project_root.ts";
 import { InputError, runCli } from "./run_cli.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import {
@@ -203,7 +204,7 @@ function stamp(d: Date): string {
 
 function packageVersion(): string {
   try {
-    return JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version;
+    return JSON.parse(readFileSync(join(projectRoot(), "package.json"), "utf8")).version;
   } catch {
     return "unknown";
   }

@@ -11,7 +11,8 @@
  * ```
  */
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { projectRoot } from "../util/project_root.ts";
 
 /** A piece of WGSL and where it came from. */
 export interface WgslSegment {
@@ -26,7 +27,7 @@ export interface WgslSource {
 }
 
 /** The shaders/ folder of this checkout or bundle. */
-export const SHADER_DIR = fileURLToPath(new URL("../../shaders/", import.meta.url));
+export const SHADER_DIR = join(projectRoot(), "shaders") + "/";
 
 const cache = new Map<string, string>();
 

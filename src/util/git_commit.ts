@@ -8,17 +8,19 @@
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { projectRoot } from "./project_root.ts";
 
 export function gitCommit(): string {
   try {
     return execFileSync("git", ["rev-parse", "--short", "HEAD"], {
       encoding: "utf8",
       stdio: ["ignore", "pipe", "ignore"],
-      cwd: new URL("../..", import.meta.url).pathname,
+      cwd: projectRoot(),
     }).trim();
   } catch {
     try {
-      return JSON.parse(readFileSync(new URL("../../BUNDLE_INFO", import.meta.url), "utf8")).commit;
+      return JSON.parse(readFileSync(join(projectRoot(), "BUNDLE_INFO"), "utf8")).commit;
     } catch {
       return "unknown";
     }
