@@ -36,7 +36,7 @@ import { gridDigest, planPoints } from "./plan.ts";
 import { pointKey } from "./point.ts";
 import { LocalSynchronizer, type PointSynchronizer } from "./point_synchronizer.ts";
 import type { PrefixSeeder } from "./prefix_seeder.ts";
-import { setupKvwarm } from "./kvwarm/setup.ts";
+import { decodePreparation, kvwarmUnobserved, setupKvwarm } from "./kvwarm/setup.ts";
 import type { StageSettlement } from "./kvwarm/stage_settlement.ts";
 import { type PromptContent, randomContent, textContent, zerosContent } from "./prompt_content.ts";
 import { SaltScheme } from "./salts.ts";
@@ -213,13 +213,15 @@ export class BenchRun {
       const decodeSeeder = plugins.decodeSeeder ?? kvwarm.decodeSeeder;
       const prefixSeeder = plugins.prefixSeeder ?? kvwarm.prefixSeeder;
       b.kvwarm = plugins.decodeSeeder ? () => decodeSeeder.section() : kvwarm.section;
-      b.decodePreparation = kvwarm.decodePreparation;
       b.prefillPreparation = kvwarm.prefillPreparation;
-      b.unobservedExtra = kvwarm.unobserved;
       if (plugins.negotiate) {
         b.capacity = capacity = await plugins.negotiate(capacity, decodeSeeder);
       }
-      const { decode, prefill } = this.#points(capacity, decodeSeeder.section().enabled);
+      // real KV as the group agreed it (a peer may have turned it off)
+      const kvwarmOn = decodeSeeder.section().enabled;
+      b.decodePreparation = decodePreparation(kvwarmOn);
+      b.unobservedExtra = kvwarmUnobserved(kvwarmOn);
+      const { decode, prefill } = this.#points(capacity, kvwarmOn);
       const planned = planPoints(decode, prefill, decodeSeeder, prefixSeeder, o.policy);
       if (o.manifest) this.#checkExplicit(planned.map((p) => p.point), capacity, o.policy);
       b.planned = planned;

@@ -62,12 +62,20 @@ export interface KvwarmSetup {
   readonly prefixSeeder: PrefixSeeder;
   /** The artifact's kvwarm section (decode seeder's, with the prefix seeder's counters). */
   readonly section: () => KvwarmSection;
-  /** measurement_protocol.preparation.decode. */
-  readonly decodePreparation: string;
   /** measurement_protocol.preparation.prefill_kv_read. */
   readonly prefillPreparation: string;
-  /** What no timed sample holds, beyond the protocol's list. */
-  readonly unobserved: readonly string[];
+}
+
+/** measurement_protocol.preparation.decode with real KV on (`kvwarm`) or off. */
+export function decodePreparation(kvwarm: boolean): string {
+  return kvwarm
+    ? "kvwarm_shadow_untimed (real_kv), fake_kv_injection_untimed (fake_fallback)"
+    : "fake_kv_injection_untimed";
+}
+
+/** What no timed sample holds beyond the protocol's own list, with real KV on or off. */
+export function kvwarmUnobserved(kvwarm: boolean): readonly string[] {
+  return kvwarm ? ["kvwarm_stage"] : [];
 }
 
 /** Probes the gate and builds the seeders (see the module doc above). */
@@ -114,10 +122,6 @@ export function setupKvwarm(o: KvwarmSetupOptions): KvwarmSetup {
       ...decodeSeeder.section(),
       prefill_real_seed: real?.stats() ?? prefillRealSeedIdle(false),
     }),
-    decodePreparation: gate.eligible
-      ? "kvwarm_shadow_untimed (real_kv), fake_kv_injection_untimed (fake_fallback)"
-      : "fake_kv_injection_untimed",
     prefillPreparation: real ? "real_prefix_staged_warm_shot_exact_hit" : "fake_prefix_exact_hit",
-    unobserved: gate.eligible ? ["kvwarm_stage"] : [],
   };
 }
