@@ -8,8 +8,8 @@ import { defineParams } from "./params.ts";
 
 const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
 
-/** Staged form: 32 weight rows a workgroup, 8 invocations a row, 32 x rows, 128-wide chunks. */
-const STAGED = { WG: 256, RPW: 32, KP: 8, RMAX: 32, KC: 128 } as const;
+/** Staged form: 32 weight rows a workgroup, 8 invocations a row, 16 x rows, 256-wide chunks. */
+const STAGED = { WG: 256, RPW: 32, KP: 8, RMAX: 16, KC: 256 } as const;
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "gemv",

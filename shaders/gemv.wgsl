@@ -23,7 +23,9 @@ fn main(
         }
       }
     }
-    for (var j = 0u; j < MT; j++) {
+    // Only the rows this block holds: each reduction costs barriers.
+    let jn = min(MT, params.m - m0);
+    for (var j = 0u; j < jn; j++) {
       let s = workgroup_sum(acc[j], lid);
       if (lid == 0u && m0 + j < params.m) {
         let at = (m0 + j) * params.n + row;

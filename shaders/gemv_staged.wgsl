@@ -1,10 +1,11 @@
 // y[m, n] (+)= sum_k x[m, k] * w[n, k] for a handful of rows (decode batches): one
 // workgroup per (RPW weight rows, RMAX x rows). The x rows are staged in workgroup memory
 // KC values at a time; KP invocations share a weight row and stream it once per row block
-// with vec4 loads, applying every loaded weight to all staged x rows; the KP partial sums
-// meet in workgroup memory. No subgroup operations.
-var<workgroup> x_sh: array<vec4<f32>, RMAX * KC / 4u>; // [row][k / 4] of the chunk
-var<workgroup> red: array<f32, WG>;
+// with vec4 loads, applying every loaded weight to all staged x rows. The KP partial sums
+// meet in the same workgroup memory afterwards, behind a single barrier. No subgroups.
+const RM4: u32 = RMAX / 4u;
+// Staged x [row][k / 4], then the partial sums [invocation][row / 4].
+var<workgroup> shm: array<vec4<f32>, max(RMAX * KC / 4u, WG * RM4)>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -29,32 +30,36 @@ fn main(
       if (r < nr && kk < nk) {
         v = x[(m0 + r) * k4 + k0 + kk];
       }
-      x_sh[i] = v;
+      shm[i] = v;
     }
     workgroupBarrier();
     if (valid) {
       for (var kk = kp; kk < nk; kk += KP) {
         let wv = vec4<f32>(w[wrow + k0 + kk]);
         for (var r = 0u; r < RMAX; r++) {
-          acc[r] += dot(x_sh[r * kc4 + kk], wv);
+          acc[r] += dot(shm[r * kc4 + kk], wv);
         }
       }
     }
     workgroupBarrier();
   }
-  for (var r = 0u; r < RMAX; r++) {
-    if (r < nr) {
-      red[lid] = acc[r];
-    }
-    workgroupBarrier();
-    if (r < nr && kp == 0u && valid) {
-      var s = 0.0;
-      for (var q = 0u; q < KP; q++) {
-        s += red[lid + q];
+  for (var q = 0u; q < RM4; q++) {
+    shm[lid * RM4 + q] = vec4<f32>(acc[4u * q], acc[4u * q + 1u], acc[4u * q + 2u], acc[4u * q + 3u]);
+  }
+  workgroupBarrier();
+  if (kp == 0u && valid) {
+    for (var q = 0u; q < RM4; q++) {
+      var s = vec4<f32>(0.0);
+      for (var t = 0u; t < KP; t++) {
+        s += shm[(lid + t) * RM4 + q];
       }
-      let at = (m0 + r) * params.n + row;
-      y[at] = select(s, y[at] + s, params.accumulate != 0u);
+      for (var c = 0u; c < 4u; c++) {
+        let r = 4u * q + c;
+        if (r < nr) {
+          let at = (m0 + r) * params.n + row;
+          y[at] = select(s[c], y[at] + s[c], params.accumulate != 0u);
+        }
+      }
     }
-    workgroupBarrier();
   }
 }

@@ -29,7 +29,9 @@ fn main(
         }
       }
     }
-    for (var j = 0u; j < MT; j++) {
+    // Only the rows this block holds: each reduction costs barriers.
+    let jn = min(MT, params.m - m0);
+    for (var j = 0u; j < jn; j++) {
       let s = subgroupAdd(acc[j]);
       if (lane == 0u) {
         sg_partial[lid / sg_size] = s;

@@ -2,10 +2,11 @@
 // columns, work item). The item's act rows (RMAX at a time, expert-sorted) are staged into
 // workgroup memory KC values at a time; KP invocations share an output column and stream
 // its row of w[e] once with vec4 loads, applying every loaded weight to all staged rows;
-// the KP partial sums meet in workgroup memory.
+// the KP partial sums meet in the same workgroup memory behind a single barrier.
 //   y[r, c] = act[r] . w[e, c]
-var<workgroup> a_sh: array<vec4<f32>, RMAX * KC / 4u>; // [row][k / 4] of the chunk
-var<workgroup> red: array<f32, WG>;
+const RM4: u32 = RMAX / 4u;
+// Staged act [row][k / 4], then the partial sums [invocation][row / 4].
+var<workgroup> shm: array<vec4<f32>, max(RMAX * KC / 4u, WG * RM4)>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -39,32 +40,37 @@ fn main(
         if (r < nr && kk < nk) {
           v = act[(r0 + r) * k4 + k0 + kk];
         }
-        a_sh[i] = v;
+        shm[i] = v;
       }
       workgroupBarrier();
       if (valid) {
         for (var kk = kp; kk < nk; kk += KP) {
           let wv = vec4<f32>(w[wrow + k0 + kk]);
           for (var r = 0u; r < RMAX; r++) {
-            acc[r] += dot(a_sh[r * kc4 + kk], wv);
+            acc[r] += dot(shm[r * kc4 + kk], wv);
           }
         }
       }
       workgroupBarrier();
     }
-    for (var r = 0u; r < RMAX; r++) {
-      if (r < nr) {
-        red[lid] = acc[r];
-      }
-      workgroupBarrier();
-      if (r < nr && kp == 0u && valid) {
-        var s = 0.0;
-        for (var q = 0u; q < KP; q++) {
-          s += red[lid + q];
-        }
-        y[(r0 + r) * hidden + col] = s;
-      }
-      workgroupBarrier();
+    for (var q = 0u; q < RM4; q++) {
+      shm[lid * RM4 + q] = vec4<f32>(acc[4u * q], acc[4u * q + 1u], acc[4u * q + 2u], acc[4u * q + 3u]);
     }
+    workgroupBarrier();
+    if (kp == 0u && valid) {
+      for (var q = 0u; q < RM4; q++) {
+        var s = vec4<f32>(0.0);
+        for (var t = 0u; t < KP; t++) {
+          s += shm[(lid + t) * RM4 + q];
+        }
+        for (var c = 0u; c < 4u; c++) {
+          let r = 4u * q + c;
+          if (r < nr) {
+            y[(r0 + r) * hidden + col] = s[c];
+          }
+        }
+      }
+    }
+    workgroupBarrier();
   }
 }

@@ -2,11 +2,12 @@
 // one workgroup per (RPW act columns, work item). The item's token rows (RMAX at a time)
 // are staged into workgroup memory KC values at a time, gathered through sorted_token;
 // KP invocations share a column and stream its gate row and up row of w[e] once with
-// vec4 loads (8 consecutive invocations read 64 contiguous bytes), applying every loaded
-// weight to all staged rows; the KP partial sums meet in workgroup memory.
+// vec4 loads, applying every loaded weight to all staged rows; the KP partial sums meet
+// in the same workgroup memory behind a single barrier.
 //   act[r, c] = silu(x[tok(r)] . w[e, c]) * (x[tok(r)] . w[e, inter + c])
-var<workgroup> x_sh: array<vec4<f32>, RMAX * KC / 4u>; // [row][k / 4] of the chunk
-var<workgroup> red: array<f32, 2u * WG>; // gate, up partials per invocation
+const RM4: u32 = RMAX / 4u;
+// Staged x [row][k / 4], then the partial sums [invocation][gate rows / 4, up rows / 4].
+var<workgroup> shm: array<vec4<f32>, max(RMAX * KC / 4u, 2u * WG * RM4)>;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -42,7 +43,7 @@ fn main(
         if (r < nr && kk < nk) {
           v = x[sorted_token[r0 + r] * k4 + k0 + kk];
         }
-        x_sh[i] = v;
+        shm[i] = v;
       }
       workgroupBarrier();
       if (valid) {
@@ -50,7 +51,7 @@ fn main(
           let wg = vec4<f32>(w[grow + k0 + kk]);
           let wu = vec4<f32>(w[urow + k0 + kk]);
           for (var r = 0u; r < RMAX; r++) {
-            let xv = x_sh[r * kc4 + kk];
+            let xv = shm[r * kc4 + kk];
             acc_g[r] += dot(xv, wg);
             acc_u[r] += dot(xv, wu);
           }
@@ -58,22 +59,28 @@ fn main(
       }
       workgroupBarrier();
     }
-    for (var r = 0u; r < RMAX; r++) {
-      if (r < nr) {
-        red[2u * lid] = acc_g[r];
-        red[2u * lid + 1u] = acc_u[r];
-      }
-      workgroupBarrier();
-      if (r < nr && kp == 0u && valid) {
-        var g = 0.0;
-        var u = 0.0;
-        for (var q = 0u; q < KP; q++) {
-          g += red[2u * (lid + q)];
-          u += red[2u * (lid + q) + 1u];
-        }
-        act[(r0 + r) * inter + col] = g / (1.0 + exp(-g)) * u;
-      }
-      workgroupBarrier();
+    for (var q = 0u; q < RM4; q++) {
+      shm[lid * 2u * RM4 + q] = vec4<f32>(acc_g[4u * q], acc_g[4u * q + 1u], acc_g[4u * q + 2u], acc_g[4u * q + 3u]);
+      shm[lid * 2u * RM4 + RM4 + q] = vec4<f32>(acc_u[4u * q], acc_u[4u * q + 1u], acc_u[4u * q + 2u], acc_u[4u * q + 3u]);
     }
+    workgroupBarrier();
+    if (kp == 0u && valid) {
+      for (var q = 0u; q < RM4; q++) {
+        var g = vec4<f32>(0.0);
+        var u = vec4<f32>(0.0);
+        for (var t = 0u; t < KP; t++) {
+          g += shm[(lid + t) * 2u * RM4 + q];
+          u += shm[(lid + t) * 2u * RM4 + RM4 + q];
+        }
+        let a = g / (vec4<f32>(1.0) + exp(-g)) * u;
+        for (var c = 0u; c < 4u; c++) {
+          let r = 4u * q + c;
+          if (r < nr) {
+            act[(r0 + r) * inter + col] = a[c];
+          }
+        }
+      }
+    }
+    workgroupBarrier();
   }
 }
