@@ -9,8 +9,8 @@
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -124,6 +124,21 @@ test("deno task bench --dp 2: two rank processes in lockstep; per-rank artifacts
     assert.equal(a0.attention_dp!.stages_settled, a1.attention_dp!.stages_settled);
     assert.is(a0.kvwarm.settlement, "group");
   }
+  // deno task bench-merge gives the same merged view from the per-rank files
+  rmSync(join(w.dir, "run_merged.json"));
+  const m = spawnSync(deno, ["run", "-A", "src/cli/bench_merge.ts", "--out", w.out, "--dp", "2"], {
+    cwd: root,
+    encoding: "utf8",
+  });
+  assert.is(m.status, 0, m.stderr);
+  assert.equal(read(join(w.dir, "run_merged.json")), merged);
+  assert.match(m.stdout, /rank 1: complete \(complete\), 3 points/);
+  const missing = spawnSync(deno, ["run", "-A", "src/cli/bench_merge.ts", "--out", w.out], {
+    cwd: root,
+    encoding: "utf8",
+  });
+  assert.is(missing.status, 2);
+  assert.match(missing.stderr, /--dp is required/);
   console.log(
     `    (lavapipe, 2 ranks on one software adapter) ` +
       stdout.split("\n").filter((l) => /^rank \d: per-step/.test(l)).join("\n    "),
