@@ -137,7 +137,8 @@ export async function launchRanks(o: LaunchOptions): Promise<number> {
     }
   }
   const master = masterOf(o.argv) ?? `127.0.0.1:${await freePort()}`;
-  const script = fileURLToPath(new URL("./bench.ts", import.meta.url));
+  // The entry point this process runs (src/cli/bench.ts, or a bundled build of it).
+  const script = process.argv[1] ?? fileURLToPath(new URL("./bench.ts", import.meta.url));
   const { command, args } = selfCommand(script);
   o.log(`dp: starting ${o.size} ranks, rank 0 at ${master}; artifacts beside ${o.out}`);
   const children: ChildProcess[] = [];
