@@ -63,6 +63,11 @@ export interface MoeBlockIo {
   readonly wDown: BufferArg;
   /** f32 [tokens, hidden], updated in place: residual += moe(x). */
   readonly residual: BufferArg;
+  /**
+   * Names this buffer set (e.g. the layer) so its bind groups are made once and reused;
+   * without it they are made on every encode.
+   */
+  readonly key?: string;
 }
 
 /** Options of MoeBlock.create. */
@@ -112,6 +117,7 @@ export interface MoeBlockScratch {
 /** One MoE block's pipelines, params and scratch; encode() records its five dispatches. */
 export class MoeBlock {
   private tokens = -1;
+  private readonly bindGroups = new Map<string, GPUBindGroup>();
   private gemmName = "";
   private routerGrid: readonly number[] = [];
   private combineGrid: readonly number[] = [];
@@ -286,7 +292,15 @@ export class MoeBlock {
       grid?: readonly number[],
     ) => {
       pass.setPipeline(pipe.pipeline);
-      pass.setBindGroup(0, makeBindGroup(gpu, pipe, p, b));
+      const cacheKey = io.key === undefined
+        ? null
+        : `${pipe.kernel.name}/${pipe.variant.name}/${io.key}`;
+      let group = cacheKey === null ? undefined : this.bindGroups.get(cacheKey);
+      if (!group) {
+        group = makeBindGroup(gpu, pipe, p, b);
+        if (cacheKey !== null) this.bindGroups.set(cacheKey, group);
+      }
+      pass.setBindGroup(0, group);
       if (grid) pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
     };
     run(pipes.router, params.router, {

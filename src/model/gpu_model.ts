@@ -629,6 +629,7 @@ export class GpuModel implements ForwardModel {
           wGateUp: w.gateUp,
           wDown: w.down,
           residual: b.x,
+          key: `l${l}`,
         });
         const r = this.routingStep;
         if (r) {
