@@ -6,6 +6,7 @@
 #   scripts/gpu_evidence.sh OUTDIR bench kvwarm         # one H200
 #   scripts/gpu_evidence.sh OUTDIR fidelity             # one H200
 #   scripts/gpu_evidence.sh OUTDIR dp                   # two H200s in one host
+# EVIDENCE_PEER=off skips the PyTorch peer (perf then compares with GPU.md's peer figures).
 # Every stage writes its logs and JSON under OUTDIR and never stops the next stage.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_evidence.sh OUTDIR STAGE...}
@@ -16,45 +17,71 @@ bundle="$root/dist/webfpm-linux-x64.tar"
 [ -f "$bundle" ] || { echo "no bundle at $bundle (deno task bundle)" >&2; exit 2; }
 unpack=${TMPDIR:-/tmp}/webfpm-evidence
 mkdir -p "$unpack" && tar xf "$bundle" -C "$unpack"
-run() { "$unpack/webfpm/run" "$@"; }
-model=synthetic:qwen3-30b-a3b
+# Each command is bounded (seconds, EVIDENCE_LIMIT, default 240) so one stuck command
+# cannot eat the lent machine's call; what it wrote so far stays under OUTDIR.
+limit=${EVIDENCE_LIMIT:-240}
+run() { timeout -k 10 "$limit" "$unpack/webfpm/run" "$@"; }
+# bench's own soft timeout (checked between points), and the hard bound above it
+bench_s=${EVIDENCE_BENCH_S:-150}
+run_bench() { timeout -k 10 $((bench_s + 90)) "$unpack/webfpm/run" bench --timeout "$bench_s" "$@"; }
+model=${EVIDENCE_MODEL:-synthetic:qwen3-30b-a3b}
 log() { printf '\n=== %s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+# --peer only where the peer wrote its file (no PyTorch or no CUDA: GPU.md's figures).
+peer() { [ -s "$1" ] && printf -- '--peer\n%s\n' "$1"; }
+export PYTHONUNBUFFERED=1
 
 for stage in "$@"; do
   case "$stage" in
     validate)
       log "validate (every kernel, every variant)"
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt" 2>&1
-      run validate --json "$out/validate.json" 2>&1 | tee "$out/validate.txt" | tail -15
+      # Tensor-core (subgroup-matrix) forms apart and last, with a short bound: one of their
+      # earlier forms hung the H200. Later stages leave them out unless they all passed.
+      WEBFPM_NO_SUBGROUP_MATRIX=1 run validate --json "$out/validate.json" 2>&1 |
+        tee "$out/validate.txt" | tail -8
+      if limit=${EVIDENCE_SGMAT_LIMIT:-120} run validate --variant f16-sgmat \
+        --json "$out/validate-sgmat.json" >"$out/validate-sgmat.txt" 2>&1; then
+        echo "subgroup-matrix forms: all pass"
+      else
+        echo "subgroup-matrix forms failed or hung (rc $?): left out of later stages"
+        export WEBFPM_NO_SUBGROUP_MATRIX=1
+      fi
+      tail -25 "$out/validate-sgmat.txt"
       ;;
     perf)
       log "PyTorch peer (decode, CUDA graphs) and webfpm perf-decode"
-      python3 scripts/peers/torch_moe_peer.py decode --out "$out/peer-decode.json" 2>&1 | tail -8
-      run perf-decode --model $model --kv-cache-gb 40 --peer "$out/peer-decode.json" \
+      [ "${EVIDENCE_PEER:-on}" = on ] && timeout -k 10 "$limit" python3 \
+        scripts/peers/torch_moe_peer.py decode --out "$out/peer-decode.json" 2>&1 |
+        tee "$out/peer-decode.txt" | tail -8
+      mapfile -t p < <(peer "$out/peer-decode.json")
+      run perf-decode --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-40} "${p[@]}" \
         --json "$out/h200-decode.json" --profile 64x1024 --profile-json "$out/profile-64x1024.json" \
         2>&1 | tee "$out/perf-decode.txt" | tail -40
       log "PyTorch peer (prefill) and webfpm perf-prefill"
-      python3 scripts/peers/torch_moe_peer.py prefill --out "$out/peer-prefill.json" 2>&1 | tail -5
-      run perf-prefill --model $model --kv-cache-gb 20 --peer "$out/peer-prefill.json" \
+      [ "${EVIDENCE_PEER:-on}" = on ] && timeout -k 10 "$limit" python3 \
+        scripts/peers/torch_moe_peer.py prefill --out "$out/peer-prefill.json" 2>&1 |
+        tee "$out/peer-prefill.txt" | tail -5
+      mapfile -t p < <(peer "$out/peer-prefill.json")
+      run perf-prefill --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-20} "${p[@]}" \
         --json "$out/h200-prefill.json" 2>&1 | tee "$out/perf-prefill.txt" | tail -12
       ;;
     bench)
       log "bench: generated decode and prefill grids, twice (repeatability)"
       for i in 1 2; do
-        run bench --model $model --mode agg --kv-cache-gb 60 --kvwarm off --timeout 200 \
+        run_bench --model $model --mode agg --kv-cache-gb ${EVIDENCE_KV_GB:-60} --kvwarm off \
           --out "$out/bench-fake-$i.json" 2>&1 | tee "$out/bench-fake-$i.txt" | tail -6
       done
       ;;
     kvwarm)
       log "bench: decode grid with real-KV seeding (kvwarm on), text content"
-      run bench --model $model --mode decode --kv-cache-gb 60 --kvwarm on --content text \
-        --timeout 400 --out "$out/bench-real.json" 2>&1 | tee "$out/bench-real.txt" | tail -12
+      run_bench --model $model --mode decode --kv-cache-gb ${EVIDENCE_KV_GB:-60} --kvwarm on --content text \
+        --out "$out/bench-real.json" 2>&1 | tee "$out/bench-real.txt" | tail -12
       ;;
     fidelity)
       log "served traffic: trace, replay, fidelity of the real-KV and fake-KV libraries"
       run trace-gen --out "$out/trace.jsonl" --requests 300 2>&1 | tail -2
       run replay --model $model --trace "$out/trace.jsonl" --out "$out/served.jsonl" \
-        --kv-cache-gb 60 2>&1 | tail -4
+        --kv-cache-gb ${EVIDENCE_KV_GB:-60} 2>&1 | tail -4
       for lib in real fake-1; do
         [ -f "$out/bench-$lib.json" ] || continue
         run fidelity --library "$out/bench-$lib.json" --served "$out/served.jsonl" \
@@ -64,7 +91,7 @@ for stage in "$@"; do
     dp)
       log "two ranks in lockstep (one GPU each where the host has two)"
       nvidia-smi -L >"$out/gpus.txt" 2>&1
-      run bench --model $model --mode decode --kv-cache-gb 40 --dp 2 --timeout 300 \
+      run_bench --model $model --mode decode --kv-cache-gb ${EVIDENCE_KV_GB:-40} --dp 2 \
         --out "$out/bench-dp.json" 2>&1 | tee "$out/bench-dp.txt" | tail -20
       ;;
     *)

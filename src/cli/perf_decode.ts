@@ -43,7 +43,7 @@ const SPEC = {
   },
   peer: {
     type: "string",
-    help: "JSON written by scripts/peers/torch_decode.py in the same session",
+    help: "JSON written by scripts/peers/torch_moe_peer.py decode in the same session",
   },
   json: { type: "string", help: "write the points as JSON (benchmarks/h200-decode.json format)" },
   gemvMaxRows: {

@@ -94,6 +94,7 @@ export interface OpenGpuOptions {
   noF16?: boolean;
   /** Refuse subgroups / subgroup matrices even where offered. */
   noSubgroups?: boolean;
+  /** Refuse subgroup matrices (tensor cores) only. Default: env WEBFPM_NO_SUBGROUP_MATRIX=1. */
   noSubgroupMatrix?: boolean;
 }
 
@@ -133,7 +134,9 @@ export async function openGpu(options: OpenGpuOptions = {}): Promise<Gpu> {
     refused.add("subgroups");
     refused.add("chromium-experimental-subgroup-matrix");
   }
-  if (options.noSubgroupMatrix) refused.add("chromium-experimental-subgroup-matrix");
+  const noSubgroupMatrix = options.noSubgroupMatrix ??
+    process.env.WEBFPM_NO_SUBGROUP_MATRIX === "1";
+  if (noSubgroupMatrix) refused.add("chromium-experimental-subgroup-matrix");
   const requiredFeatures = WANTED_FEATURES.filter((f) => offered.has(f) && !refused.has(f));
 
   const requiredLimits: Record<string, number> = {};
@@ -173,7 +176,14 @@ export async function openGpu(options: OpenGpuOptions = {}): Promise<Gpu> {
     }))
     : [];
   if (process.env.WEBFPM_DEBUG_ADAPTER) {
-    console.error("adapter.info:", adapter.info, "device.adapterInfo:", info, "configs:", rawConfigs);
+    console.error(
+      "adapter.info:",
+      adapter.info,
+      "device.adapterInfo:",
+      info,
+      "configs:",
+      rawConfigs,
+    );
   }
   const limits: Record<string, number> = {};
   const deviceLimits = device.limits as unknown as Record<string, number>;
