@@ -15,7 +15,7 @@ mkdir -p "$out"
 root=$(pwd)
 bundle="$root/dist/webfpm-linux-x64.tar"
 [ -f "$bundle" ] || { echo "no bundle at $bundle (deno task bundle)" >&2; exit 2; }
-unpack=${TMPDIR:-/tmp}/webfpm-evidence
+unpack=${TMPDIR:-/tmp}/webfpm-evidence-$$
 mkdir -p "$unpack" && tar xf "$bundle" -C "$unpack"
 # Each command is bounded (seconds, EVIDENCE_LIMIT, default 240) so one stuck command
 # cannot eat the lent machine's call; what it wrote so far stays under OUTDIR.
@@ -29,6 +29,14 @@ log() { printf '\n=== %s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 # --peer only where the peer wrote its file (no PyTorch or no CUDA: GPU.md's figures).
 peer() { [ -s "$1" ] && printf -- '--peer\n%s\n' "$1"; }
 export PYTHONUNBUFFERED=1
+# EVIDENCE_GPU=N: this run on NVIDIA GPU N only (two runs side by side on a two-GPU host),
+# through the bundle's device-select layer, as bench --dp picks a GPU per rank.
+if [ -n "${EVIDENCE_GPU:-}" ]; then
+  bus=$(nvidia-smi -i "$EVIDENCE_GPU" --query-gpu=pci.bus_id --format=csv,noheader | tr A-F a-f)
+  IFS=':.' read -r dom b d f <<<"$bus"
+  export DRI_PRIME="pci-${dom: -4}_${b}_${d}_${f}!"
+  echo "GPU $EVIDENCE_GPU ($bus): DRI_PRIME=$DRI_PRIME"
+fi
 
 for stage in "$@"; do
   case "$stage" in
@@ -67,7 +75,7 @@ for stage in "$@"; do
       ;;
     bench)
       log "bench: generated decode and prefill grids, twice (repeatability)"
-      for i in 1 2; do
+      for i in $(seq "${EVIDENCE_BENCH_RUNS:-2}"); do
         run_bench --model $model --mode agg --kv-cache-gb ${EVIDENCE_KV_GB:-60} --kvwarm off \
           --out "$out/bench-fake-$i.json" 2>&1 | tee "$out/bench-fake-$i.txt" | tail -6
       done
@@ -79,7 +87,7 @@ for stage in "$@"; do
       ;;
     fidelity)
       log "served traffic: trace, replay, fidelity of the real-KV and fake-KV libraries"
-      run trace-gen --out "$out/trace.jsonl" --requests 300 2>&1 | tail -2
+      run trace-gen --out "$out/trace.jsonl" --requests "${EVIDENCE_REQUESTS:-300}" 2>&1 | tail -2
       run replay --model $model --trace "$out/trace.jsonl" --out "$out/served.jsonl" \
         --kv-cache-gb ${EVIDENCE_KV_GB:-60} 2>&1 | tail -4
       for lib in real fake-1; do

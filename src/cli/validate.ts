@@ -4,7 +4,7 @@
  * Exit code 1 on any failure, 2 when there is no adapter or an unknown kernel is named.
  */
 import process from "node:process";
-import { writeFileSync } from "node:fs";
+import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { kernelByName, KERNELS } from "../../kernels/index.ts";
 import { unsupportedReason } from "../../kernels/kernel.ts";
@@ -51,6 +51,16 @@ await runCli(async () => {
   console.log("");
   const rows: ValidationRow[] = [];
   const notes: string[] = [];
+  const t0 = performance.now();
+  // The JSON report is rewritten (atomically) after every row: complete=false until the end.
+  const writeReport = (complete: boolean) =>
+    writeJsonAtomic(userPath(opts.json!), {
+      adapter: gpu.adapter,
+      features: [...gpu.features],
+      subgroupMatrixConfigs: gpu.subgroupMatrixConfigs,
+      complete,
+      rows,
+    });
   for (const module of modules) {
     for (const variant of module.spec.variants) {
       if (opts.variant && !opts.variant.includes(variant.name)) continue;
@@ -84,13 +94,15 @@ await runCli(async () => {
           });
         }
         const r = rows[rows.length - 1];
-        if (process.stderr.isTTY) {
-          process.stderr.write(
-            `\r${rows.length} rows, last: ${r.kernel} ${r.case} ${r.variant} ${
-              r.pass ? "pass" : "FAIL"
-            }`.padEnd(100),
-          );
-        }
+        const line = `${rows.length} rows, last: ${r.kernel} ${r.case} ${r.variant} ${
+          r.pass ? "pass" : "FAIL"
+        } ${r.gpuUs === null ? "" : r.gpuUs.toFixed(1) + " µs"} (${
+          ((performance.now() - t0) / 1000).toFixed(0)
+        } s)`;
+        // On a terminal one line rewritten; in a log one line per row, so a run that is
+        // stopped (or hangs in a kernel) still says how far it got.
+        process.stderr.write(process.stderr.isTTY ? `\r${line}`.padEnd(100) : `${line}\n`);
+        if (opts.json) writeReport(false);
       }
     }
   }
@@ -129,21 +141,7 @@ await runCli(async () => {
   console.log(
     `\n${rows.length - failed.length} of ${rows.length} rows pass on ${gpu.adapter.description}`,
   );
-  if (opts.json) {
-    writeFileSync(
-      userPath(opts.json),
-      JSON.stringify(
-        {
-          adapter: gpu.adapter,
-          features: [...gpu.features],
-          subgroupMatrixConfigs: gpu.subgroupMatrixConfigs,
-          rows,
-        },
-        null,
-        1,
-      ),
-    );
-  }
+  if (opts.json) writeReport(true);
   gpu.destroy();
   return failed.length ? 1 : 0;
 });
