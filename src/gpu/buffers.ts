@@ -7,6 +7,7 @@
  * const back = new Float32Array(await readBuffer(gpu.device, x, 12));
  * ```
  */
+import { paced } from "./event_pacing.ts";
 import { BufferUsage, MapMode } from "./device.ts";
 
 /** Usage of a buffer that kernels read and write and that may be copied either way. */
@@ -72,7 +73,7 @@ export async function readBuffer(
   const encoder = device.createCommandEncoder();
   encoder.copyBufferToBuffer(buffer, offset, staging, 0, size);
   device.queue.submit([encoder.finish()]);
-  await staging.mapAsync(MapMode.READ);
+  await paced(staging.mapAsync(MapMode.READ));
   const out = staging.getMappedRange().slice(0, bytes);
   staging.unmap();
   staging.destroy();

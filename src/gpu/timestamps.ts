@@ -13,6 +13,7 @@
  */
 import type { Gpu } from "./device.ts";
 import { BufferUsage, MapMode } from "./device.ts";
+import { paced } from "./event_pacing.ts";
 
 /** One timed pass. */
 export interface PassSpan {
@@ -89,7 +90,7 @@ export class PassTimer {
   async read(): Promise<PassSpan[]> {
     const batch = this.pending.shift();
     if (!batch) return [];
-    await batch.read.mapAsync(MapMode.READ);
+    await paced(batch.read.mapAsync(MapMode.READ));
     const ticks = new BigUint64Array(
       batch.read.getMappedRange().slice(0, batch.labels.length * 16),
     );

@@ -24,6 +24,7 @@
  * const tokens = await out.sampled;
  * ```
  */
+import { paced } from "../gpu/event_pacing.ts";
 import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage, MapMode } from "../gpu/device.ts";
 import { createStorage, uploadBuffer, writeBuffer } from "../gpu/buffers.ts";
@@ -304,7 +305,7 @@ export class GpuModel implements ForwardModel {
     this.timer.resolve(enc);
     this.gpu.device.queue.submit([enc.finish()]);
     if (routing) this.finishRoutingCapture(routing, plan.tokens);
-    const timing = this.timer.read();
+    const timing = paced(this.timer.read());
     const labels = step.labels;
     const profiled = this.profile;
     if (profiled) {
@@ -312,7 +313,7 @@ export class GpuModel implements ForwardModel {
         spans.map((s, i) => ({ ...s, kernel: labels[i]?.kernel ?? s.label }))
       );
     }
-    const sampled = staging.mapAsync(MapMode.READ).then(() => {
+    const sampled = paced(staging.mapAsync(MapMode.READ)).then(() => {
       const out = new Int32Array(
         staging.getMappedRange(0, Math.max(4, rows * 4)).slice(0, rows * 4),
       );
@@ -322,7 +323,7 @@ export class GpuModel implements ForwardModel {
       return out;
     });
     const logits = logitsStaging
-      ? logitsStaging.mapAsync(MapMode.READ).then(() => {
+      ? paced(logitsStaging.mapAsync(MapMode.READ)).then(() => {
         const out = new Float32Array(
           logitsStaging!.getMappedRange().slice(0, rows * this.vocabSize * 4),
         );
@@ -383,7 +384,7 @@ export class GpuModel implements ForwardModel {
     const k = this.config.numExpertsPerTok;
     const moeLayers = this.config.layerKinds.flatMap((kind, l) => (kind === "moe" ? [l] : []));
     this.routingStep = null;
-    buffer.mapAsync(MapMode.READ).then(() => {
+    paced(buffer.mapAsync(MapMode.READ)).then(() => {
       const all = new Int32Array(buffer.getMappedRange().slice(0));
       buffer.destroy();
       observer({

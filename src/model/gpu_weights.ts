@@ -9,6 +9,7 @@
  * const synthetic = await GpuWeights.synthetic(gpu, syntheticConfig("synthetic:qwen3-30b-a3b"), "f16");
  * ```
  */
+import { paced } from "../gpu/event_pacing.ts";
 import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage } from "../gpu/device.ts";
 import { writeBuffer } from "../gpu/buffers.ts";
@@ -135,13 +136,13 @@ export class GpuWeights {
           gpu.device.queue.submit([enc.finish()]);
           queued += count;
           if (queued > 1 << 28) {
-            await gpu.device.queue.onSubmittedWorkDone();
+            await paced(gpu.device.queue.onSubmittedWorkDone());
             queued = 0;
           }
         }
       }
     });
-    await gpu.device.queue.onSubmittedWorkDone();
+    await paced(gpu.device.queue.onSubmittedWorkDone());
     params.destroy();
     return weights;
   }
@@ -368,5 +369,5 @@ async function uploadTensor(
     }
     writeBuffer(gpu.device, buffer, piece.offset + firstElement * es, data);
   }
-  await gpu.device.queue.onSubmittedWorkDone();
+  await paced(gpu.device.queue.onSubmittedWorkDone());
 }

@@ -76,7 +76,14 @@ export function stepCost(config: ModelConfig, dtype: "f16" | "f32", shape: StepS
     c.flops += flops;
     costs.set(label, c);
   };
-  const linear = (label: string, layers: number, rows: number, n: number, kk: number, acc: boolean) =>
+  const linear = (
+    label: string,
+    layers: number,
+    rows: number,
+    n: number,
+    kk: number,
+    acc: boolean,
+  ) =>
     add(
       `linear ${label}`,
       layers,
@@ -147,7 +154,8 @@ export function stepCost(config: ModelConfig, dtype: "f16" | "f32", shape: StepS
       denseMlpWeights,
       kvRead,
       lmHead,
-      activations: totalBytes - attentionWeights - expertWeights - denseMlpWeights - kvRead - lmHead,
+      activations: totalBytes - attentionWeights - expertWeights - denseMlpWeights - kvRead -
+        lmHead,
     },
   };
 }

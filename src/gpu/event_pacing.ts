@@ -1,0 +1,65 @@
+/**
+ * Paces the event loop while GPU results are awaited under Deno.
+ *
+ * dawn.node fires its callbacks (mapAsync, onSubmittedWorkDone) from a loop that re-queues
+ * itself with setImmediate and makes a new native function for every turn. Under Deno every
+ * such function leaves a N-API finalizer that Deno releases one at a time from the front of
+ * a vector: after a few seconds of waiting on a busy GPU, tens of thousands of them pile up
+ * and releasing them costs quadratic time. Measured: 30 s stalls between a step's completion
+ * and the arrival of its output (a B256 decode step of 0.6 s on the H200; the same on
+ * lavapipe), which made bench wall times nonsense. Node releases them cheaply and needs none
+ * of this.
+ *
+ * While anything is awaited through {@link paced}, each turn of the event loop is held for
+ * at most {@link TURN_MS} (so the loop turns a few thousand times a second, not hundreds of
+ * thousands), and when `gc` is exposed (`--v8-flags=--expose-gc`, as the deno tasks run)
+ * a collection at most every {@link GC_EVERY_MS}, at the first turn of a wait (just after a
+ * submit, while the GPU is busy) or during a long one, keeps the pile short. A result is
+ * seen at most one turn late (plus a collection's time where one falls on its arrival).
+ *
+ * ```ts
+ * const out = await paced(staging.mapAsync(GPUMapMode.READ));
+ * ```
+ */
+import process from "node:process";
+import { setImmediate } from "node:timers";
+
+/** Longest hold of one event-loop turn while GPU results are awaited, ms. */
+export const TURN_MS = 0.2;
+/** Waiting time between collections (where `gc` is exposed), ms. */
+export const GC_EVERY_MS = 200;
+
+const isDeno = typeof (globalThis as { Deno?: unknown }).Deno !== "undefined" &&
+  process.env.WEBFPM_EVENT_PACING !== "0";
+const gc = (globalThis as { gc?: () => void }).gc;
+const cell = new Int32Array(new SharedArrayBuffer(4));
+let waiting = 0;
+let running = false;
+let lastGc = 0;
+
+function turn(): void {
+  if (waiting === 0) {
+    running = false;
+    return;
+  }
+  Atomics.wait(cell, 0, 0, TURN_MS);
+  const now = performance.now();
+  if (gc && now - lastGc >= GC_EVERY_MS) {
+    gc();
+    lastGc = performance.now();
+  }
+  setImmediate(turn);
+}
+
+/** `promise`, awaited with the event loop paced (see the module doc); as is outside Deno. */
+export function paced<T>(promise: Promise<T>): Promise<T> {
+  if (!isDeno) return promise;
+  waiting++;
+  if (!running) {
+    running = true;
+    setImmediate(turn);
+  }
+  return promise.finally(() => {
+    waiting--;
+  });
+}
