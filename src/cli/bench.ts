@@ -42,6 +42,12 @@ import {
 import { launchRanks } from "./bench_launcher.ts";
 
 const DEFAULT_FIXTURE = "tiny-qwen3-moe";
+/**
+ * The main job (no --model) is a demonstration that must finish in minutes on the software
+ * driver: requests of up to 1024 tokens, 8 at a time, unless given. (With the fixture's own
+ * limits, 4096 and 32, kvwarm prefills 131k tokens of chains: 9 minutes on lavapipe.)
+ */
+const DEFAULT_JOB_LIMITS = { maxModelLen: 1024, maxNumSeqs: 8 };
 
 const SPEC = {
   model: {
@@ -327,8 +333,9 @@ await runCli(async () => {
       blockSize,
       kvCacheBytes: opts.kvCacheGb === undefined ? undefined : opts.kvCacheGb * 2 ** 30,
       maxNumTokens: opts.maxNumBatchedTokens,
-      maxNumSeqs: opts.maxNumSeqs,
-      maxModelLen: opts.maxModelLen,
+      maxNumSeqs: opts.maxNumSeqs ?? (defaultModel ? DEFAULT_JOB_LIMITS.maxNumSeqs : undefined),
+      maxModelLen: opts.maxModelLen ??
+        (defaultModel ? DEFAULT_JOB_LIMITS.maxModelLen : undefined),
     }, (m) => log(`model: ${m}`));
     // A CPU adapter (lavapipe) runs the step inside queue.submit, so an overlapped next step
     // would hide the previous output's arrival: schedule synchronously there.
