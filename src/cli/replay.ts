@@ -138,14 +138,18 @@ await runCli(async () => {
       (requests[requests.length - 1].arrivalMs / 1000).toFixed(1)
     } s of arrivals`,
   );
+  // Step lines reach the file every 256 steps or 2 s, so a stopped replay keeps its steps.
   let pending = "";
   let lines = 0;
+  let flushedAt = performance.now();
   const result = await serveTrace(engine, requests, {
     onStep: (step) => {
       pending += formatStepLine(step);
-      if (++lines % 256 === 0) {
+      lines++;
+      if (lines % 256 === 0 || performance.now() - flushedAt > 2000) {
         appendFileSync(outPath, pending);
         pending = "";
+        flushedAt = performance.now();
         log(`${lines} steps, ${(step.t_ms / 1000).toFixed(1)} s`);
       }
     },
