@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Collects the figures the issues ask for on a GPU host, through the offline bundle, in
-# stages that each fit one 10-minute call of a lent machine. Run from the repository root
-# with the bundle at dist/webfpm-linux-x64.tar (build it with `deno task bundle`):
-#   scripts/gpu_evidence.sh OUTDIR validate perf       # one H200
-#   scripts/gpu_evidence.sh OUTDIR bench kvwarm         # one H200
-#   scripts/gpu_evidence.sh OUTDIR fidelity             # one H200
-#   scripts/gpu_evidence.sh OUTDIR dp                   # two H200s in one host
+# Collects the figures the issues ask for on a GPU host, through the offline bundle. Run from
+# the repository root with the bundle at dist/webfpm-linux-x64.tar (`deno task bundle`):
+#   scripts/gpu_evidence.sh OUTDIR STAGE...   (stages: validate perf bench kvwarm fidelity dp)
+# On a two-GPU host, scripts/gpu_evidence_pair.sh runs two of these side by side, one per GPU.
+# Seen on the H200 (2026-11-30): validate ~150 s (production-shaped CPU references) plus the
+# tensor-core rows under their own bound; perf ~3 min; bench and kvwarm are bounded by
+# EVIDENCE_BENCH_S (prefill runs at ~2-3k tokens/s today, so real-KV chains are kept short).
 # EVIDENCE_PEER=off skips the PyTorch peer (perf then compares with GPU.md's peer figures).
 # Every stage writes its logs and JSON under OUTDIR and never stops the next stage.
 set -uo pipefail
@@ -33,6 +33,7 @@ export PYTHONUNBUFFERED=1
 # through the bundle's device-select layer, as bench --dp picks a GPU per rank.
 if [ -n "${EVIDENCE_GPU:-}" ]; then
   bus=$(nvidia-smi -i "$EVIDENCE_GPU" --query-gpu=pci.bus_id --format=csv,noheader | tr A-F a-f)
+  [ -n "$bus" ] || { echo "EVIDENCE_GPU=$EVIDENCE_GPU: nvidia-smi names no such GPU" >&2; exit 2; }
   IFS=':.' read -r dom b d f <<<"$bus"
   export DRI_PRIME="pci-${dom: -4}_${b}_${d}_${f}!"
   echo "GPU $EVIDENCE_GPU ($bus): DRI_PRIME=$DRI_PRIME"
@@ -81,8 +82,16 @@ for stage in "$@"; do
       done
       ;;
     kvwarm)
+      log "kvwarm evidence: the same decode points on fake KV and on real KV, router counts"
+      for regime in fake real; do
+        run kvwarm-evidence --regime $regime --model $model --batches 1,8,32 --ctx 1024,4096 \
+          --max-model-len 4200 --kv-cache-gb ${EVIDENCE_KV_GB:-20} --out-dir "$out/kvwarm" \
+          2>&1 | tee "$out/kvwarm-$regime.txt" | tail -4
+      done
+      run kvwarm-evidence --compare --out-dir "$out/kvwarm" 2>&1 | tee "$out/kvwarm-compare.txt"
       log "bench: decode grid with real-KV seeding (kvwarm on), text content"
-      run_bench --model $model --mode decode --kv-cache-gb ${EVIDENCE_KV_GB:-60} --kvwarm on --content text \
+      run_bench --model $model --mode decode --kv-cache-gb ${EVIDENCE_KV_GB:-60} --kvwarm on \
+        --content text --max-num-seqs 32 --max-model-len 4200 \
         --out "$out/bench-real.json" 2>&1 | tee "$out/bench-real.txt" | tail -12
       ;;
     fidelity)

@@ -32,6 +32,7 @@ import { modelTokenizer } from "../src/bench/model_tokenizer.ts";
 import { BenchRun } from "../src/bench/run_bench.ts";
 import { formatTable } from "../src/util/table.ts";
 import { ensureFixture } from "./fixtures.ts";
+import { userPath } from "../src/util/user_path.ts";
 
 const opts = parseArgs("kvwarm_evidence", "fake vs real KV on the same decode points", {
   regime: { type: "string", values: ["fake", "real", "baseline"], help: "the run to do" },
@@ -45,6 +46,8 @@ const opts = parseArgs("kvwarm_evidence", "fake vs real KV on the same decode po
   maxModelLen: { type: "number", integer: true, min: 8, help: "max model length" },
   outDir: { type: "string", default: "tmp/kvwarm-evidence", help: "where the runs go" },
 }, process.argv.slice(2));
+/** Where the runs go, resolved against the folder the user ran from (also through the bundle). */
+const outDir = userPath(opts.outDir);
 
 /** What a run saves beside its artifact. */
 interface Extra {
@@ -111,7 +114,7 @@ async function runOne(regime: string, name: string): Promise<void> {
     };
     const bench = new BenchRun({
       runId: `evidence-${name}`,
-      out: join(opts.outDir, `${name}.json`),
+      out: join(outDir, `${name}.json`),
       mode: "decode",
       manifest: { manifest, path: "evidence.json", sha256: "0".repeat(64) },
       grid: { preset: "full", limits: FULL_GRID },
@@ -136,7 +139,7 @@ async function runOne(regime: string, name: string): Promise<void> {
       wall_seconds: (performance.now() - t0) / 1000,
       experts: Object.fromEntries(artifact.results.map((r) => [r.point_key, experts(r, routing)])),
     };
-    writeFileSync(join(opts.outDir, `${name}.extra.json`), JSON.stringify(extra, null, 1));
+    writeFileSync(join(outDir, `${name}.extra.json`), JSON.stringify(extra, null, 1));
     console.error(`[${name}] ${artifact.status}, ${extra.wall_seconds.toFixed(1)} s`);
   } finally {
     gpu.destroy();
@@ -144,12 +147,12 @@ async function runOne(regime: string, name: string): Promise<void> {
 }
 
 function compare(): void {
-  const runs = readdirSync(opts.outDir).filter((f) => f.endsWith(".extra.json")).map((f) => {
+  const runs = readdirSync(outDir).filter((f) => f.endsWith(".extra.json")).map((f) => {
     const name = f.slice(0, -".extra.json".length);
     const artifact: BenchArtifact = JSON.parse(
-      readFileSync(join(opts.outDir, `${name}.json`), "utf8"),
+      readFileSync(join(outDir, `${name}.json`), "utf8"),
     );
-    const extra: Extra = JSON.parse(readFileSync(join(opts.outDir, f), "utf8"));
+    const extra: Extra = JSON.parse(readFileSync(join(outDir, f), "utf8"));
     return { name, artifact, extra };
   });
   const of = (regime: string) => runs.filter((r) => r.extra.regime === regime);
@@ -212,7 +215,7 @@ function compare(): void {
   }
 }
 
-mkdirSync(opts.outDir, { recursive: true });
+mkdirSync(outDir, { recursive: true });
 if (opts.compare) compare();
 else if (opts.regime) await runOne(opts.regime, opts.name ?? opts.regime);
 else throw new UsageError("give --regime fake|real|baseline or --compare");
