@@ -27,7 +27,33 @@ const SPEC = {
   json: { type: "string", help: "also write the rows as JSON to this file" },
   noF16: { type: "boolean", default: false, help: "refuse shader-f16 (exercise the f32 fallback)" },
   noSubgroups: { type: "boolean", default: false, help: "refuse subgroups and subgroup matrices" },
+  caseTimeout: {
+    type: "number",
+    min: 0,
+    help: "seconds one case may take before it is reported as hung and validate stops " +
+      "(default: 120 on a GPU, 900 on a CPU adapter)",
+  },
 } as const;
+
+/** A case that gave no result in time (a kernel that never ends keeps the GPU busy). */
+class CaseTimeout extends Error {}
+
+/** `work`, or a CaseTimeout after `ms`. */
+function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new CaseTimeout(
+            `no result after ${ms / 1000} s: the kernel may never end on this adapter (${what})`,
+          ),
+        ),
+      ms,
+    );
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
 
 await runCli(async () => {
   const opts = parseArgs(
@@ -61,7 +87,9 @@ await runCli(async () => {
       complete,
       rows,
     });
-  for (const module of modules) {
+  const caseMs = (opts.caseTimeout ?? (gpu.adapter.type === "cpu" ? 900 : 120)) * 1000;
+  let hung: ValidationRow | null = null;
+  cases: for (const module of modules) {
     for (const variant of module.spec.variants) {
       if (opts.variant && !opts.variant.includes(variant.name)) continue;
       const reason = unsupportedReason(gpu, variant);
@@ -73,7 +101,13 @@ await runCli(async () => {
         if (kcase.variants && !kcase.variants.includes(variant.name)) continue;
         if (opts.maxBytes !== undefined && kcase.bytes(variant) > opts.maxBytes) continue;
         try {
-          rows.push(await validateCase(gpu, module, kcase, variant, reps));
+          rows.push(
+            await withTimeout(
+              validateCase(gpu, module, kcase, variant, reps),
+              caseMs,
+              "--case-timeout raises the bound",
+            ),
+          );
         } catch (err) {
           rows.push({
             kernel: module.spec.name,
@@ -103,6 +137,10 @@ await runCli(async () => {
         // stopped (or hangs in a kernel) still says how far it got.
         process.stderr.write(process.stderr.isTTY ? `\r${line}`.padEnd(100) : `${line}\n`);
         if (opts.json) writeReport(false);
+        if (!r.pass && r.firstBad?.startsWith("no result after")) {
+          hung = r;
+          break cases;
+        }
       }
     }
   }
@@ -133,6 +171,12 @@ await runCli(async () => {
       r.tflops === null || r.flops === 0 ? "-" : r.tflops.toFixed(r.tflops < 1 ? 3 : 1),
     ]),
   ));
+  if (hung) {
+    notes.push(
+      `stopped at ${hung.kernel} ${hung.case} ${hung.variant}: it gave no result, so the GPU may ` +
+        `still be running it; the cases after it were not run`,
+    );
+  }
   for (const n of notes) console.log(n);
   const failed = rows.filter((r) => !r.pass);
   for (const r of failed) {
@@ -141,8 +185,9 @@ await runCli(async () => {
   console.log(
     `\n${rows.length - failed.length} of ${rows.length} rows pass on ${gpu.adapter.description}`,
   );
-  if (opts.json) writeReport(true);
-  gpu.destroy();
+  if (opts.json) writeReport(hung === null);
+  // A hung kernel keeps the queue busy: leave the device to the process exit.
+  if (!hung) gpu.destroy();
   return failed.length ? 1 : 0;
 });
 
