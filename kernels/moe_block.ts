@@ -80,10 +80,7 @@ export interface MoeBlockOptions {
 
 /**
  * The grouped-GEMM variant for a step: decode-shaped (staged rows, weights streamed once)
- * when an expert gets few rows on average, the tiled form otherwise. The tensor-core form
- * (f16-sgmat) is never picked here: on the H200 (2026-11-30) it took 1.9 ms for one
- * Qwen3-30B-A3B token and over 90 s for 64 (the tiled and staged forms: 0.1-1.7 ms), so it
- * is chosen only by name (`gemm: "f16-sgmat"`) until it is fixed.
+ * when an expert gets few rows on average, the tiled form otherwise.
  */
 export function moeGemmVariantFor(
   gpu: Gpu,

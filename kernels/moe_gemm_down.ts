@@ -7,9 +7,8 @@
  * Launch with `dispatchWorkgroupsIndirect(dispatch_args, MOE_ARGS_DOWN)` after
  * moe_dispatch (grid x from `spec.grid`, y = work items); a direct launch of `spec.grid`
  * (y = max_items) is equivalent: surplus workgroups return.
- * Variants as moe_gemm_gate_up: f32 / f16 tiled, f16-sg decode-shaped, f16-sgmat
- * prefill-shaped on tensor cores (none on lavapipe; validated on an H200 on the small
- * cases). hidden and inter must be multiples of 4.
+ * Variants as moe_gemm_gate_up: f32 / f16 tiled, f16-sg decode-shaped, f16/f32-staged
+ * (its tensor-core form was removed with gate/up's). hidden and inter must be multiples of 4.
  */
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
@@ -63,12 +62,6 @@ export const spec: KernelSpec<typeof params.fields> = {
       consts: STAGED,
     },
     { name: "f32-staged", dtype: "f32", shader: "moe_gemm_down_staged.wgsl", consts: STAGED },
-    {
-      name: "f16-sgmat",
-      dtype: "f16",
-      subgroupMatrix: { m: 16, n: 16, k: 16 },
-      shader: "moe_gemm_down_subgroup_matrix.wgsl",
-    },
   ],
   grid: (p, v) => [Math.ceil(p.hidden / (v.consts?.RPW ?? 64)), Math.max(1, p.max_items), 1],
 };
@@ -181,7 +174,7 @@ function downCase(
 }
 
 // Production shapes run the f16 forms only (the storage type on GPUs with shader-f16).
-const F16_ONLY = ["f16", "f16-sg", "f16-staged", "f16-sgmat"];
+const F16_ONLY = ["f16", "f16-sg", "f16-staged"];
 
 export const cases = [
   downCase(1, 8, 2, 64, 32, "spread"),
@@ -191,7 +184,7 @@ export const cases = [
   downCase(75, 6, 2, 16, 8, "skewed", "", undefined, 150),
   downCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   downCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
-  downCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16", "f16-sgmat"]),
+  downCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),
   downCase(1, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", F16_ONLY, MOE_BLOCK_M, 3),
   downCase(16, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", F16_ONLY, MOE_BLOCK_M, 3),
 ];
