@@ -75,11 +75,14 @@ for stage in "$@"; do
         --json "$out/h200-prefill.json" 2>&1 | tee "$out/perf-prefill.txt" | tail -12
       ;;
     bench)
-      log "bench: generated decode and prefill grids, twice (repeatability)"
+      log "bench: the smoke grid (decode and prefill) twice (repeatability), then the full grid"
       for i in $(seq "${EVIDENCE_BENCH_RUNS:-2}"); do
-        run_bench --model $model --mode agg --kv-cache-gb ${EVIDENCE_KV_GB:-60} --kvwarm off \
-          --out "$out/bench-fake-$i.json" 2>&1 | tee "$out/bench-fake-$i.txt" | tail -6
+        run_bench --model $model --mode agg --grid smoke --kv-cache-gb ${EVIDENCE_KV_GB:-60} \
+          --kvwarm off --out "$out/bench-smoke-$i.json" 2>&1 | tee "$out/bench-smoke-$i.txt" |
+          tail -14
       done
+      run_bench --model $model --mode agg --kv-cache-gb ${EVIDENCE_KV_GB:-60} --kvwarm off \
+        --out "$out/bench-fake-1.json" 2>&1 | tee "$out/bench-fake-1.txt" | tail -6
       ;;
     kvwarm)
       log "kvwarm evidence: the same decode points on fake KV and on real KV, router counts"
