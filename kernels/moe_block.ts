@@ -83,17 +83,15 @@ export interface MoeBlockOptions {
  * when an expert gets few rows on average, the tiled form otherwise.
  */
 export function moeGemmVariantFor(
-  gpu: Gpu,
   dtype: "f16" | "f32",
   tokens: number,
   topK: number,
   experts: number,
 ): string {
-  const ok = (name: string) => unsupportedReason(gpu, variantByName(gateUp.spec, name)) === null;
   // Decode-shaped: few rows per expert, weight bytes dominate: stream each expert's
   // weights once with the rows staged beside them.
   if ((tokens * topK) / experts <= 16) return `${dtype}-staged`;
-  return ok(dtype) ? dtype : `${dtype}-staged`;
+  return dtype;
 }
 
 type Pipe = KernelPipeline<ParamFields>;
@@ -234,7 +232,7 @@ export class MoeBlock {
       throw new Error(`moe block: tokens = ${tokens} must be in 0..${s.maxTokens}`);
     }
     const names = [...this.pipes.gateUp.keys()];
-    const auto = moeGemmVariantFor(this.gpu, s.dtype, tokens, s.topK, s.experts);
+    const auto = moeGemmVariantFor(s.dtype, tokens, s.topK, s.experts);
     this.gemmName = names.includes(auto) ? auto : names[0];
     const gu = this.pipes.gateUp.get(this.gemmName)!;
     const dn = this.pipes.down.get(this.gemmName)!;

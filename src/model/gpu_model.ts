@@ -300,7 +300,7 @@ export class GpuModel implements ForwardModel {
     this.timer.resolve(enc);
     this.gpu.device.queue.submit([enc.finish()]);
     if (routing) this.finishRoutingCapture(routing, plan.tokens);
-    const timing = paced(this.timer.read());
+    const timing = this.timer.read(); // PassTimer.read paces its own wait
     const labels = step.labels;
     const profiled = this.profile;
     if (profiled) {
