@@ -7,16 +7,21 @@ here=$(cd "$(dirname "$0")" && pwd)
 version=$(cat "$here/VERSION")
 base=${WEBFPM_UNPACK_DIR:-${TMPDIR:-/tmp}/webfpm-$version}
 
+# Several processes may start at once (ranks, side-by-side runs): each unpacks into its own
+# folder and the first to finish renames it into place; the others drop theirs.
 if [ ! -f "$base/.unpacked" ]; then
   command -v xz >/dev/null || { echo "webfpm: the bundle needs 'xz' (xz-utils) to unpack" >&2; exit 1; }
-  rm -rf "$base.part"
-  mkdir -p "$base.part/node_modules/deno"
-  xz -dc "$here/deno.xz" > "$base.part/node_modules/deno/deno"
-  chmod +x "$base.part/node_modules/deno/deno"
-  xz -dc "$here/app.tar.xz" | tar -C "$base.part" -xf -
-  touch "$base.part/.unpacked"
-  rm -rf "$base"
-  mv "$base.part" "$base"
+  part="$base.part.$$"
+  rm -rf "$part"
+  mkdir -p "$part/node_modules/deno"
+  xz -dc "$here/deno.xz" > "$part/node_modules/deno/deno"
+  chmod +x "$part/node_modules/deno/deno"
+  xz -dc "$here/app.tar.xz" | tar -C "$part" -xf -
+  touch "$part/.unpacked"
+  # a folder left by an interrupted unpack (no .unpacked) is never in use: replace it
+  [ -d "$base" ] && [ ! -f "$base/.unpacked" ] && rm -rf "$base"
+  mv -T "$part" "$base" 2>/dev/null || rm -rf "$part"
+  [ -f "$base/.unpacked" ] || { echo "webfpm: could not unpack into $base" >&2; exit 1; }
 fi
 
 nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -26,13 +31,14 @@ fi
 # The bundled Vulkan loader and GL dispatch libraries fill in only what the host lacks.
 missing="$base/lib/missing-on-$(hostname 2>/dev/null || echo host)"
 if [ ! -d "$missing" ]; then
-  mkdir -p "$missing.part"
+  mpart="$missing.part.$$"
+  mkdir -p "$mpart"
   known=$(ldconfig -p 2>/dev/null || true)
   for lib in "$base"/lib/lib*.so*; do
     name=$(basename "$lib")
-    case "$known" in *"$name "*) ;; *) ln -sf "$lib" "$missing.part/$name" ;; esac
+    case "$known" in *"$name "*) ;; *) ln -sf "$lib" "$mpart/$name" ;; esac
   done
-  mv "$missing.part" "$missing" 2>/dev/null || rm -rf "$missing.part"
+  mv -T "$mpart" "$missing" 2>/dev/null || rm -rf "$mpart"
 fi
 export LD_LIBRARY_PATH="$missing${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Mesa's device-select layer: passive unless a rank sets DRI_PRIME to pick its GPU.
