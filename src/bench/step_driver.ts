@@ -13,6 +13,7 @@
  */
 import type { Engine } from "../engine/engine.ts";
 import type { StepObservation } from "../engine/step_observation.ts";
+import { holdCollections } from "../gpu/event_pacing.ts";
 
 /** Callbacks around every step. */
 export interface StepHooks {
@@ -26,8 +27,18 @@ export interface StepHooks {
 export class StepDriver {
   readonly #hooks: StepHooks[] = [];
   #seq = 0;
+  #activePoint: number | null = null;
+
   /** The benchmark_id being measured, or null between points. */
-  activePoint: number | null = null;
+  get activePoint(): number | null {
+    return this.#activePoint;
+  }
+
+  /** Sets the point being measured; while one is, the GPU waits' collections are held. */
+  set activePoint(id: number | null) {
+    this.#activePoint = id;
+    holdCollections(id !== null);
+  }
 
   /** Drives `engine`; `hooks` run in order after every step. */
   constructor(readonly engine: Engine, hooks: readonly StepHooks[] = []) {
