@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Collects the figures the issues ask for on a GPU host, through the offline bundle. Run from
 # the repository root with the bundle at dist/webfpm-linux-x64.tar (`deno task bundle`):
-#   scripts/gpu_evidence.sh OUTDIR STAGE...   (stages: validate perf bench kvwarm fidelity dp)
+#   scripts/gpu_evidence.sh OUTDIR STAGE...
+# stages: validate perf bench kvwarm library fidelity dp (fidelity scores the libraries that
+# kvwarm and library wrote into the same OUTDIR; elsewhere, run `deno task fidelity` later)
 # On a two-GPU host, scripts/gpu_evidence_pair.sh runs two of these side by side, one per GPU.
-# Seen on the H200 (2026-11-30): validate ~150 s (production-shaped CPU references) plus the
-# tensor-core rows under their own bound; perf ~3 min; bench and kvwarm are bounded by
-# EVIDENCE_BENCH_S (prefill runs at ~2-3k tokens/s today, so real-KV chains are kept short).
+# Seen on the H200 (2026-11-30): validate took over 200 s (production-shaped CPU references;
+# EVIDENCE_VALIDATE_LIMIT) plus the tensor-core rows under their own bound; perf ~3 min; bench
+# runs are bounded by EVIDENCE_BENCH_S (prefill runs at ~2-3k tokens/s today, so the sweeps
+# use the medium grid within EVIDENCE_SEQS requests and EVIDENCE_LEN tokens).
 # EVIDENCE_PEER=off skips the PyTorch peer (perf then compares with GPU.md's peer figures).
 # Every stage writes its logs and JSON under OUTDIR and never stops the next stage.
 set -uo pipefail
@@ -25,6 +28,10 @@ run() { timeout -k 10 "$limit" "$unpack/webfpm/run" "$@"; }
 bench_s=${EVIDENCE_BENCH_S:-150}
 run_bench() { timeout -k 10 $((bench_s + 90)) "$unpack/webfpm/run" bench --timeout "$bench_s" "$@"; }
 model=${EVIDENCE_MODEL:-synthetic:qwen3-30b-a3b}
+# The engine limits of the library, the served replay and the sweeps (so their domains agree).
+seqs=${EVIDENCE_SEQS:-32}
+len=${EVIDENCE_LEN:-2600}
+limits="--max-num-seqs $seqs --max-model-len $len --max-num-batched-tokens ${EVIDENCE_TOKENS:-2048}"
 log() { printf '\n=== %s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 # --peer only where the peer wrote its file (no PyTorch or no CUDA: GPU.md's figures).
 peer() { [ -s "$1" ] && printf -- '--peer\n%s\n' "$1"; }
@@ -46,7 +53,8 @@ for stage in "$@"; do
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt" 2>&1
       # Tensor-core (subgroup-matrix) forms apart and last, with a short bound: one of their
       # earlier forms hung the H200. Later stages leave them out unless they all passed.
-      WEBFPM_NO_SUBGROUP_MATRIX=1 run validate --json "$out/validate.json" 2>&1 |
+      # production-shaped CPU references take minutes in TypeScript: a longer bound
+      WEBFPM_NO_SUBGROUP_MATRIX=1 limit=${EVIDENCE_VALIDATE_LIMIT:-420} run validate --json "$out/validate.json" 2>&1 |
         tee "$out/validate.txt" | tail -8
       if limit=${EVIDENCE_SGMAT_LIMIT:-120} run validate --variant f16-sgmat \
         --json "$out/validate-sgmat.json" >"$out/validate-sgmat.txt" 2>&1; then
@@ -75,14 +83,12 @@ for stage in "$@"; do
         --json "$out/h200-prefill.json" 2>&1 | tee "$out/perf-prefill.txt" | tail -12
       ;;
     bench)
-      log "bench: the smoke grid (decode and prefill) twice (repeatability), then the full grid"
+      log "bench: the medium generated grid (decode and prefill), twice (repeatability)"
       for i in $(seq "${EVIDENCE_BENCH_RUNS:-2}"); do
-        run_bench --model $model --mode agg --grid smoke --kv-cache-gb ${EVIDENCE_KV_GB:-60} \
-          --kvwarm off --out "$out/bench-smoke-$i.json" 2>&1 | tee "$out/bench-smoke-$i.txt" |
-          tail -14
+        run_bench --model $model --mode agg --grid medium --kv-cache-gb ${EVIDENCE_KV_GB:-60} \
+          --kvwarm off $limits --out "$out/bench-medium-$i.json" 2>&1 |
+          tee "$out/bench-medium-$i.txt" | tail -8
       done
-      run_bench --model $model --mode agg --kv-cache-gb ${EVIDENCE_KV_GB:-60} --kvwarm off \
-        --out "$out/bench-fake-1.json" 2>&1 | tee "$out/bench-fake-1.txt" | tail -6
       ;;
     kvwarm)
       log "kvwarm evidence: the same decode points on fake KV and on real KV, router counts"
@@ -92,32 +98,42 @@ for stage in "$@"; do
           2>&1 | tee "$out/kvwarm-$regime.txt" | tail -4
       done
       run kvwarm-evidence --compare --out-dir "$out/kvwarm" 2>&1 | tee "$out/kvwarm-compare.txt"
-      log "bench: decode grid with real-KV seeding (kvwarm on), text content"
-      run_bench --model $model --mode decode --kv-cache-gb ${EVIDENCE_KV_GB:-60} --kvwarm on \
-        --content text --max-num-seqs 32 --max-model-len 4200 \
-        --out "$out/bench-real.json" 2>&1 | tee "$out/bench-real.txt" | tail -12
+      log "bench: the decode sweep with real-KV seeding (kvwarm on) and without (cost)"
+      for kv in on off; do
+        run_bench --model $model --mode decode --grid medium --kv-cache-gb ${EVIDENCE_KV_GB:-60} \
+          --kvwarm $kv --content text $limits --out "$out/bench-decode-kvwarm-$kv.json" 2>&1 |
+          tee "$out/bench-decode-kvwarm-$kv.txt" | tail -6
+      done
+      ;;
+    library)
+      log "bench: the prefill sweep of the latency library (text content)"
+      run_bench --model $model --mode prefill --grid medium --kv-cache-gb ${EVIDENCE_KV_GB:-60} \
+        --content text $limits --out "$out/bench-prefill.json" 2>&1 |
+        tee "$out/bench-prefill.txt" | tail -6
       ;;
     fidelity)
-      log "served traffic: trace, replay, fidelity of the real-KV and fake-KV libraries"
-      run trace-gen --out "$out/trace.jsonl" --requests "${EVIDENCE_REQUESTS:-300}" 2>&1 | tail -2
+      log "served traffic: a trace within the library's limits, replayed, then scored"
+      run trace-gen --out "$out/trace.jsonl" --requests "${EVIDENCE_REQUESTS:-100}" \
+        --prompt-max $((len / 2)) --output-max $((len / 5)) 2>&1 | tail -2
       run replay --model $model --trace "$out/trace.jsonl" --out "$out/served.jsonl" \
-        --kv-cache-gb ${EVIDENCE_KV_GB:-60} 2>&1 | tail -4
-      for lib in real fake-1; do
-        [ -f "$out/bench-$lib.json" ] || continue
-        run fidelity --library "$out/bench-$lib.json" --served "$out/served.jsonl" \
-          --json "$out/fidelity-$lib.json" 2>&1 | tee "$out/fidelity-$lib.txt" | tail -12
+        --kv-cache-gb ${EVIDENCE_KV_GB:-60} $limits 2>&1 | tail -4
+      for kv in on off; do
+        lib="$out/bench-decode-kvwarm-$kv.json"
+        [ -f "$lib" ] && [ -f "$out/bench-prefill.json" ] || continue
+        run fidelity --library "$lib,$out/bench-prefill.json" --served "$out/served.jsonl" \
+          --json "$out/fidelity-kvwarm-$kv.json" 2>&1 | tee "$out/fidelity-kvwarm-$kv.txt" |
+          tail -12
       done
       ;;
     dp)
       log "two ranks in lockstep (one GPU each where the host has two)"
       nvidia-smi -L >"$out/gpus.txt" 2>&1
       # kvwarm on with short chains, so the stage settlement rounds show within the bound
-      run_bench --model $model --mode decode --kv-cache-gb ${EVIDENCE_KV_GB:-40} --dp 2 \
-        --kvwarm on --content text --max-num-seqs 32 --max-model-len 4200 \
-        --out "$out/bench-dp.json" 2>&1 | tee "$out/bench-dp.txt" | tail -20
+      run_bench --model $model --mode decode --grid medium --kv-cache-gb ${EVIDENCE_KV_GB:-40} \
+        --dp 2 --kvwarm on --content text $limits --out "$out/bench-dp.json" 2>&1 | tee "$out/bench-dp.txt" | tail -20
       ;;
     *)
-      echo "unknown stage $stage (validate perf bench kvwarm fidelity dp)" >&2
+      echo "unknown stage $stage (validate perf bench kvwarm library fidelity dp)" >&2
       ;;
   esac
 done

@@ -47,9 +47,23 @@ export const SMOKE_GRID: GridLimits = Object.freeze({
   prefill_kv_read_samples: 2,
 });
 
+/**
+ * A grid for minutes, not hours, on a GPU: eight samples on the batch, KV and token axes
+ * (endpoints kept), two prefill batch sizes, four prefix depths: enough for the predictor's
+ * fits and its grid interpolation over the same domain.
+ */
+export const MEDIUM_GRID: GridLimits = Object.freeze({
+  decode_batch_samples: 8,
+  decode_kv_samples: 8,
+  prefill_token_samples: 8,
+  prefill_batch_sizes: 2,
+  prefill_kv_read_samples: 4,
+});
+
 /** Named presets of `--grid`. */
 export const GRID_PRESETS: Readonly<Record<string, GridLimits>> = Object.freeze({
   full: FULL_GRID,
+  medium: MEDIUM_GRID,
   smoke: SMOKE_GRID,
 });
 

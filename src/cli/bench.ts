@@ -117,8 +117,9 @@ const SPEC = {
   },
   grid: {
     type: "string",
-    values: ["full", "smoke"],
-    help: "generated grid limits: full (the design's) or smoke (two samples per axis); " +
+    values: ["full", "medium", "smoke"],
+    help: "generated grid limits: full (the design's), medium (8 samples per axis: minutes on " +
+      "a GPU) or smoke (two samples per axis); " +
       `default smoke for the default model, full otherwise`,
   },
   kvCacheGb: {
