@@ -1,7 +1,10 @@
 /**
  * Prefill-shaped GEMM `c[m, n] = sum_k a[m, k] * b[n, k]` (b in the Linear layout
- * [out, in]), tiled through workgroup memory; on adapters with f16 subgroup matrices
- * (tensor cores) a variant multiplies 16x16x16 f16 tiles with f32 accumulation.
+ * [out, in]), tiled through workgroup memory: f32 / f16 variants take 64-row x 128-column
+ * tiles of c (128 invocations, 8 x 8 outputs each; any m, n, k); on adapters with f16
+ * subgroup matrices (tensor cores) a variant multiplies 16x16x16 f16 tiles (32 x 64 a
+ * workgroup) with f32 accumulation. a and b stay scalar bindings: that variant's shader
+ * indexes them per element.
  */
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
@@ -21,8 +24,8 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "c", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
   ],
   variants: [
-    { name: "f32", dtype: "f32", consts: { TM: 64 } },
-    { name: "f16", dtype: "f16", consts: { TM: 64 } },
+    { name: "f32", dtype: "f32", consts: { TM: 64, TN: 128 } },
+    { name: "f16", dtype: "f16", consts: { TM: 64, TN: 128 } },
     {
       name: "f16-sgmat",
       dtype: "f16",
@@ -31,7 +34,8 @@ export const spec: KernelSpec<typeof params.fields> = {
       consts: { TM: 32 },
     },
   ],
-  grid: (p, v) => [Math.ceil(p.n / 64), Math.ceil(p.m / (v.consts?.TM ?? 64)), 1],
+  // TM x TN: rows x columns of c a workgroup owns.
+  grid: (p, v) => [Math.ceil(p.n / (v.consts?.TN ?? 64)), Math.ceil(p.m / (v.consts?.TM ?? 64)), 1],
 };
 
 function gemmCase(
@@ -69,6 +73,8 @@ export const cases = [
   gemmCase(1, 5, 8),
   gemmCase(67, 131, 100),
   gemmCase(70, 33, 48, true),
+  // Two partial 64 x 128 tiles each way, k neither a multiple of 16 nor of 4.
+  gemmCase(130, 259, 37, true),
   gemmCase(64, 5120, 2048),
   gemmCase(256, 512, 512),
   gemmCase(1024, 1024, 1024),

@@ -7,7 +7,8 @@
  * Launch with `dispatchWorkgroupsIndirect(dispatch_args, MOE_ARGS_DOWN)` after
  * moe_dispatch (grid x from `spec.grid`, y = work items); a direct launch of `spec.grid`
  * (y = max_items) is equivalent: surplus workgroups return.
- * Variants as moe_gemm_gate_up: f32 / f16 tiled, f16-sg decode-shaped, f16/f32-staged
+ * Variants as moe_gemm_gate_up: f32 / f16 tiled (64 rows x 128 columns a workgroup of 128
+ * invocations, 8 x 8 outputs each), f16-sg decode-shaped, f16/f32-staged
  * (its tensor-core form was removed with gate/up's). hidden and inter must be multiples of 4.
  */
 import type { KernelCase } from "./case.ts";
@@ -63,7 +64,8 @@ export const spec: KernelSpec<typeof params.fields> = {
     },
     { name: "f32-staged", dtype: "f32", shader: "moe_gemm_down_staged.wgsl", consts: STAGED },
   ],
-  grid: (p, v) => [Math.ceil(p.hidden / (v.consts?.RPW ?? 64)), Math.max(1, p.max_items), 1],
+  // RPW: output columns a workgroup owns (the tiled form: 128).
+  grid: (p, v) => [Math.ceil(p.hidden / (v.consts?.RPW ?? 128)), Math.max(1, p.max_items), 1],
 };
 
 /** Validated params; throws naming the bad field. */
@@ -182,6 +184,8 @@ export const cases = [
   downCase(37, 8, 2, 68, 36, "skewed"),
   downCase(70, 4, 2, 20, 12, "skewed"),
   downCase(75, 6, 2, 16, 8, "skewed", "", undefined, 150),
+  // Two column tiles, the second partial; inter not a multiple of 16.
+  downCase(41, 4, 2, 132, 20, "skewed"),
   downCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   downCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   downCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),

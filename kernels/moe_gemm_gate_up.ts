@@ -9,10 +9,11 @@
  * Launch with `dispatchWorkgroupsIndirect(dispatch_args, MOE_ARGS_GATE_UP)` after
  * moe_dispatch (grid x from `spec.grid`, y = work items); a direct launch of `spec.grid`
  * (y = max_items) is equivalent: surplus workgroups return.
- * Variants: f32 / f16 tiled through workgroup memory (any shape), f16-sg decode-shaped
- * (few rows per expert, weights streamed once with vec4 loads), f16/f32-staged. A
- * tensor-core form was tried and removed: on the H200 (2026-11-30) it took 1.9 ms for one
- * Qwen3-30B-A3B token and never returned for 64.
+ * Variants: f32 / f16 tiled through workgroup memory (any rows; a workgroup of 128
+ * invocations takes 64 rows x 64 act columns, i.e. 128 weight rows, 8 x 8 products each),
+ * f16-sg decode-shaped (few rows per expert, weights streamed once with vec4 loads),
+ * f16/f32-staged. A tensor-core form was tried and removed: on the H200 (2026-11-30) it
+ * took 1.9 ms for one Qwen3-30B-A3B token and never returned for 64.
  * hidden and inter must be multiples of 4.
  */
 import type { KernelCase } from "./case.ts";
@@ -68,7 +69,8 @@ export const spec: KernelSpec<typeof params.fields> = {
     },
     { name: "f32-staged", dtype: "f32", shader: "moe_gemm_gate_up_staged.wgsl", consts: STAGED },
   ],
-  grid: (p, v) => [Math.ceil(p.inter / (v.consts?.RPW ?? 32)), Math.max(1, p.max_items), 1],
+  // RPW: act columns a workgroup owns (the tiled form: 64).
+  grid: (p, v) => [Math.ceil(p.inter / (v.consts?.RPW ?? 64)), Math.max(1, p.max_items), 1],
 };
 
 /** Validated params; throws naming the bad field. */
@@ -205,6 +207,8 @@ export const cases = [
   gateUpCase(37, 8, 2, 64, 36, "skewed"),
   gateUpCase(70, 4, 2, 20, 12, "skewed"),
   gateUpCase(75, 6, 2, 16, 8, "skewed", "", undefined, 150),
+  // Two act-column tiles, the second partial; hidden not a multiple of 16.
+  gateUpCase(41, 4, 2, 36, 68, "skewed"),
   gateUpCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   gateUpCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   gateUpCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),

@@ -1,14 +1,56 @@
-// Grouped down GEMM, one workgroup per (64 output columns, work item): for the work
+// Grouped down GEMM, one workgroup per (128 output columns, work item): for the work
 // item's rows r of expert e (expert-sorted, so act rows are read directly),
 //   y[r, n] = act[r, :] . w[e, n, :]
-// 256 invocations, each 4 rows x 4 columns; BK 16 (4 vec4); rows beyond 64 in a work
-// item loop, reusing the weight tile from cache.
+// Tile: 64 rows x 128 columns, BK 16; rows beyond 64 in a work item loop, reusing the
+// weight tile from cache. 128 invocations in an 8 x 16 grid (ty, tx) each accumulate
+// 8 rows x 8 columns (64 f32 registers, as 16 vec4): rows 8ty..8ty+7, columns
+// 4tx..4tx+3 and 64+4tx..64+4tx+3 (two vec4 halves: no bank conflict on b reads).
+// Workgroup memory (12 KiB): both tiles k-major as vec4s of 4 consecutive rows,
+// a_tile [16 k][16 row groups], b_tile [16 k][32 row groups], the row-group slot XORed
+// with 2 * (k / 4). Per k an invocation reads 2 vec4 of a and 2 of b for 64 FMAs (16 FMAs
+// a read). Two barriers per 16 k (1024 FMAs an invocation, 131072 a workgroup).
+// Loads: vec4 (act and w are vec4 bindings): each invocation loads a 4-row x 4-k block of
+// w (4 vec4 loads; a subgroup covers 8 rows x 16 k per load) and the first 64 one of act,
+// transposes it in registers and stores 4 whole vec4s (no bank conflict in any 8 lanes).
+// The next tile's loads are issued before the current tile's FMAs (register prefetch).
 // Bytes: each touched expert's weights once per work item (hidden * inter * sizeof T),
 // rows * inter * 4 read, rows * hidden * 4 written.
-var<workgroup> a_tile: array<f32, 1024>; // [BK=16][64 rows]
-var<workgroup> b_tile: array<f32, 1024>; // [BK=16][64 columns]
+var<workgroup> a_tile: array<vec4<f32>, 256>; // [BK=16][64 rows / 4], slot ^ 2 * (k / 4)
+var<workgroup> b_tile: array<vec4<f32>, 512>; // [BK=16][128 columns / 4], slot ^ same
 
-@compute @workgroup_size(256)
+// Column 4 * kq..+3 of the 4 weight rows from w row wrow (0 beyond hidden or inter).
+fn load_w(wrow: u32, valid: bool, kq: u32, k4: u32) -> array<vec4<T>, 4> {
+  var v = array<vec4<T>, 4>();
+  if (valid && kq < k4) {
+    v[0] = w[wrow * k4 + kq];
+    v[1] = w[(wrow + 1u) * k4 + kq];
+    v[2] = w[(wrow + 2u) * k4 + kq];
+    v[3] = w[(wrow + 3u) * k4 + kq];
+  }
+  return v;
+}
+
+// Column 4 * kq..+3 of act rows r..r+3 (0 from row_end or k4 on).
+fn load_act(r: u32, row_end: u32, kq: u32, k4: u32) -> array<vec4<f32>, 4> {
+  var v = array<vec4<f32>, 4>();
+  if (kq < k4) {
+    if (r < row_end) {
+      v[0] = act[r * k4 + kq];
+    }
+    if (r + 1u < row_end) {
+      v[1] = act[(r + 1u) * k4 + kq];
+    }
+    if (r + 2u < row_end) {
+      v[2] = act[(r + 2u) * k4 + kq];
+    }
+    if (r + 3u < row_end) {
+      v[3] = act[(r + 3u) * k4 + kq];
+    }
+  }
+  return v;
+}
+
+@compute @workgroup_size(128)
 fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
   @builtin(num_workgroups) nwg: vec3<u32>,
@@ -23,57 +65,73 @@ fn main(
   let row_end = info.z;
   let hidden = params.hidden;
   let k4 = params.inter / 4u;
-  let n0 = wid.x * 64u;
+  let n0 = wid.x * 128u;
   let tx = lid % 16u;
   let ty = lid / 16u;
-  let lr = lid / 4u;
+  // Loader: vec4 column kv of the k tile for row group lg (tile rows 4lg..4lg+3) of w;
+  // lg < 16 also loads act rows 4lg..4lg+3.
   let kv = lid % 4u;
-  let w_valid = n0 + lr < hidden;
-  let wrow = e * hidden + n0 + lr;
+  let lg = lid / 4u;
+  let ls = lg ^ (2u * kv); // swizzled slot of group lg at k = 4kv..4kv+3
+  let a_loader = lg < 16u;
+  let w_valid = n0 + 4u * lg < hidden; // hidden % 4 == 0: all 4 rows or none
+  let wrow = e * hidden + n0 + 4u * lg;
   for (var r0 = info.y; r0 < row_end; r0 += 64u) {
-    let a_valid = r0 + lr < row_end;
-    var acc = array<f32, 16>();
-    for (var k0 = 0u; k0 < k4; k0 += 4u) {
-      var av = vec4<f32>(0.0);
-      if (a_valid && k0 + kv < k4) {
-        av = act[(r0 + lr) * k4 + k0 + kv];
-      }
-      var bv = vec4<f32>(0.0);
-      if (w_valid && k0 + kv < k4) {
-        bv = vec4<f32>(w[wrow * k4 + k0 + kv]);
-      }
-      for (var c = 0u; c < 4u; c++) {
-        a_tile[(kv * 4u + c) * 64u + lr] = av[c];
-        b_tile[(kv * 4u + c) * 64u + lr] = bv[c];
-      }
-      workgroupBarrier();
-      for (var kk = 0u; kk < 16u; kk++) {
-        let a4 = vec4<f32>(
-          a_tile[kk * 64u + ty * 4u],
-          a_tile[kk * 64u + ty * 4u + 1u],
-          a_tile[kk * 64u + ty * 4u + 2u],
-          a_tile[kk * 64u + ty * 4u + 3u],
-        );
-        let b4 = vec4<f32>(
-          b_tile[kk * 64u + tx * 4u],
-          b_tile[kk * 64u + tx * 4u + 1u],
-          b_tile[kk * 64u + tx * 4u + 2u],
-          b_tile[kk * 64u + tx * 4u + 3u],
-        );
-        for (var i = 0u; i < 4u; i++) {
-          for (var j = 0u; j < 4u; j++) {
-            acc[i * 4u + j] += a4[i] * b4[j];
-          }
+    // Rows of the loader's a group; none for the invocations that load only w.
+    let ar = r0 + 4u * lg;
+    let a_end = select(0u, row_end, a_loader);
+    var pa = load_act(ar, a_end, kv, k4);
+    var pb = load_w(wrow, w_valid, kv, k4);
+    var acc = array<vec4<f32>, 16>(); // [row i][half h] at 2i + h
+    for (var t = 0u; t < k4; t += 4u) {
+      for (var j = 0u; j < 4u; j++) {
+        let at = (4u * kv + j) * 16u;
+        b_tile[2u * at + ls] = vec4<f32>(vec4<T>(pb[0][j], pb[1][j], pb[2][j], pb[3][j]));
+        if (a_loader) {
+          a_tile[at + ls] = vec4<f32>(pa[0][j], pa[1][j], pa[2][j], pa[3][j]);
         }
       }
       workgroupBarrier();
+      pa = load_act(ar, a_end, t + 4u + kv, k4);
+      pb = load_w(wrow, w_valid, t + 4u + kv, k4);
+      for (var kk = 0u; kk < 16u; kk++) {
+        let s = 2u * (kk / 4u);
+        let a0 = a_tile[kk * 16u + ((2u * ty) ^ s)];
+        let a1 = a_tile[kk * 16u + ((2u * ty + 1u) ^ s)];
+        let b0 = b_tile[kk * 32u + (tx ^ s)];
+        let b1 = b_tile[kk * 32u + ((tx + 16u) ^ s)];
+        acc[0] += a0.x * b0;
+        acc[1] += a0.x * b1;
+        acc[2] += a0.y * b0;
+        acc[3] += a0.y * b1;
+        acc[4] += a0.z * b0;
+        acc[5] += a0.z * b1;
+        acc[6] += a0.w * b0;
+        acc[7] += a0.w * b1;
+        acc[8] += a1.x * b0;
+        acc[9] += a1.x * b1;
+        acc[10] += a1.y * b0;
+        acc[11] += a1.y * b1;
+        acc[12] += a1.z * b0;
+        acc[13] += a1.z * b1;
+        acc[14] += a1.w * b0;
+        acc[15] += a1.w * b1;
+      }
+      workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-      let r = r0 + ty * 4u + i;
-      for (var j = 0u; j < 4u; j++) {
-        let col = n0 + tx * 4u + j;
-        if (r < row_end && col < hidden) {
-          y[r * hidden + col] = acc[i * 4u + j];
+    for (var i = 0u; i < 8u; i++) {
+      let r = r0 + 8u * ty + i;
+      if (r < row_end) {
+        for (var h = 0u; h < 2u; h++) {
+          let col = n0 + 64u * h + 4u * tx;
+          if (col < hidden) {
+            let v = acc[2u * i + h];
+            let at = r * hidden + col;
+            y[at] = v.x;
+            y[at + 1u] = v.y;
+            y[at + 2u] = v.z;
+            y[at + 3u] = v.w;
+          }
         }
       }
     }
