@@ -13,10 +13,23 @@
  * pass.dispatchWorkgroups(...spec.grid(p, variant, gpu));
  * ```
  *
- * Workgroup (q tile, seq, kv head): ROWS query rows = floor(ROWS / G) consecutive tokens x
- * the G = num_q_heads / num_kv_heads query heads of one kv head, so each K/V tile staged in
- * workgroup memory serves every query head of the group. Bytes: q and out once, and per
- * q tile the K/V of keys [0, last query position] (from L2 across tiles).
+ * Workgroup (q tile, seq, kv head): ROWS = 32 query rows = floor(32 / G) consecutive
+ * tokens x the G = num_q_heads / num_kv_heads query heads of one kv head (G <= 32), so each
+ * K/V tile staged in workgroup memory serves every query head of the group. 64 threads;
+ * thread (lid / 8, lid % 8) keeps 4 rows in registers: their scores against BK / 8 keys of
+ * the tile and 16 of their output dims (vec4 columns lid % 8 + 8k). Per key tile (BK = 16
+ * keys with f16 K/V, 8 with f32): S = Q K^T and each thread's row maxima to workgroup
+ * memory, barrier, P = exp(S - row max) to workgroup memory and the tile's V and next
+ * tile's K (loaded into registers before S) stored, barrier, O += P V: two barriers a
+ * tile, no serial step. Workgroup memory (workgroupBytes): q f32 [MAX_HD, 32 rows]
+ * 16 KiB, K tile f32 [BK, MAX_HD + 4], V tile T [BK, MAX_HD], P f32 [BK, 32], row
+ * maxima f32 [8, 32]: 32012 bytes (f16) and 26764 (f32) at MAX_HD 128, inside the 32 KiB
+ * of lavapipe and many adapters. q stays f32 (the reference tolerance needs it), so 32
+ * rows is as many as 32 KiB holds next to the K/V tiles.
+ *
+ * Bytes: q and out once, and per q tile the K/V of keys [0, last query position] (from L2
+ * across tiles): every query token re-reads contextLen * num_kv_heads * head_dim * 2 *
+ * sizeof(T) / floor(32 / G) bytes of K/V.
  */
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
@@ -151,6 +164,25 @@ export function checkAttentionGeometry(
   return group;
 }
 
+/**
+ * Smallest head_dim paged_attention takes: below it most threads of a workgroup own no
+ * output column (models have 64 or more).
+ */
+const MIN_HEAD_DIM = 16;
+
+/**
+ * Workgroup memory of a paged_attention variant in bytes: q_tile (MAX_HD x ROWS f32),
+ * k_tile (BK x (MAX_HD + 4) f32), v_tile (BK x MAX_HD of T), p_tile (BK x ROWS f32),
+ * m_tile ((WG / (ROWS / 4)) x ROWS f32) and 3 u32.
+ */
+export function workgroupBytes(v: Variant): number {
+  const { WG, ROWS, BK, MAX_HD } = v.consts!;
+  const t = v.dtype === "f16" ? 2 : 4;
+  const cg = WG / (ROWS / 4);
+  return 4 * (MAX_HD * ROWS + BK * (MAX_HD + 4) + BK * ROWS + cg * ROWS + 3) +
+    t * BK * MAX_HD;
+}
+
 export const spec: KernelSpec<typeof params.fields> = {
   name: "paged_attention",
   shader: "paged_attention.wgsl",
@@ -184,14 +216,22 @@ export const spec: KernelSpec<typeof params.fields> = {
     },
   ],
   variants: [
-    { name: "f32", dtype: "f32", consts: { WG: 128, ROWS: 32, BK: 16, MAX_HD: 128 } },
-    { name: "f16", dtype: "f16", consts: { WG: 128, ROWS: 32, BK: 16, MAX_HD: 128 } },
+    // f32 K/V: two f32 tiles of BK = 16 keys would not fit 32 KiB beside q, so BK = 8.
+    { name: "f32", dtype: "f32", consts: { WG: 64, ROWS: 32, BK: 8, MAX_HD: 128 } },
+    { name: "f16", dtype: "f16", consts: { WG: 64, ROWS: 32, BK: 16, MAX_HD: 128 } },
   ],
-  grid: (p, v) => {
-    const { WG, ROWS } = v.consts!;
+  grid: (p, v, gpu) => {
+    const { ROWS } = v.consts!;
     const group = checkAttentionGeometry("paged_attention", p, v, ROWS);
-    if (WG / (p.head_dim / 4) > ROWS) {
-      throw new Error(`paged_attention/${v.name}: head_dim ${p.head_dim} < ${(4 * WG) / ROWS}`);
+    if (p.head_dim < MIN_HEAD_DIM) {
+      throw new Error(`paged_attention/${v.name}: head_dim ${p.head_dim} < ${MIN_HEAD_DIM}`);
+    }
+    const bytes = workgroupBytes(v);
+    const limit = gpu.limits.maxComputeWorkgroupStorageSize;
+    if (limit !== undefined && bytes > limit) {
+      throw new Error(
+        `paged_attention/${v.name}: ${bytes} bytes of workgroup memory, the device allows ${limit}`,
+      );
     }
     const tokensPerTile = Math.floor(ROWS / group);
     return [Math.ceil(p.max_query_len / tokensPerTile), p.num_seqs, p.num_kv_heads];
@@ -414,6 +454,35 @@ export const cases: KernelCase<typeof params.fields>[] = [
     headDim: 128,
     blockSize: 16,
     lens: [{ prefix: 21, query: 17 }, { prefix: 9, query: 3 }],
+  }),
+  attentionCase({
+    label: "4 seqs q=23,9,1,14 prefixes 45,0,130,7, bs=16 hd=128 q/kv=16/2",
+    numQHeads: 16,
+    numKvHeads: 2,
+    headDim: 128,
+    blockSize: 16,
+    lens: [
+      { prefix: 45, query: 23 },
+      { prefix: 0, query: 9 },
+      { prefix: 130, query: 1 },
+      { prefix: 7, query: 14 },
+    ],
+  }),
+  attentionCase({
+    label: "3 seqs q=7,2,11 prefixes 9,3,0, bs=5 hd=16 q/kv=10/2",
+    numQHeads: 10,
+    numKvHeads: 2,
+    headDim: 16,
+    blockSize: 5,
+    lens: [{ prefix: 9, query: 7 }, { prefix: 3, query: 2 }, { prefix: 0, query: 11 }],
+  }),
+  attentionCase({
+    label: "2 seqs q=3,2 prefixes 17,1, bs=4 hd=16 q/kv=32/1",
+    numQHeads: 32,
+    numKvHeads: 1,
+    headDim: 16,
+    blockSize: 4,
+    lens: [{ prefix: 17, query: 3 }, { prefix: 1, query: 2 }],
   }),
   attentionCase({
     label: "Qwen3-30B-A3B prefill 1 x 2048",
