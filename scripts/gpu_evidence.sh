@@ -54,8 +54,12 @@ for stage in "$@"; do
       # Tensor-core (subgroup-matrix) forms apart and last, with a short bound: one of their
       # earlier forms hung the H200. Later stages leave them out unless they all passed.
       # production-shaped CPU references take minutes in TypeScript: a longer bound
-      WEBFPM_NO_SUBGROUP_MATRIX=1 limit=${EVIDENCE_VALIDATE_LIMIT:-420} run validate --json "$out/validate.json" 2>&1 |
-        tee "$out/validate.txt" | tail -8
+      # EVIDENCE_VALIDATE_KERNELS=a,b: only these kernels (e.g. the ones changed since a full run)
+      mapfile -t only < <([ -n "${EVIDENCE_VALIDATE_KERNELS:-}" ] &&
+        printf -- '--kernel\n%s\n' "$EVIDENCE_VALIDATE_KERNELS")
+      WEBFPM_NO_SUBGROUP_MATRIX=1 limit=${EVIDENCE_VALIDATE_LIMIT:-420} run validate "${only[@]}" \
+        --json "$out/validate.json" 2>&1 | tee "$out/validate.txt" | tail -8
+      [ "${EVIDENCE_SGMAT:-on}" = on ] || continue
       if limit=${EVIDENCE_SGMAT_LIMIT:-120} run validate --variant f16-sgmat \
         --json "$out/validate-sgmat.json" >"$out/validate-sgmat.txt" 2>&1; then
         echo "subgroup-matrix forms: all pass"
