@@ -26,7 +26,8 @@
  * points they stay full collections: young-generation ones (0.3 ms instead of 10-40 ms) were
  * tried on the H200 and do not release the finalizers; a served replay then stalled 0.3-10 s
  * after long steps (13.8 s in all over 854 steps), where full ones every 200 ms gave no stall
- * (late arrivals of at most 78 ms, p90 6 ms, on a trace from the same generator settings, with the previous kernels).
+ * (late arrivals of at most 78 ms, p90 6 ms, on a trace from the same generator settings,
+ * with the previous kernels).
  *
  * ```ts
  * const out = await paced(staging.mapAsync(GPUMapMode.READ));
