@@ -12,8 +12,8 @@ import type { Gpu } from "../src/gpu/device.ts";
 import { readBuffer, uploadBuffer } from "../src/gpu/buffers.ts";
 import { PassTimer } from "../src/gpu/timestamps.ts";
 import { BufferUsage } from "../src/gpu/device.ts";
-import { f16BitsToF32, f32ToF16Bits, roundToF16InPlace } from "../src/util/f16.ts";
-import { Rng } from "../src/util/rng.ts";
+import { f16BitsToF32, f32ToF16Bits } from "../src/util/f16.ts";
+import { caseInputs, fingerprint, usesT } from "./case_inputs.ts";
 import type { ParamFields } from "./params.ts";
 import type { HostArray, KernelCase, KernelModule } from "./case.ts";
 import { getPipeline, makeBindGroup, type Variant } from "./kernel.ts";
@@ -40,8 +40,6 @@ export interface ValidationRow {
   readonly flops: number;
 }
 
-const usesT = (type: string) => /\bT\b/.test(type);
-
 /**
  * CPU references of the current kernel's cases, by case and storage type: the variants of one
  * dtype (f16, f16-sg, f16-staged, ...) see the same inputs, and production-shaped references
@@ -53,23 +51,23 @@ const referenceCache = new Map<
   { fingerprint: string; expected: Record<string, HostArray> }
 >();
 
-function fingerprint(inputs: Record<string, HostArray>): string {
-  const parts: string[] = [];
-  for (const [name, data] of Object.entries(inputs)) {
-    let sum = 0;
-    const step = Math.max(1, Math.floor(data.length / 97));
-    for (let i = 0; i < data.length; i += step) sum += data[i] * ((i % 13) + 1);
-    parts.push(`${name}:${data.length}:${sum}:${data[data.length - 1]}`);
-  }
-  return parts.join("|");
+/** References computed elsewhere (a worker pool), by kernel, case label and storage type. */
+export interface ReferenceSource {
+  /** The reference and the fingerprint of the inputs it was computed from, if requested. */
+  take(
+    kernel: string,
+    label: string,
+    dtype: string,
+  ): Promise<{ fingerprint: string; expected: Record<string, HostArray> }> | undefined;
 }
 
-function cachedReference<F extends ParamFields>(
+async function cachedReference<F extends ParamFields>(
   kernel: string,
   kcase: KernelCase<F>,
   inputs: Record<string, HostArray>,
   variant: Variant,
-): Record<string, HostArray> {
+  source?: ReferenceSource,
+): Promise<Record<string, HostArray>> {
   const key = `${kernel}\u0000${kcase.label}\u0000${variant.dtype}`;
   const print = fingerprint(inputs);
   const hit = referenceCache.get(key);
@@ -77,24 +75,31 @@ function cachedReference<F extends ParamFields>(
   for (const k of referenceCache.keys()) {
     if (!k.startsWith(`${kernel}\u0000`)) referenceCache.delete(k);
   }
-  const expected = kcase.reference(inputs, variant);
+  const far = await source?.take(kernel, kcase.label, variant.dtype);
+  // A worker's reference counts only when it saw the same inputs.
+  const expected = far && far.fingerprint === print
+    ? far.expected
+    : kcase.reference(inputs, variant);
   referenceCache.set(key, { fingerprint: print, expected });
   return expected;
 }
 
-/** Validates and times one case on one variant. `reps` timed dispatches after one warm-up. */
+/**
+ * Validates and times one case on one variant. `reps` timed dispatches after one warm-up;
+ * `references` may hold the case's reference computed ahead (see reference_pool.ts).
+ */
 export async function validateCase<F extends ParamFields>(
   gpu: Gpu,
   module: KernelModule<F>,
   kcase: KernelCase<F>,
   variant: Variant,
   reps = 5,
+  references?: ReferenceSource,
 ): Promise<ValidationRow> {
   const { spec } = module;
   const device = gpu.device;
   const pipe = await getPipeline(gpu, spec, variant);
-  const rng = Rng.fromSeed(`${spec.name}/${kcase.label}`);
-  const inputs = kcase.inputs(rng, variant);
+  const inputs = caseInputs(module, kcase, variant);
   const half = variant.dtype === "f16";
 
   const buffers: Record<string, GPUBuffer> = {};
@@ -102,7 +107,6 @@ export async function validateCase<F extends ParamFields>(
   for (const b of spec.bindings) {
     const data = inputs[b.name];
     if (data) {
-      if (half && usesT(b.type) && data instanceof Float32Array) roundToF16InPlace(data);
       const upload = half && usesT(b.type) && data instanceof Float32Array
         ? f32ToF16Bits(data)
         : data;
@@ -138,7 +142,7 @@ export async function validateCase<F extends ParamFields>(
   pass.end();
   device.queue.submit([encoder.finish()]);
 
-  const expected = cachedReference(spec.name, kcase, inputs, variant);
+  const expected = await cachedReference(spec.name, kcase, inputs, variant, references);
   const tol = kcase.tolerance(variant);
   let maxAbs = 0, maxRef = 0, bad = 0;
   let firstBad: string | undefined;

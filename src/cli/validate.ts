@@ -7,8 +7,12 @@ import process from "node:process";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { kernelByName, KERNELS } from "../../kernels/index.ts";
-import { unsupportedReason } from "../../kernels/kernel.ts";
+import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
+import type { KernelCase, KernelModule } from "../../kernels/case.ts";
+import type { ParamFields } from "../../kernels/params.ts";
 import { validateCase, type ValidationRow } from "../../kernels/validate.ts";
+import { ReferencePool } from "../../kernels/reference_pool.ts";
+import { availableParallelism } from "node:os";
 import { parseArgs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
 import { formatTable } from "../util/table.ts";
@@ -27,6 +31,13 @@ const SPEC = {
   json: { type: "string", help: "also write the rows as JSON to this file" },
   noF16: { type: "boolean", default: false, help: "refuse shader-f16 (exercise the f32 fallback)" },
   noSubgroups: { type: "boolean", default: false, help: "refuse subgroups and subgroup matrices" },
+  referenceWorkers: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "threads computing CPU references ahead of the GPU (default: cores - 1, at most 8; " +
+      "0: inline)",
+  },
   caseTimeout: {
     type: "number",
     min: 0,
@@ -88,8 +99,10 @@ await runCli(async () => {
       rows,
     });
   const caseMs = (opts.caseTimeout ?? (gpu.adapter.type === "cpu" ? 900 : 120)) * 1000;
-  let hung: ValidationRow | null = null;
-  cases: for (const module of modules) {
+  // Every row to run, in order; the reference of each (kernel, case, dtype) is requested
+  // from the worker pool up front, so CPU references run ahead of the GPU.
+  const plan: { module: KernelModule; variant: Variant; kcase: KernelCase<ParamFields> }[] = [];
+  for (const module of modules) {
     for (const variant of module.spec.variants) {
       if (opts.variant && !opts.variant.includes(variant.name)) continue;
       const reason = unsupportedReason(gpu, variant);
@@ -100,49 +113,69 @@ await runCli(async () => {
       for (const kcase of module.cases) {
         if (kcase.variants && !kcase.variants.includes(variant.name)) continue;
         if (opts.maxBytes !== undefined && kcase.bytes(variant) > opts.maxBytes) continue;
-        try {
-          rows.push(
-            await withTimeout(
-              validateCase(gpu, module, kcase, variant, reps),
-              caseMs,
-              "--case-timeout raises the bound",
-            ),
-          );
-        } catch (err) {
-          rows.push({
-            kernel: module.spec.name,
-            case: kcase.label,
-            variant: variant.name,
-            maxAbs: NaN,
-            maxRel: NaN,
-            atol: 0,
-            rtol: 0,
-            pass: false,
-            bad: -1,
-            firstBad: (err as Error).message,
-            gpuUs: null,
-            gbps: null,
-            tflops: null,
-            bytes: kcase.bytes(variant),
-            flops: kcase.flops,
-          });
-        }
-        const r = rows[rows.length - 1];
-        const line = `${rows.length} rows, last: ${r.kernel} ${r.case} ${r.variant} ${
-          r.pass ? "pass" : "FAIL"
-        } ${r.gpuUs === null ? "" : r.gpuUs.toFixed(1) + " µs"} (${
-          ((performance.now() - t0) / 1000).toFixed(0)
-        } s)`;
-        // On a terminal one line rewritten; in a log one line per row, so a run that is
-        // stopped (or hangs in a kernel) still says how far it got.
-        process.stderr.write(process.stderr.isTTY ? `\r${line}`.padEnd(100) : `${line}\n`);
-        if (opts.json) writeReport(false);
-        if (!r.pass && r.firstBad?.startsWith("no result after")) {
-          hung = r;
-          break cases;
-        }
+        plan.push({ module, variant, kcase });
       }
     }
+  }
+  const pool = ReferencePool.create(
+    opts.referenceWorkers ?? Math.min(8, availableParallelism() - 1),
+  );
+  for (const { module, variant, kcase } of plan) {
+    pool?.request(
+      { kernel: module.spec.name, caseIndex: module.cases.indexOf(kcase), variant: variant.name },
+      kcase.label,
+      variant.dtype,
+    );
+  }
+  let hung: ValidationRow | null = null;
+  try {
+    for (const { module, variant, kcase } of plan) {
+      try {
+        // The case's bound is for the GPU: wait for its CPU reference outside it.
+        await pool?.ready(module.spec.name, kcase.label, variant.dtype);
+        rows.push(
+          await withTimeout(
+            validateCase(gpu, module, kcase, variant, reps, pool ?? undefined),
+            caseMs,
+            "--case-timeout raises the bound",
+          ),
+        );
+      } catch (err) {
+        rows.push({
+          kernel: module.spec.name,
+          case: kcase.label,
+          variant: variant.name,
+          maxAbs: NaN,
+          maxRel: NaN,
+          atol: 0,
+          rtol: 0,
+          pass: false,
+          bad: -1,
+          firstBad: (err as Error).message,
+          gpuUs: null,
+          gbps: null,
+          tflops: null,
+          bytes: kcase.bytes(variant),
+          flops: kcase.flops,
+        });
+      }
+      const r = rows[rows.length - 1];
+      const line = `${rows.length} rows, last: ${r.kernel} ${r.case} ${r.variant} ${
+        r.pass ? "pass" : "FAIL"
+      } ${r.gpuUs === null ? "" : r.gpuUs.toFixed(1) + " µs"} (${
+        ((performance.now() - t0) / 1000).toFixed(0)
+      } s)`;
+      // On a terminal one line rewritten; in a log one line per row, so a run that is
+      // stopped (or hangs in a kernel) still says how far it got.
+      process.stderr.write(process.stderr.isTTY ? `\r${line}`.padEnd(100) : `${line}\n`);
+      if (opts.json) writeReport(false);
+      if (!r.pass && r.firstBad?.startsWith("no result after")) {
+        hung = r;
+        break;
+      }
+    }
+  } finally {
+    pool?.close();
   }
   if (process.stderr.isTTY) process.stderr.write("\r".padEnd(101) + "\r");
   console.log(formatTable(

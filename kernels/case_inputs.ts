@@ -1,0 +1,50 @@
+/**
+ * A case's inputs as the GPU sees them, and their fingerprint: shared by validateCase and
+ * the reference pool's workers, so this module loads no GPU code (a worker never opens Dawn).
+ *
+ * ```ts
+ * const inputs = caseInputs(gemm, gemm.cases[0], variant); // seeded, f16-rounded where stored so
+ * fingerprint(inputs);                                      // "a:20:...|b:..."
+ * ```
+ */
+import { roundToF16InPlace } from "../src/util/f16.ts";
+import { Rng } from "../src/util/rng.ts";
+import type { HostArray, KernelCase, KernelModule } from "./case.ts";
+import type { Variant } from "./kernel.ts";
+import type { ParamFields } from "./params.ts";
+
+/** Whether a binding's element type is the storage type T (f16 or f32 by variant). */
+export const usesT = (type: string): boolean => /\bT\b/.test(type);
+
+/**
+ * A case's host inputs as a variant sees them: drawn from the case's seeded generator, and
+ * rounded to f16 where the binding holds the storage type T and the variant stores f16 (so
+ * the CPU reference sees what the GPU sees). Deterministic: a reference worker draws the same.
+ */
+export function caseInputs<F extends ParamFields>(
+  module: KernelModule<F>,
+  kcase: KernelCase<F>,
+  variant: Variant,
+): Record<string, HostArray> {
+  const rng = Rng.fromSeed(`${module.spec.name}/${kcase.label}`);
+  const inputs = kcase.inputs(rng, variant);
+  if (variant.dtype === "f16") {
+    for (const b of module.spec.bindings) {
+      const data = inputs[b.name];
+      if (data instanceof Float32Array && usesT(b.type)) roundToF16InPlace(data);
+    }
+  }
+  return inputs;
+}
+
+/** A cheap digest of a case's inputs (a reference is reused only for equal digests). */
+export function fingerprint(inputs: Record<string, HostArray>): string {
+  const parts: string[] = [];
+  for (const [name, data] of Object.entries(inputs)) {
+    let sum = 0;
+    const step = Math.max(1, Math.floor(data.length / 97));
+    for (let i = 0; i < data.length; i += step) sum += data[i] * ((i % 13) + 1);
+    parts.push(`${name}:${data.length}:${sum}:${data[data.length - 1]}`);
+  }
+  return parts.join("|");
+}
