@@ -6,7 +6,7 @@
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import process from "node:process";
-import { fidelity } from "../report/fidelity.ts";
+import { fidelity, LATE_ARRIVAL_SHARE } from "../report/fidelity.ts";
 import { libraryRows, readArtifact } from "../report/latency_library.ts";
 import type { PredictMethod } from "../report/latency_predictor.ts";
 import { parseServedSteps, type StepMetric } from "../report/served_steps.ts";
@@ -66,6 +66,12 @@ await runCli(() => {
     `${report.steps} served steps (${report.untimed} without a ${report.metric} time), ` +
       `${rows.length} library rows; errors in % of the served ${report.metric} time`,
   );
+  if (report.coalesced) {
+    console.log(
+      `${report.coalesced} steps scored with the step before them: their interval was under ` +
+        `${LATE_ARRIVAL_SHARE * 100}% of their GPU time, so the previous arrival was seen late`,
+    );
+  }
   console.log(formatTable(
     ["regime", "method", "kind", "steps", "scored", "outside", "MAPE", "p50", "p90", "bias"],
     report.groups.map((g) => [

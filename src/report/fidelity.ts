@@ -5,6 +5,13 @@
  * library and for each `kv_seed_regime` on its own. Steps outside the library's domain
  * are counted, never scored (the predictor does not extrapolate).
  *
+ * Under the interval metric, a step whose arrival interval is shorter than
+ * {@link LATE_ARRIVAL_SHARE} of its own GPU time cannot have run in that interval: the
+ * previous step's arrival was seen late (the host was busy), which lengthened the previous
+ * interval by as much as it shortened this one. Such a step is scored together with the
+ * steps before it as one unit (served: the sum of their intervals; predicted: the sum of
+ * their predictions), which cancels the late observation exactly; the report counts them.
+ *
  * ```ts
  * const report = fidelity(rows, log.steps, { metric: "interval", methods: ["grid", "fit"] });
  * report.groups.find((g) => g.regime === "all" && g.kind === "decode")?.mapePct;
@@ -20,6 +27,9 @@ import {
   stepTimeMs,
 } from "./served_steps.ts";
 
+/** An interval below this share of the step's GPU time marks a late-seen previous arrival. */
+export const LATE_ARRIVAL_SHARE = 0.9;
+
 /** One summary line: a regime x method x step kind. */
 export interface FidelityGroup {
   /** "all" (every row the filter kept) or one kv_seed_regime. */
@@ -29,7 +39,7 @@ export interface FidelityGroup {
   readonly kind: StepKind | "all";
   /** Served steps of this kind. */
   readonly steps: number;
-  /** Steps scored (inside the library's domain). */
+  /** Steps scored (inside the library's domain; a coalesced unit counts all its steps). */
   readonly scored: number;
   /** Steps outside the domain. */
   readonly outside: number;
@@ -47,6 +57,11 @@ export interface FidelityReport {
   readonly steps: number;
   /** Steps without a time under the metric (gpu_ms null), never scored. */
   readonly untimed: number;
+  /**
+   * Steps scored together with the step before them, because the previous arrival was seen
+   * late (interval metric only; see the module doc).
+   */
+  readonly coalesced: number;
   readonly groups: readonly FidelityGroup[];
   /** A few reasons steps fell outside the domain, with counts. */
   readonly outsideReasons: readonly { readonly reason: string; readonly count: number }[];
@@ -72,6 +87,7 @@ export function fidelity(
   const methods = options.methods ?? ["grid", "fit"];
   const kept = steps.slice(options.skipSteps ?? 0);
   const timed = kept.filter((s) => (stepTimeMs(s, metric) ?? 0) > 0);
+  const units = scoringUnits(timed, metric);
   const groups: FidelityGroup[] = [];
   const reasons = new Map<string, number>();
   const all = new LatencyPredictor(rows, { regimes: options.regimes });
@@ -98,35 +114,37 @@ export function fidelity(
     for (const method of methods) {
       const errors = new Map<
         StepKind | "all",
-        { ape: number[]; signed: number[]; outside: number; steps: number }
+        { ape: number[]; signed: number[]; outside: number; steps: number; scored: number }
       >();
       const bucket = (k: StepKind | "all") => {
         let b = errors.get(k);
-        if (!b) errors.set(k, b = { ape: [], signed: [], outside: 0, steps: 0 });
+        if (!b) errors.set(k, b = { ape: [], signed: [], outside: 0, steps: 0, scored: 0 });
         return b;
       };
-      for (const s of timed) {
-        const kind = stepKind(s);
+      for (const unit of units) {
+        const kind = unitKind(unit);
         if (!applies(kind)) continue;
         const targets = [bucket(kind), bucket("all")];
-        for (const t of targets) t.steps++;
-        let predicted: number;
+        for (const t of targets) t.steps += unit.length;
+        let predicted = 0;
         try {
-          predicted = predictor.step(s, method).wallMs;
+          for (const s of unit) predicted += predictor.step(s, method).wallMs;
         } catch (err) {
           if (!(err instanceof OutsideDomainError)) throw err;
-          for (const t of targets) t.outside++;
+          for (const t of targets) t.outside += unit.length;
           if (regime === "all") {
             const reason = `${method} ${kind}: ${generalize(err.message)}`;
             reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
           }
           continue;
         }
-        const served = stepTimeMs(s, metric)!;
+        let served = 0;
+        for (const s of unit) served += stepTimeMs(s, metric)!;
         const signed = (100 * (predicted - served)) / served;
         for (const t of targets) {
           t.ape.push(Math.abs(signed));
           t.signed.push(signed);
+          t.scored += unit.length;
         }
       }
       const kinds: (StepKind | "all")[] = ["all", "prefill", "decode", "mixed"];
@@ -138,7 +156,7 @@ export function fidelity(
           method,
           kind,
           steps: b.steps,
-          scored: b.ape.length,
+          scored: b.scored,
           outside: b.outside,
           mapePct: b.ape.length ? mean(b.ape) : null,
           p50Pct: b.ape.length ? quantile(b.ape, 0.5) : null,
@@ -152,10 +170,32 @@ export function fidelity(
     metric,
     steps: kept.length,
     untimed: kept.length - timed.length,
+    coalesced: units.reduce((n, u) => n + u.length - 1, 0),
     groups,
     outsideReasons: [...reasons].map(([reason, count]) => ({ reason, count }))
       .sort((a, b) => b.count - a.count).slice(0, 8),
   };
+}
+
+/**
+ * The steps in scoring units: one step each, except that under the interval metric a step
+ * whose interval is below LATE_ARRIVAL_SHARE of its GPU time joins the unit before it.
+ */
+function scoringUnits(steps: readonly ServedStep[], metric: StepMetric): ServedStep[][] {
+  const units: ServedStep[][] = [];
+  for (const s of steps) {
+    const late = metric === "interval" && s.gpu_ms !== null &&
+      s.interval_ms < LATE_ARRIVAL_SHARE * s.gpu_ms;
+    if (late && units.length > 0) units[units.length - 1].push(s);
+    else units.push([s]);
+  }
+  return units;
+}
+
+/** A unit's kind: its steps' kind when they agree, else mixed. */
+function unitKind(unit: readonly ServedStep[]): StepKind {
+  const kinds = new Set(unit.map(stepKind));
+  return kinds.size === 1 ? [...kinds][0] : "mixed";
 }
 
 /** Linear-interpolated quantile (q in [0, 1]) of unsorted values. */

@@ -107,6 +107,30 @@ test("the metric picks the served time, and steps without it are left out", () =
   assert.equal(byGpu.groups.find((x) => x.regime === "all" && x.kind === "all")!.scored, 1);
 });
 
+test("a step whose interval is shorter than its GPU time is scored with the step before it", () => {
+  // Truth: three 10 ms decode steps; the second one's arrival was seen 6 ms late, so the
+  // log says 16 ms then 4 ms. Scored alone: 60% and 60%; scored as one unit: exact.
+  const steps = [
+    { ...decodeStep(1, 2, 100, 10), gpu_ms: 10 },
+    { ...decodeStep(2, 2, 100, 16), gpu_ms: 10 },
+    { ...decodeStep(3, 2, 100, 4), gpu_ms: 10 },
+  ];
+  const report = fidelity(rows(), steps, { methods: ["grid"], regimes: ["real_kv"] });
+  const all = report.groups.find((x) => x.regime === "all" && x.kind === "decode")!;
+  assert.is(report.coalesced, 1);
+  assert.equal([all.steps, all.scored], [3, 3]);
+  assert.is(all.mapePct, 0);
+  // Other metrics never coalesce: the GPU time is what it is.
+  const byGpu = fidelity(rows(), steps, { metric: "gpu", methods: ["grid"], regimes: ["real_kv"] });
+  assert.is(byGpu.coalesced, 0);
+  // A first step has nothing to join.
+  const first = fidelity(rows(), [{ ...decodeStep(1, 2, 100, 4), gpu_ms: 10 }], {
+    methods: ["grid"],
+    regimes: ["real_kv"],
+  });
+  assert.is(first.coalesced, 0);
+});
+
 test("quantile interpolates between order statistics", () => {
   assert.equal(quantile([3, 1, 2], 0.5), 2);
   assert.ok(Math.abs(quantile([0, 10], 0.9) - 9) < 1e-12);
