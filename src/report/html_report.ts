@@ -107,11 +107,12 @@ function section(title: string, body: string): string {
 }
 
 function table(header: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
-  return `<table><thead><tr>${
+  // Wide tables (the provenance of several artifacts) scroll sideways instead of spilling.
+  return `<div class="wide"><table><thead><tr>${
     header.map((h) => `<th>${esc(h)}</th>`).join("")
   }</tr></thead><tbody>${
     rows.map((r) => `<tr>${r.map((c) => `<td>${esc(c)}</td>`).join("")}</tr>`).join("")
-  }</tbody></table>`;
+  }</tbody></table></div>`;
 }
 
 function empty(text: string): string {
@@ -290,8 +291,10 @@ function seriesChart(
     [L, W - R],
   );
   const ys = all.map((p) => p.y).concat(axes.yRef === undefined ? [] : [axes.yRef]);
+  // Linear: the data's own range (ratios near 1 would be a flat line on an axis from 0).
+  const pad = Math.max(0.01, 0.08 * (Math.max(...ys) - Math.min(...ys)));
   const y = axes.yLog === false
-    ? linearScale([Math.min(0, ...ys), Math.max(...ys) * 1.05], [H - B, T])
+    ? linearScale([Math.min(...ys) - pad, Math.max(...ys) + pad], [H - B, T])
     : logScale([Math.min(...ys) / 1.15, Math.max(...ys) * 1.15], [H - B, T]);
   const parts: string[] = [axisLeft(y, L, W - R - L, axes.y), axisBottom(x, H - B, axes.x)];
   if (axes.yRef !== undefined) {
@@ -376,7 +379,8 @@ function fakeVsReal(rows: readonly Row[]): string {
   const pairs = decode.filter((r) => r.regime === "fake_fallback" || r.regime === "legacy")
     .filter((r) => real.has(`${r.batch}:${r.kv}`))
     .map((f) => {
-      const rv = median(real.get(`${f.batch}:${f.kv}`)!.map((r) => r.wallMs));
+      const reals = real.get(`${f.batch}:${f.kv}`)!;
+      const rv = median(reals.map((r) => r.wallMs));
       return {
         batch: f.batch,
         kv: f.kv,
@@ -384,6 +388,8 @@ function fakeVsReal(rows: readonly Row[]): string {
         real: rv,
         ratio: f.wallMs / rv,
         regime: f.regime,
+        fakeFrom: f.source,
+        realFrom: [...new Set(reals.map((r) => r.source))].join(", "),
       };
     });
   let ratio =
@@ -404,8 +410,26 @@ function fakeVsReal(rows: readonly Row[]): string {
       })),
       { x: "total KV tokens", y: "fake / real wall", yLog: false, yRef: 1 },
     ) + table(
-      ["batch", "KV tokens", "real ms", "fake ms", "fake regime", "fake / real"],
-      pairs.map((p) => [p.batch, p.kv, ms(p.real), ms(p.fake), p.regime, p.ratio.toFixed(3)]),
+      [
+        "batch",
+        "KV tokens",
+        "real ms (median)",
+        "fake ms",
+        "fake regime",
+        "fake / real",
+        "fake from",
+        "real from",
+      ],
+      pairs.map((p) => [
+        p.batch,
+        p.kv,
+        ms(p.real),
+        ms(p.fake),
+        p.regime,
+        p.ratio.toFixed(3),
+        p.fakeFrom,
+        p.realFrom,
+      ]),
     );
   }
   return byRegime + ratio;
@@ -556,7 +580,7 @@ function kernelBreakdown(timings: readonly ReportKernelTimings[]): string {
 const CSS = `
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}
 h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
-table{border-collapse:collapse;margin:8px 0;font-size:12.5px}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
+.wide{overflow-x:auto;max-width:100%}table{border-collapse:collapse;margin:8px 0;font-size:12.5px}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}svg{font-size:11px;background:#fff}svg .label{font-size:12px;fill:#333}svg text.cell{font-size:10px;pointer-events:none}
 .grid{display:flex;flex-wrap:wrap;gap:16px}figure{margin:0}figcaption{font-weight:600;margin:4px 0}
 .note{color:#555}.empty{color:#777;font-style:italic}.pill{display:inline-block;background:#eef;border-radius:9px;padding:1px 8px;margin:2px}
