@@ -88,9 +88,10 @@ for stage in "$@"; do
       ;;
     bench)
       log "bench: the medium generated grid (decode and prefill), twice (repeatability)"
+      # EVIDENCE_GIANT=1: every point median-of-3 (the giant-KV threshold at one token)
       for i in $(seq "${EVIDENCE_BENCH_RUNS:-2}"); do
         run_bench --model $model --mode agg --grid medium --kv-cache-gb ${EVIDENCE_KV_GB:-60} \
-          --kvwarm off $limits --out "$out/bench-medium-$i.json" 2>&1 |
+          ${EVIDENCE_GIANT:+--giant-kv-threshold $EVIDENCE_GIANT} --kvwarm off $limits --out "$out/bench-medium-$i.json" 2>&1 |
           tee "$out/bench-medium-$i.txt" | tail -8
       done
       ;;
