@@ -1,6 +1,7 @@
 /**
  * A case's inputs as the GPU sees them, and their fingerprint: shared by validateCase and
- * the reference pool's workers, so this module loads no GPU code (a worker never opens Dawn).
+ * the reference pool's workers, which need none of validateCase's GPU path (a worker never
+ * opens a device, though the kernel modules' imports still load dawn.node there).
  *
  * ```ts
  * const inputs = caseInputs(gemm, gemm.cases[0], variant); // seeded, f16-rounded where stored so

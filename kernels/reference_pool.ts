@@ -5,16 +5,20 @@
  * `validate` outlast the time a lent GPU machine gives a call. A worker draws the case's
  * inputs itself from the case's seed (`caseInputs`), computes the reference and returns it
  * with the inputs' fingerprint; `validateCase` uses it only when its own inputs have the same
- * fingerprint, and computes inline otherwise. Jobs run in the order they are requested, at
- * most `2 x workers` computed ahead of the one being validated (large inputs live in the
- * workers only while their job runs). Deno only (Web Workers); elsewhere `create` returns null
- * and references stay inline.
+ * fingerprint, and computes inline otherwise. Jobs start in the order they are requested,
+ * at most `2 x workers` started and not yet taken or released (large inputs live in a worker
+ * only while its job runs). The caller releases each reference once no later row needs it,
+ * taken or not (a row that failed before its reference was read still frees its slot). A
+ * worker that fails closes the pool: every reference still pending is then computed inline.
+ * Deno only (Web Workers); elsewhere `create` returns null and references stay inline.
  *
  * ```ts
- * const pool = ReferencePool.create(4);
- * pool?.request({ kernel: "gemm", caseIndex: 3, variant: "f16" });
- * await validateCase(gpu, gemm, gemm.cases[3], f16, 10, pool ?? undefined);
- * pool?.close();
+ * const pool = ReferencePool.create(4)!;
+ * pool.request({ kernel: "gemm", caseIndex: 3, variant: "f16" }, gemm.cases[3].label, "f16");
+ * await pool.ready("gemm", gemm.cases[3].label, "f16");
+ * await validateCase(gpu, gemm, gemm.cases[3], f16, 10, pool);
+ * pool.release("gemm", gemm.cases[3].label, "f16");
+ * pool.close();
  * ```
  */
 import type { HostArray } from "./case.ts";
@@ -35,14 +39,17 @@ export interface ReferenceReply {
   readonly error?: string;
 }
 
+type Result = { fingerprint: string; expected: Record<string, HostArray> };
+
 interface Entry {
   readonly id: number;
   readonly job: ReferenceJob;
-  readonly label: string;
-  readonly dtype: string;
-  result?: Promise<{ fingerprint: string; expected: Record<string, HostArray> }>;
-  resolve?: (r: { fingerprint: string; expected: Record<string, HostArray> }) => void;
-  reject?: (e: Error) => void;
+  readonly key: string;
+  readonly result: Promise<Result>;
+  resolve(r: Result): void;
+  reject(e: Error): void;
+  /** Counts against how far ahead the pool may run (started, not taken or released). */
+  counted: boolean;
 }
 
 /** Worker threads computing CPU references ahead (see the module doc above). */
@@ -64,8 +71,9 @@ export class ReferencePool implements ReferenceSource {
       w.onmessage = (e: MessageEvent<ReferenceReply>) => this.#done(w, e.data);
       w.onerror = (e: ErrorEvent) => {
         e.preventDefault();
-        this.#failAll(new Error(`reference worker: ${e.message}`));
+        this.#shutDown(new Error(`reference worker: ${e.message}`));
       };
+      w.onmessageerror = () => this.#shutDown(new Error("reference worker: unreadable reply"));
       this.#workers.push(w);
       this.#idle.push(w);
     }
@@ -81,59 +89,73 @@ export class ReferencePool implements ReferenceSource {
     return new ReferencePool(Math.floor(size));
   }
 
-  /** Queues `job`'s reference (`label` and `dtype` key it for `take`); repeats are ignored. */
+  /** Queues `job`'s reference (`label` and `dtype` key it); a key already queued is kept. */
   request(job: ReferenceJob, label: string, dtype: string): void {
     const key = keyOf(job.kernel, label, dtype);
     if (this.#closed || this.#byKey.has(key)) return;
-    const entry: Entry = { id: this.#nextId++, job, label, dtype };
-    entry.result = new Promise((resolve, reject) => {
-      entry.resolve = resolve;
-      entry.reject = reject;
+    let resolve!: (r: Result) => void, reject!: (e: Error) => void;
+    const result = new Promise<Result>((res, rej) => {
+      resolve = res;
+      reject = rej;
     });
-    entry.result.catch(() => {});
+    result.catch(() => {});
+    const entry: Entry = {
+      id: this.#nextId++,
+      job,
+      key,
+      result,
+      resolve,
+      reject,
+      counted: false,
+    };
     this.#byKey.set(key, entry);
     this.#queue.push(entry);
     this.#pump();
   }
 
   /**
-   * Settles when the reference of (kernel, label, dtype) is computed (or failed, or was never
-   * requested): wait for it before timing anything that must not include CPU work.
+   * Settles when the reference of (kernel, label, dtype) is computed or failed (at once when
+   * it was never requested): wait for it before timing GPU work. A queued reference always
+   * starts: every slot ahead of it belongs to a row already taken or released.
    */
   ready(kernel: string, label: string, dtype: string): Promise<void> {
     const entry = this.#byKey.get(keyOf(kernel, label, dtype));
-    if (!entry || this.#queue.includes(entry)) return Promise.resolve();
-    return entry.result!.then(() => {}, () => {});
+    if (!entry) return Promise.resolve();
+    return entry.result.then(() => {}, () => {});
   }
 
-  /** The requested reference of (kernel, label, dtype), or undefined if never requested. */
-  take(
-    kernel: string,
-    label: string,
-    dtype: string,
-  ): Promise<{ fingerprint: string; expected: Record<string, HostArray> }> | undefined {
+  /**
+   * The reference of (kernel, label, dtype) once computed, or undefined (never requested,
+   * released, or failed: the caller computes it inline). May be taken again until released.
+   */
+  take(kernel: string, label: string, dtype: string): Promise<Result> | undefined {
+    const entry = this.#byKey.get(keyOf(kernel, label, dtype));
+    if (!entry) return undefined;
+    this.#uncount(entry);
+    return entry.result.catch(() => undefined as never);
+  }
+
+  /** Forgets the reference of (kernel, label, dtype): no later row needs it. */
+  release(kernel: string, label: string, dtype: string): void {
     const key = keyOf(kernel, label, dtype);
     const entry = this.#byKey.get(key);
-    if (!entry) return undefined;
+    if (!entry) return;
     this.#byKey.delete(key);
     const queued = this.#queue.indexOf(entry);
-    if (queued >= 0) {
-      // Not started (cannot happen while cases are taken in request order): compute inline.
-      this.#queue.splice(queued, 1);
-      return undefined;
-    }
-    // Taken: no longer counts against how far ahead the pool may run.
-    this.#ahead--;
-    this.#pump();
-    // A failed worker job falls back to the inline reference (an undefined result).
-    return entry.result!.catch(() => undefined as never);
+    if (queued >= 0) this.#queue.splice(queued, 1);
+    this.#uncount(entry);
   }
 
-  /** Stops every worker; pending requests are dropped. */
+  /** Stops every worker; references not yet computed come back as failures (inline). */
   close(): void {
-    this.#closed = true;
-    for (const w of this.#workers) w.terminate();
-    this.#failAll(new Error("reference pool closed"));
+    this.#shutDown(new Error("reference pool closed"));
+  }
+
+  #uncount(entry: Entry): void {
+    if (!entry.counted) return;
+    entry.counted = false;
+    this.#ahead--;
+    this.#pump();
   }
 
   #pump(): void {
@@ -141,6 +163,7 @@ export class ReferencePool implements ReferenceSource {
       if (this.#ahead >= 2 * this.size) return;
       const entry = this.#queue.shift()!;
       const w = this.#idle.pop()!;
+      entry.counted = true;
       this.#ahead++;
       this.#running.set(entry.id, entry);
       w.postMessage({ id: entry.id, ...entry.job });
@@ -153,17 +176,20 @@ export class ReferencePool implements ReferenceSource {
     this.#idle.push(w);
     if (entry) {
       if (reply.error || !reply.expected || reply.fingerprint === undefined) {
-        entry.reject!(new Error(reply.error ?? "reference worker: empty reply"));
+        entry.reject(new Error(reply.error ?? "reference worker: empty reply"));
       } else {
-        entry.resolve!({ fingerprint: reply.fingerprint, expected: reply.expected });
+        entry.resolve({ fingerprint: reply.fingerprint, expected: reply.expected });
       }
     }
     this.#pump();
   }
 
-  #failAll(err: Error): void {
-    for (const entry of this.#running.values()) entry.reject!(err);
-    for (const entry of this.#queue) entry.reject!(err);
+  /** Closes the pool: workers stop, every pending reference fails (and is computed inline). */
+  #shutDown(err: Error): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const w of this.#workers) w.terminate();
+    for (const entry of [...this.#running.values(), ...this.#queue]) entry.reject(err);
     this.#running.clear();
     this.#queue.length = 0;
   }

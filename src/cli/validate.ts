@@ -120,16 +120,20 @@ await runCli(async () => {
   const pool = ReferencePool.create(
     opts.referenceWorkers ?? Math.min(8, availableParallelism() - 1),
   );
-  for (const { module, variant, kcase } of plan) {
+  // The last row that needs each reference: after it the pool may forget it.
+  const lastUse = new Map<string, number>();
+  plan.forEach(({ module, variant, kcase }, i) => {
     pool?.request(
       { kernel: module.spec.name, caseIndex: module.cases.indexOf(kcase), variant: variant.name },
       kcase.label,
       variant.dtype,
     );
-  }
+    lastUse.set(`${module.spec.name}\u0000${kcase.label}\u0000${variant.dtype}`, i);
+  });
   let hung: ValidationRow | null = null;
   try {
-    for (const { module, variant, kcase } of plan) {
+    for (const [i, { module, variant, kcase }] of plan.entries()) {
+      const refKey = `${module.spec.name}\u0000${kcase.label}\u0000${variant.dtype}`;
       try {
         // The case's bound is for the GPU: wait for its CPU reference outside it.
         await pool?.ready(module.spec.name, kcase.label, variant.dtype);
@@ -159,6 +163,9 @@ await runCli(async () => {
           flops: kcase.flops,
         });
       }
+      // Taken or not (a row can fail before reading it), a reference no later row needs
+      // frees its place in the pool.
+      if (lastUse.get(refKey) === i) pool?.release(module.spec.name, kcase.label, variant.dtype);
       const r = rows[rows.length - 1];
       const line = `${rows.length} rows, last: ${r.kernel} ${r.case} ${r.variant} ${
         r.pass ? "pass" : "FAIL"

@@ -57,11 +57,32 @@ test("workers return the main thread's references, bit for bit, with the inputs'
       assert.ok(got, `${w.kernel}: a reference`);
       assert.is(got!.fingerprint, w.print, `${w.kernel}: same inputs`);
       assert.ok(sameArrays(got!.expected, w.expected), `${w.kernel}: same reference`);
-      // Taken once: a second take finds nothing (the validator then computes it inline).
+      // Until released a reference can be taken again (variants of one dtype share it).
+      assert.ok(await pool!.take(w.kernel, w.label, dtype));
+      pool!.release(w.kernel, w.label, dtype);
       assert.is(pool!.take(w.kernel, w.label, dtype), undefined);
     }
   } finally {
     pool!.close();
+  }
+});
+
+test("rows that fail before reading their reference still free its place in the pool", async () => {
+  // One worker, so at most two references run ahead: release two without taking them (their
+  // rows failed), and the third still comes back computed, not left queued.
+  const pool = ReferencePool.create(1)!;
+  try {
+    const gemm = kernelByName("gemm");
+    for (const i of [0, 1, 2]) {
+      pool.request({ kernel: "gemm", caseIndex: i, variant: "f32" }, gemm.cases[i].label, "f32");
+    }
+    pool.release("gemm", gemm.cases[0].label, "f32");
+    pool.release("gemm", gemm.cases[1].label, "f32");
+    await pool.ready("gemm", gemm.cases[2].label, "f32");
+    const got = await pool.take("gemm", gemm.cases[2].label, "f32");
+    assert.is(got?.fingerprint, inlineReference("gemm", 2, "f32").print);
+  } finally {
+    pool.close();
   }
 });
 
