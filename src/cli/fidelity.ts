@@ -68,7 +68,7 @@ await runCli(() => {
   );
   if (report.coalesced) {
     console.log(
-      `${report.coalesced} steps scored with the step before them: their interval was under ` +
+      `${report.coalesced} steps joined with the step before them: their interval was under ` +
         `${LATE_ARRIVAL_SHARE * 100}% of their GPU time, so the previous arrival was seen late`,
     );
   }

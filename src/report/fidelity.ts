@@ -10,7 +10,9 @@
  * previous step's arrival was seen late (the host was busy), which lengthened the previous
  * interval by as much as it shortened this one. Such a step is scored together with the
  * steps before it as one unit (served: the sum of their intervals; predicted: the sum of
- * their predictions), which cancels the late observation exactly; the report counts them.
+ * their predictions), which cancels the late observation exactly; the unit's error counts
+ * once for each of its steps, and the report says how many steps were joined. A unit of
+ * steps of different kinds is scored under "all" only, by the whole library.
  *
  * ```ts
  * const report = fidelity(rows, log.steps, { metric: "interval", methods: ["grid", "fit"] });
@@ -55,7 +57,8 @@ export interface FidelityGroup {
 export interface FidelityReport {
   readonly metric: StepMetric;
   readonly steps: number;
-  /** Steps without a time under the metric (gpu_ms null), never scored. */
+  /** Steps without a time under the metric (gpu_ms null, or a zero interval that follows
+   * an untimed step), never scored. */
   readonly untimed: number;
   /**
    * Steps scored together with the step before them, because the previous arrival was seen
@@ -86,12 +89,13 @@ export function fidelity(
   const metric = options.metric ?? "interval";
   const methods = options.methods ?? ["grid", "fit"];
   const kept = steps.slice(options.skipSteps ?? 0);
-  const timed = kept.filter((s) => (stepTimeMs(s, metric) ?? 0) > 0);
-  const units = scoringUnits(timed, metric);
+  const { units, untimed } = scoringUnits(kept, metric);
   const groups: FidelityGroup[] = [];
   const reasons = new Map<string, number>();
   const all = new LatencyPredictor(rows, { regimes: options.regimes });
-  const predictors: [string, LatencyPredictor, (k: StepKind) => boolean][] = [
+  // A unit whose steps differ in kind (a late step joined to another kind) is scored by the
+  // whole library only, under "all".
+  const predictors: [string, LatencyPredictor, (k: StepKind | null) => boolean][] = [
     ["all", all, () => true],
   ];
   for (const regime of all.regimes("decode")) {
@@ -124,7 +128,7 @@ export function fidelity(
       for (const unit of units) {
         const kind = unitKind(unit);
         if (!applies(kind)) continue;
-        const targets = [bucket(kind), bucket("all")];
+        const targets = kind === null ? [bucket("all")] : [bucket(kind), bucket("all")];
         for (const t of targets) t.steps += unit.length;
         let predicted = 0;
         try {
@@ -133,17 +137,20 @@ export function fidelity(
           if (!(err instanceof OutsideDomainError)) throw err;
           for (const t of targets) t.outside += unit.length;
           if (regime === "all") {
-            const reason = `${method} ${kind}: ${generalize(err.message)}`;
-            reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+            const reason = `${method} ${kind ?? "joined"}: ${generalize(err.message)}`;
+            reasons.set(reason, (reasons.get(reason) ?? 0) + unit.length);
           }
           continue;
         }
         let served = 0;
         for (const s of unit) served += stepTimeMs(s, metric)!;
         const signed = (100 * (predicted - served)) / served;
+        // The unit's error stands for each of its steps (quantiles and means are per step).
         for (const t of targets) {
-          t.ape.push(Math.abs(signed));
-          t.signed.push(signed);
+          for (let i = 0; i < unit.length; i++) {
+            t.ape.push(Math.abs(signed));
+            t.signed.push(signed);
+          }
           t.scored += unit.length;
         }
       }
@@ -169,7 +176,7 @@ export function fidelity(
   return {
     metric,
     steps: kept.length,
-    untimed: kept.length - timed.length,
+    untimed,
     coalesced: units.reduce((n, u) => n + u.length - 1, 0),
     groups,
     outsideReasons: [...reasons].map(([reason, count]) => ({ reason, count }))
@@ -178,24 +185,39 @@ export function fidelity(
 }
 
 /**
- * The steps in scoring units: one step each, except that under the interval metric a step
- * whose interval is below LATE_ARRIVAL_SHARE of its GPU time joins the unit before it.
+ * The steps in scoring units, and how many steps have no time under the metric: one step a
+ * unit, except that under the interval metric a step whose interval is below
+ * LATE_ARRIVAL_SHARE of its GPU time (zero included) joins the unit of the step just before
+ * it in the log (never across an untimed step).
  */
-function scoringUnits(steps: readonly ServedStep[], metric: StepMetric): ServedStep[][] {
+function scoringUnits(
+  steps: readonly ServedStep[],
+  metric: StepMetric,
+): { units: ServedStep[][]; untimed: number } {
   const units: ServedStep[][] = [];
+  let untimed = 0;
+  let joinable = false; // the previous step of the log ended the last unit
   for (const s of steps) {
-    const late = metric === "interval" && s.gpu_ms !== null &&
-      s.interval_ms < LATE_ARRIVAL_SHARE * s.gpu_ms;
-    if (late && units.length > 0) units[units.length - 1].push(s);
-    else units.push([s]);
+    const time = stepTimeMs(s, metric);
+    const late = metric === "interval" && s.gpu_ms !== null && time !== null && time >= 0 &&
+      time < LATE_ARRIVAL_SHARE * s.gpu_ms;
+    if (late && joinable) {
+      units[units.length - 1].push(s);
+    } else if (time !== null && time > 0) {
+      units.push([s]);
+      joinable = true;
+    } else {
+      untimed++;
+      joinable = false;
+    }
   }
-  return units;
+  return { units, untimed };
 }
 
-/** A unit's kind: its steps' kind when they agree, else mixed. */
-function unitKind(unit: readonly ServedStep[]): StepKind {
+/** A unit's kind: its steps' kind when they agree, else null (scored under "all" only). */
+function unitKind(unit: readonly ServedStep[]): StepKind | null {
   const kinds = new Set(unit.map(stepKind));
-  return kinds.size === 1 ? [...kinds][0] : "mixed";
+  return kinds.size === 1 ? [...kinds][0] : null;
 }
 
 /** Linear-interpolated quantile (q in [0, 1]) of unsorted values. */

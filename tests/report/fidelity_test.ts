@@ -123,6 +123,25 @@ test("a step whose interval is shorter than its GPU time is scored with the step
   // Other metrics never coalesce: the GPU time is what it is.
   const byGpu = fidelity(rows(), steps, { metric: "gpu", methods: ["grid"], regimes: ["real_kv"] });
   assert.is(byGpu.coalesced, 0);
+  // An interval read as exactly 0 joins too (the second arrival came in the same turn).
+  const zero = fidelity(rows(), [
+    { ...decodeStep(1, 2, 100, 20), gpu_ms: 10 },
+    { ...decodeStep(2, 2, 100, 0), gpu_ms: 10 },
+  ], { methods: ["grid"], regimes: ["real_kv"] });
+  assert.equal([zero.coalesced, zero.untimed], [1, 0]);
+  assert.is(zero.groups.find((x) => x.regime === "all" && x.kind === "decode")!.mapePct, 0);
+  // A late decode step joined to a prefill step is scored under "all" only, not as a
+  // decode or prefill step, and not by the per-regime predictors.
+  const cross = fidelity(rows(), [
+    { ...prefillStep(1, 500, 10), gpu_ms: 10 },
+    { ...decodeStep(2, 2, 100, 5), gpu_ms: 10 },
+  ], { methods: ["grid"] });
+  const g = (regime: string, kind: string) =>
+    cross.groups.find((x) => x.regime === regime && x.kind === kind);
+  assert.equal([g("all", "all")!.steps, g("all", "all")!.scored], [2, 2]);
+  assert.is(g("all", "decode"), undefined);
+  assert.is(g("all", "prefill"), undefined);
+  assert.is(g("real_kv", "all"), undefined);
   // A first step has nothing to join.
   const first = fidelity(rows(), [{ ...decodeStep(1, 2, 100, 4), gpu_ms: 10 }], {
     methods: ["grid"],
