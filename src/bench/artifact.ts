@@ -458,7 +458,10 @@ export interface EngineInfo {
 
 /** The garbage-collection policy and what it did. */
 export interface GcPolicy {
-  /** `point_boundary`: collections run only between points, never inside a step. */
+  /**
+   * `point_boundary`: a collection before each point; inside a point none, except (under
+   * Deno) one every 2 s of GPU waiting (src/gpu/event_pacing.ts).
+   */
   readonly policy: "point_boundary";
   /** Whether `globalThis.gc` was exposed (`--v8-flags=--expose-gc`). */
   readonly exposed: boolean;

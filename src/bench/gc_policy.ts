@@ -1,8 +1,9 @@
 /**
- * Garbage collection only at point boundaries: a full collection before each point is
- * prepared (never inside a timed step), through `globalThis.gc`, which exists when the
- * runtime was started with `--v8-flags=--expose-gc` (the bench task does). Without it
- * the policy is recorded as not exposed.
+ * Garbage collection at point boundaries: a full collection before each point is prepared,
+ * through `globalThis.gc`, which exists when the runtime was started with
+ * `--v8-flags=--expose-gc` (the bench task does). Without it the policy is recorded as not
+ * exposed. Under Deno the pacing of GPU waits (src/gpu/event_pacing.ts) adds at most one
+ * collection every 2 s inside a point, so only a point whose waits last that long sees one.
  *
  * ```ts
  * const gc = new BoundaryGc();

@@ -99,7 +99,13 @@ export async function runSweep(
     progress.start(p.benchmark_id, p.key);
     o.gc.collect();
     await o.decodeSeeder.beforePoint(p.point, driver);
-    const outcome = await measurePoint(ctx, sync, p, shapes);
+    let outcome: PointOutcome;
+    try {
+      outcome = await measurePoint(ctx, sync, p, shapes);
+    } finally {
+      // A point that throws must not leave the driver measuring (nor collections held).
+      driver.activePoint = null;
+    }
     if (outcome.ok) builder.addResult(outcome.result, outcome.group);
     else builder.addSkipped(outcome.skipped);
     progress.finish(p.point.kind, outcome.ok ? outcome.result.kv_seed_regime : `skip`);

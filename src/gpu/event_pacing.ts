@@ -22,7 +22,8 @@
  * that arrival late and the next gap short (seen on the H200: a steady decode step of 25.8 ms
  * GPU time measured as a 20.8 ms gap). So while a benchmark point is measured
  * ({@link holdCollections}), collections wait {@link GC_HELD_EVERY_MS} instead: none falls in
- * a point of short steps, and a step of many seconds still keeps the pile short. Outside
+ * a point whose waits add up to less than that, and a step of many seconds still keeps the
+ * pile short (a collection's 10-40 ms against a step of seconds). Outside
  * points they stay full collections: young-generation ones (0.3 ms instead of 10-40 ms) were
  * tried on the H200 and do not release the finalizers; a served replay then stalled 0.3-10 s
  * after long steps (13.8 s in all over 854 steps), where full ones every 200 ms gave no stall
