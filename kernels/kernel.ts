@@ -45,6 +45,12 @@ export interface Variant {
   readonly consts?: Readonly<Record<string, number>>;
   /** A WGSL file of its own for this variant (default: the kernel's). */
   readonly shader?: string;
+  /**
+   * f16 only: read-only `vec4<T>` bindings are declared as `vec2<u32>` (the same bytes) and
+   * read through `t4`, which unpacks two f16 pairs: 32-bit storage loads instead of 16-bit
+   * ones (see PACKED_F16 in the prelude below).
+   */
+  readonly packed?: boolean;
 }
 
 /** Workgroup-count grid of one dispatch. */
@@ -121,13 +127,25 @@ export function preludeOf<F extends ParamFields>(
   }
   lines.push(kernel.params.wgsl);
   lines.push("@group(0) @binding(0) var<uniform> params: Params;");
+  if (variant.packed && variant.dtype !== "f16") {
+    throw new Error(`${kernel.name}/${variant.name}: a packed variant stores f16`);
+  }
   kernel.bindings.forEach((b, i) => {
+    const type = variant.packed && b.type === "vec4<T>" && b.access === "read"
+      ? "vec2<u32>"
+      : b.type;
     lines.push(
       `@group(0) @binding(${
         i + 1
-      }) var<storage, ${b.access}> ${b.name}: array<${b.type}>; // ${b.shape}`,
+      }) var<storage, ${b.access}> ${b.name}: array<${type}>; // ${b.shape}`,
     );
   });
+  // t4: four stored values of a read-only vec4<T> binding as f32, whatever the declaration.
+  lines.push(
+    variant.packed
+      ? "fn t4(v: vec2<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)); }"
+      : "fn t4(v: vec4<T>) -> vec4<f32> { return vec4<f32>(v); }",
+  );
   return lines.join("\n");
 }
 

@@ -76,6 +76,8 @@ export interface MoeBlockOptions {
   readonly gemm?: string;
   /** Rows per work item (default MOE_BLOCK_M). */
   readonly blockM?: number;
+  /** "auto" picks the staged form's f16 words variant (`f16-staged-packed`). */
+  readonly packedF16?: boolean;
 }
 
 /**
@@ -87,10 +89,13 @@ export function moeGemmVariantFor(
   tokens: number,
   topK: number,
   experts: number,
+  packedF16 = false,
 ): string {
   // Decode-shaped: few rows per expert, weight bytes dominate: stream each expert's
   // weights once with the rows staged beside them.
-  if ((tokens * topK) / experts <= 16) return `${dtype}-staged`;
+  if ((tokens * topK) / experts <= 16) {
+    return `${dtype}-staged${packedF16 && dtype === "f16" ? "-packed" : ""}`;
+  }
   return dtype;
 }
 
@@ -232,7 +237,7 @@ export class MoeBlock {
       throw new Error(`moe block: tokens = ${tokens} must be in 0..${s.maxTokens}`);
     }
     const names = [...this.pipes.gateUp.keys()];
-    const auto = moeGemmVariantFor(s.dtype, tokens, s.topK, s.experts);
+    const auto = moeGemmVariantFor(s.dtype, tokens, s.topK, s.experts, this.options.packedF16);
     this.gemmName = names.includes(auto) ? auto : names[0];
     const gu = this.pipes.gateUp.get(this.gemmName)!;
     const dn = this.pipes.down.get(this.gemmName)!;

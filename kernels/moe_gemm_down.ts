@@ -63,6 +63,22 @@ export const spec: KernelSpec<typeof params.fields> = {
       consts: STAGED,
     },
     { name: "f32-staged", dtype: "f32", shader: "moe_gemm_down_staged.wgsl", consts: STAGED },
+    // The f16-sg and f16-staged forms with w read as 32-bit words (see `packed`).
+    {
+      name: "f16-sg-packed",
+      dtype: "f16",
+      subgroups: true,
+      packed: true,
+      shader: "moe_gemm_down_subgroup.wgsl",
+      consts: { WG: 128, RPW: 2, MT: 4 },
+    },
+    {
+      name: "f16-staged-packed",
+      dtype: "f16",
+      packed: true,
+      shader: "moe_gemm_down_staged.wgsl",
+      consts: STAGED,
+    },
   ],
   // RPW: output columns a workgroup owns (the tiled form: 128).
   grid: (p, v) => [Math.ceil(p.hidden / (v.consts?.RPW ?? 128)), Math.max(1, p.max_items), 1],
@@ -176,7 +192,7 @@ function downCase(
 }
 
 // Production shapes run the f16 forms only (the storage type on GPUs with shader-f16).
-const F16_ONLY = ["f16", "f16-sg", "f16-staged"];
+const F16_ONLY = ["f16", "f16-sg", "f16-staged", "f16-sg-packed", "f16-staged-packed"];
 
 export const cases = [
   downCase(1, 8, 2, 64, 32, "spread"),

@@ -114,6 +114,15 @@ export const spec: KernelSpec<typeof params.fields> = {
     // K/V tiles staged through workgroup memory with coalesced loads, online softmax.
     { name: "f32-tiled", dtype: "f32", shader: "paged_attention_decode_tiled.wgsl", consts: TILED },
     { name: "f16-tiled", dtype: "f16", shader: "paged_attention_decode_tiled.wgsl", consts: TILED },
+    // The f16 forms with K and V read as 32-bit words (see `packed`).
+    { name: "f16-packed", dtype: "f16", packed: true, consts: CONSTS },
+    {
+      name: "f16-tiled-packed",
+      dtype: "f16",
+      packed: true,
+      shader: "paged_attention_decode_tiled.wgsl",
+      consts: TILED,
+    },
   ],
   grid: (p, v) => {
     checkAttentionGeometry("paged_attention_decode", p, v, v.consts!.GMAX);

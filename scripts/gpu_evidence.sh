@@ -78,6 +78,13 @@ for stage in "$@"; do
       run perf-decode --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-40} "${p[@]}" \
         --json "$out/h200-decode.json" --profile 64x1024 --profile-json "$out/profile-64x1024.json" \
         2>&1 | tee "$out/perf-decode.txt" | tail -40
+      # EVIDENCE_PACKED_AB=1: the same points again with f16 read as 32-bit words
+      if [ "${EVIDENCE_PACKED_AB:-0}" = 1 ]; then
+        WEBFPM_F16_PACKED=1 run perf-decode --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-40} \
+          "${p[@]}" --json "$out/h200-decode-packed.json" --profile 64x1024 \
+          --profile-json "$out/profile-64x1024-packed.json" 2>&1 |
+          tee "$out/perf-decode-packed.txt" | tail -40
+      fi
       log "PyTorch peer (prefill) and webfpm perf-prefill"
       [ "${EVIDENCE_PEER:-on}" = on ] && timeout -k 10 "$limit" python3 \
         scripts/peers/torch_moe_peer.py prefill --out "$out/peer-prefill.json" 2>&1 |

@@ -16,7 +16,7 @@ fn main(
   for (var m0 = 0u; m0 < params.m; m0 += MT) {
     var acc = array<f32, MT>();
     for (var i = lid; i < k4; i += WG) {
-      let wv = vec4<f32>(w[row * k4 + i]);
+      let wv = t4(w[row * k4 + i]);
       for (var j = 0u; j < MT; j++) {
         if (m0 + j < params.m) {
           acc[j] += dot(x[(m0 + j) * k4 + i], wv);

@@ -13,7 +13,7 @@ fn main(
   for (var m = 0u; m < params.m; m++) {
     var acc = vec4<f32>(0.0);
     for (var i = 0u; i < k4; i++) {
-      acc += x[m * k4 + i] * vec4<f32>(w[row * k4 + i]);
+      acc += x[m * k4 + i] * t4(w[row * k4 + i]);
     }
     let s = acc.x + acc.y + acc.z + acc.w;
     let at = m * params.n + row;

@@ -21,7 +21,7 @@ fn main(
     var acc = array<f32, MT>();
     if (valid) {
       for (var i = t; i < k4; i += per_row) {
-        let wv = vec4<f32>(w[row * k4 + i]);
+        let wv = t4(w[row * k4 + i]);
         for (var j = 0u; j < MT; j++) {
           if (m0 + j < params.m) {
             acc[j] += dot(x[(m0 + j) * k4 + i], wv);

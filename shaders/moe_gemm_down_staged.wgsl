@@ -45,7 +45,7 @@ fn main(
       workgroupBarrier();
       if (valid) {
         for (var kk = kp; kk < nk; kk += KP) {
-          let wv = vec4<f32>(w[wrow + k0 + kk]);
+          let wv = t4(w[wrow + k0 + kk]);
           for (var r = 0u; r < RMAX; r++) {
             acc[r] += dot(shm[r * kc4 + kk], wv);
           }

@@ -34,7 +34,7 @@ fn main(
     var acc = array<f32, MT>();
     if (valid) {
       for (var i = t; i < k4; i += per_col) {
-        let wv = vec4<f32>(w[wrow + i]);
+        let wv = t4(w[wrow + i]);
         for (var j = 0u; j < MT; j++) {
           if (m0 + j < row_end) {
             acc[j] += dot(act[(m0 + j) * k4 + i], wv);

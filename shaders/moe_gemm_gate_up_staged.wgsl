@@ -48,8 +48,8 @@ fn main(
       workgroupBarrier();
       if (valid) {
         for (var kk = kp; kk < nk; kk += KP) {
-          let wg = vec4<f32>(w[grow + k0 + kk]);
-          let wu = vec4<f32>(w[urow + k0 + kk]);
+          let wg = t4(w[grow + k0 + kk]);
+          let wu = t4(w[urow + k0 + kk]);
           for (var r = 0u; r < RMAX; r++) {
             let xv = shm[r * kc4 + kk];
             acc_g[r] += dot(xv, wg);

@@ -43,8 +43,8 @@ fn main(
     var acc_u = array<f32, MT>();
     if (valid) {
       for (var i = t; i < k4; i += per_col) {
-        let wg = vec4<f32>(w[grow + i]);
-        let wu = vec4<f32>(w[urow + i]);
+        let wg = t4(w[grow + i]);
+        let wu = t4(w[urow + i]);
         for (var j = 0u; j < MT; j++) {
           if (m0 + j < row_end) {
             let xv = x[tok[j] + i];

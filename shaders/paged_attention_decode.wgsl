@@ -110,7 +110,7 @@ fn main(
     var s_lo = vec4<f32>(0.0);
     var s_hi = vec4<f32>(0.0);
     for (var c = 0u; c < hd4; c++) {
-      let kv = vec4<f32>(k_cache[base + c]);
+      let kv = t4(k_cache[base + c]);
       s_lo += vec4<f32>(
         dot(q_sh[c], kv),
         dot(q_sh[HD4 + c], kv),
@@ -180,7 +180,7 @@ fn main(
   var o6 = vec4<f32>(0.0);
   var o7 = vec4<f32>(0.0);
   for (var j = kg; j < n_keys; j += nkg) {
-    let v = vec4<f32>(v_cache[paged_kv_base(seq, key_start + j, kvh) + col]);
+    let v = t4(v_cache[paged_kv_base(seq, key_start + j, kvh) + col]);
     let p_lo = scores[2u * j];
     let p_hi = scores[2u * j + 1u];
     o0 += p_lo.x * v;

@@ -33,9 +33,9 @@ fn stage_tile(seq: u32, kvh: u32, first: u32, nt: u32, lid: u32, is_v: bool) {
     if (key < nt) {
       let at = paged_kv_base(seq, first + key, kvh) + c;
       if (is_v) {
-        v = vec4<f32>(v_cache[at]);
+        v = t4(v_cache[at]);
       } else {
-        v = vec4<f32>(k_cache[at]);
+        v = t4(k_cache[at]);
       }
     }
     kv_sh[key * KS + c] = v;

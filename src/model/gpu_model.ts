@@ -24,6 +24,7 @@
  * const tokens = await out.sampled;
  * ```
  */
+import process from "node:process";
 import { paced } from "../gpu/event_pacing.ts";
 import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage, MapMode } from "../gpu/device.ts";
@@ -81,6 +82,12 @@ export interface GpuModelOptions {
    * row once per 32 staged rows (default 128 on GPUs, 0 on CPU adapters); GEMM above.
    */
   readonly stagedMaxRows?: number;
+  /**
+   * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
+   * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
+   * environment sets WEBFPM_F16_PACKED=1. Not yet measured on a GPU against the 16-bit loads.
+   */
+  readonly packedF16?: boolean;
 }
 
 /** One dispatch's GPU time, when the model runs with `profile`. */
@@ -250,8 +257,10 @@ export class GpuModel implements ForwardModel {
       gemvMaxRows: options.gemvMaxRows ?? (cpu ? 64 : 8),
       decodeAttention: options.decodeAttention ?? (cpu ? "direct" : "tiled"),
       stagedMaxRows: options.stagedMaxRows ?? (cpu ? 0 : 128),
+      packedF16: dtype === "f16" &&
+        (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
     };
-    const calls = await createCalls(gpu, config, dtype, opts.decodeAttention);
+    const calls = await createCalls(gpu, config, dtype, opts.decodeAttention, opts.packedF16);
     const moe = config.layerKinds.includes("moe")
       ? await MoeBlock.create(gpu, {
         hidden: config.hiddenSize,
@@ -261,7 +270,7 @@ export class GpuModel implements ForwardModel {
         normTopk: config.normTopkProb,
         maxTokens: opts.maxNumTokens,
         dtype,
-      })
+      }, { packedF16: opts.packedF16 })
       : null;
     const buf = createScratch(gpu, config, opts);
     const model = new GpuModel(gpu, config, weights, kv, opts, calls, moe, buf);
@@ -769,15 +778,17 @@ async function createCalls(
   config: ModelConfig,
   dtype: StorageDtype,
   decodeAttention: "tiled" | "direct",
+  packedF16: boolean,
 ) {
-  const decodeVariant = decodeAttention === "tiled" ? `${dtype}-tiled` : dtype;
+  const packed = packedF16 ? "-packed" : "";
+  const decodeVariant = (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
   const gemvVariant = gpu.adapter.type === "cpu"
     ? `${dtype}-rows`
     : dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
-    ? "f16-sg"
-    : dtype;
-  const stagedVariant = `${dtype}-staged`;
+    ? `f16-sg${packed}`
+    : dtype + packed;
+  const stagedVariant = `${dtype}-staged${packed}`;
   // The tiled GEMM, not the tensor-core form: on the H200 (2026-11-30) f16-sgmat passed
   // validation but ran 4x slower (1024^3: 3750 us against 850 us), so it stays a validated
   // variant to improve, not the model's choice.

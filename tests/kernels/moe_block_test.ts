@@ -4,7 +4,12 @@ import { readBuffer, uploadBuffer } from "../../src/gpu/buffers.ts";
 import type { Gpu } from "../../src/gpu/device.ts";
 import { f32ToF16Bits, roundToF16InPlace } from "../../src/util/f16.ts";
 import { Rng } from "../../src/util/rng.ts";
-import { MoeBlock, moeBlockRef, type MoeBlockShape } from "../../kernels/moe_block.ts";
+import {
+  MoeBlock,
+  moeBlockRef,
+  type MoeBlockShape,
+  moeGemmVariantFor,
+} from "../../kernels/moe_block.ts";
 import { moeDispatchParams, moeDispatchRef } from "../../kernels/moe_dispatch.ts";
 import { moeRouterParams, moeRouterRef } from "../../kernels/moe_router.ts";
 import { spec as gateUpSpec } from "../../kernels/moe_gemm_gate_up.ts";
@@ -215,6 +220,13 @@ test("the MoE block refuses a step larger than its scratch and encode before set
   let refused = "";
   await MoeBlock.create(gpu, { ...shape, hidden: 62 }).catch((e) => refused = e.message);
   assert.match(refused, /hidden = 62 must be a positive multiple of 4/);
+});
+
+test("the GEMM form by rows per expert: staged (f16 words when packed) for decode, tiled else", () => {
+  assert.is(moeGemmVariantFor("f16", 64, 8, 128), "f16-staged");
+  assert.is(moeGemmVariantFor("f16", 64, 8, 128, true), "f16-staged-packed");
+  assert.is(moeGemmVariantFor("f32", 64, 8, 128, true), "f32-staged");
+  assert.is(moeGemmVariantFor("f16", 2048, 8, 128, true), "f16");
 });
 
 test.run();

@@ -19,6 +19,10 @@ async function decodeLogits(options: GpuModelOptions): Promise<Float32Array[]> {
     ...options,
   });
   try {
+    if (options.packedF16) {
+      const v = model.linearVariants;
+      assert.ok(v.decodeAttention.endsWith("-packed"), `decode attention ${v.decodeAttention}`);
+    }
     const prompt = Array.from({ length: 20 }, (_, i) => 100 + 37 * i);
     const tables = [[1, 2, 3, 4], [5, 6, 7, 8]];
     await runStep(
@@ -58,6 +62,18 @@ test("linear layers: GEMV, staged GEMV and GEMM give the same logits", async () 
   const gemm = await decodeLogits({ gemvMaxRows: 0, stagedMaxRows: 0 });
   gemv.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: gemv vs gemm`));
   staged.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: staged vs gemm`));
+});
+
+test("f16 read as 32-bit words (packedF16) gives the same logits as 16-bit loads", async () => {
+  // Staged GEMV, both decode attention forms and the staged MoE GEMMs take the packed path.
+  for (const decodeAttention of ["direct", "tiled"] as const) {
+    const base = { dtype: "f16" as const, gemvMaxRows: 0, stagedMaxRows: 64, decodeAttention };
+    const loads16 = await decodeLogits({ ...base, packedF16: false });
+    const words = await decodeLogits({ ...base, packedF16: true });
+    loads16.forEach((d, i) =>
+      assert.is(maxAbsDiff(d, words[i]), 0, `${decodeAttention} step ${i}: bit-identical`)
+    );
+  }
 });
 
 test.run();
