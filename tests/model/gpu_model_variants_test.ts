@@ -56,10 +56,12 @@ test("decode attention: the tiled and the direct forms give the same logits", as
   direct.forEach((d, i) => assert.ok(maxAbsDiff(d, tiled[i]) < 1e-4, `step ${i}`));
 });
 
-test("linear layers: GEMV, staged GEMV and GEMM give the same logits", async () => {
+test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits", async () => {
   const gemv = await decodeLogits({ gemvMaxRows: 64 });
   const staged = await decodeLogits({ gemvMaxRows: 0, stagedMaxRows: 64 });
   const gemm = await decodeLogits({ gemvMaxRows: 0, stagedMaxRows: 0 });
+  const wide = await decodeLogits({ gemvMaxRows: 0, stagedMaxRows: 0, gemmSmallMaxRows: 0 });
+  wide.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: 64x128 vs 64x64`));
   gemv.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: gemv vs gemm`));
   staged.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: staged vs gemm`));
 });
