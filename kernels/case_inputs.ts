@@ -1,5 +1,6 @@
 /**
- * A case's inputs as the GPU sees them, and their fingerprint: shared by validateCase and
+ * A case's inputs as the GPU sees them, their fingerprint and the key of their reference:
+ * shared by validateCase and
  * the reference pool's workers, which need none of validateCase's GPU path (a worker never
  * opens a device, though the kernel modules' imports still load dawn.node there).
  *
@@ -48,4 +49,9 @@ export function fingerprint(inputs: Record<string, HostArray>): string {
     parts.push(`${name}:${data.length}:${sum}:${data[data.length - 1]}`);
   }
   return parts.join("|");
+}
+
+/** The key of a case's CPU reference: one per kernel, case and storage type. */
+export function referenceKey(kernel: string, label: string, dtype: string): string {
+  return `${kernel}\u0000${label}\u0000${dtype}`;
 }

@@ -7,9 +7,10 @@
  * with the inputs' fingerprint; `validateCase` uses it only when its own inputs have the same
  * fingerprint, and computes inline otherwise. Jobs start in the order they are requested,
  * at most `2 x workers` started and not yet taken or released (large inputs live in a worker
- * only while its job runs). The caller releases each reference once no later row needs it,
- * taken or not (a row that failed before its reference was read still frees its slot). A
- * worker that fails closes the pool: every reference still pending is then computed inline.
+ * only while its job runs). Every row that will read a reference requests it, and releases
+ * it when done, read or not (a row that failed before reading it still frees it); the last
+ * release forgets the reference and frees its slot. A worker that fails closes the pool:
+ * every reference still pending is then computed inline.
  * Deno only (Web Workers); elsewhere `create` returns null and references stay inline.
  *
  * ```ts
@@ -23,6 +24,7 @@
  */
 import type { HostArray } from "./case.ts";
 import type { ReferenceSource } from "./validate.ts";
+import { referenceKey } from "./case_inputs.ts";
 
 /** One reference to compute: a case of a kernel as one variant (of its dtype) sees it. */
 export interface ReferenceJob {
@@ -45,6 +47,8 @@ interface Entry {
   readonly id: number;
   readonly job: ReferenceJob;
   readonly key: string;
+  /** Rows that requested the reference and have not released it. */
+  uses: number;
   readonly result: Promise<Result>;
   resolve(r: Result): void;
   reject(e: Error): void;
@@ -89,10 +93,18 @@ export class ReferencePool implements ReferenceSource {
     return new ReferencePool(Math.floor(size));
   }
 
-  /** Queues `job`'s reference (`label` and `dtype` key it); a key already queued is kept. */
+  /**
+   * Queues `job`'s reference for one more row (`label` and `dtype` key it); a key already
+   * requested is computed once.
+   */
   request(job: ReferenceJob, label: string, dtype: string): void {
-    const key = keyOf(job.kernel, label, dtype);
-    if (this.#closed || this.#byKey.has(key)) return;
+    const key = referenceKey(job.kernel, label, dtype);
+    if (this.#closed) return;
+    const known = this.#byKey.get(key);
+    if (known) {
+      known.uses++;
+      return;
+    }
     let resolve!: (r: Result) => void, reject!: (e: Error) => void;
     const result = new Promise<Result>((res, rej) => {
       resolve = res;
@@ -103,6 +115,7 @@ export class ReferencePool implements ReferenceSource {
       id: this.#nextId++,
       job,
       key,
+      uses: 1,
       result,
       resolve,
       reject,
@@ -119,27 +132,28 @@ export class ReferencePool implements ReferenceSource {
    * starts: every slot ahead of it belongs to a row already taken or released.
    */
   ready(kernel: string, label: string, dtype: string): Promise<void> {
-    const entry = this.#byKey.get(keyOf(kernel, label, dtype));
+    const entry = this.#byKey.get(referenceKey(kernel, label, dtype));
     if (!entry) return Promise.resolve();
     return entry.result.then(() => {}, () => {});
   }
 
   /**
    * The reference of (kernel, label, dtype) once computed, or undefined (never requested,
-   * released, or failed: the caller computes it inline). May be taken again until released.
+   * released by every row that requested it, or failed: the caller computes it inline). May
+   * be taken again until then.
    */
   take(kernel: string, label: string, dtype: string): Promise<Result> | undefined {
-    const entry = this.#byKey.get(keyOf(kernel, label, dtype));
+    const entry = this.#byKey.get(referenceKey(kernel, label, dtype));
     if (!entry) return undefined;
     this.#uncount(entry);
     return entry.result.catch(() => undefined as never);
   }
 
-  /** Forgets the reference of (kernel, label, dtype): no later row needs it. */
+  /** One row is done with the reference of (kernel, label, dtype); the last forgets it. */
   release(kernel: string, label: string, dtype: string): void {
-    const key = keyOf(kernel, label, dtype);
+    const key = referenceKey(kernel, label, dtype);
     const entry = this.#byKey.get(key);
-    if (!entry) return;
+    if (!entry || --entry.uses > 0) return;
     this.#byKey.delete(key);
     const queued = this.#queue.indexOf(entry);
     if (queued >= 0) this.#queue.splice(queued, 1);
@@ -193,8 +207,4 @@ export class ReferencePool implements ReferenceSource {
     this.#running.clear();
     this.#queue.length = 0;
   }
-}
-
-function keyOf(kernel: string, label: string, dtype: string): string {
-  return `${kernel}\u0000${label}\u0000${dtype}`;
 }

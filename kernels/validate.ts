@@ -13,7 +13,7 @@ import { readBuffer, uploadBuffer } from "../src/gpu/buffers.ts";
 import { PassTimer } from "../src/gpu/timestamps.ts";
 import { BufferUsage } from "../src/gpu/device.ts";
 import { f16BitsToF32, f32ToF16Bits } from "../src/util/f16.ts";
-import { caseInputs, fingerprint, usesT } from "./case_inputs.ts";
+import { caseInputs, fingerprint, referenceKey, usesT } from "./case_inputs.ts";
 import type { ParamFields } from "./params.ts";
 import type { HostArray, KernelCase, KernelModule } from "./case.ts";
 import { getPipeline, makeBindGroup, type Variant } from "./kernel.ts";
@@ -48,7 +48,7 @@ export interface ValidationRow {
  */
 const referenceCache = new Map<
   string,
-  { fingerprint: string; expected: Record<string, HostArray> }
+  { kernel: string; fingerprint: string; expected: Record<string, HostArray> }
 >();
 
 /** References computed elsewhere (a worker pool), by kernel, case label and storage type. */
@@ -68,19 +68,19 @@ async function cachedReference<F extends ParamFields>(
   variant: Variant,
   source?: ReferenceSource,
 ): Promise<Record<string, HostArray>> {
-  const key = `${kernel}\u0000${kcase.label}\u0000${variant.dtype}`;
+  const key = referenceKey(kernel, kcase.label, variant.dtype);
   const print = fingerprint(inputs);
   const hit = referenceCache.get(key);
   if (hit && hit.fingerprint === print) return hit.expected;
-  for (const k of referenceCache.keys()) {
-    if (!k.startsWith(`${kernel}\u0000`)) referenceCache.delete(k);
+  for (const [k, entry] of referenceCache) {
+    if (entry.kernel !== kernel) referenceCache.delete(k);
   }
   const far = await source?.take(kernel, kcase.label, variant.dtype);
   // A worker's reference counts only when it saw the same inputs.
   const expected = far && far.fingerprint === print
     ? far.expected
     : kcase.reference(inputs, variant);
-  referenceCache.set(key, { fingerprint: print, expected });
+  referenceCache.set(key, { kernel, fingerprint: print, expected });
   return expected;
 }
 

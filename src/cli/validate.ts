@@ -120,20 +120,17 @@ await runCli(async () => {
   const pool = ReferencePool.create(
     opts.referenceWorkers ?? Math.min(8, availableParallelism() - 1),
   );
-  // The last row that needs each reference: after it the pool may forget it.
-  const lastUse = new Map<string, number>();
-  plan.forEach(({ module, variant, kcase }, i) => {
+  for (const { module, variant, kcase } of plan) {
     pool?.request(
       { kernel: module.spec.name, caseIndex: module.cases.indexOf(kcase), variant: variant.name },
       kcase.label,
       variant.dtype,
     );
-    lastUse.set(`${module.spec.name}\u0000${kcase.label}\u0000${variant.dtype}`, i);
-  });
+  }
   let hung: ValidationRow | null = null;
   try {
-    for (const [i, { module, variant, kcase }] of plan.entries()) {
-      const refKey = `${module.spec.name}\u0000${kcase.label}\u0000${variant.dtype}`;
+    for (const { module, variant, kcase } of plan) {
+      let timedOut = false;
       try {
         // The case's bound is for the GPU: wait for its CPU reference outside it.
         await pool?.ready(module.spec.name, kcase.label, variant.dtype);
@@ -145,6 +142,7 @@ await runCli(async () => {
           ),
         );
       } catch (err) {
+        timedOut = err instanceof CaseTimeout;
         rows.push({
           kernel: module.spec.name,
           case: kcase.label,
@@ -163,9 +161,8 @@ await runCli(async () => {
           flops: kcase.flops,
         });
       }
-      // Taken or not (a row can fail before reading it), a reference no later row needs
-      // frees its place in the pool.
-      if (lastUse.get(refKey) === i) pool?.release(module.spec.name, kcase.label, variant.dtype);
+      // Read or not (a row can fail before reading it), this row is done with its reference.
+      pool?.release(module.spec.name, kcase.label, variant.dtype);
       const r = rows[rows.length - 1];
       const line = `${rows.length} rows, last: ${r.kernel} ${r.case} ${r.variant} ${
         r.pass ? "pass" : "FAIL"
@@ -176,7 +173,7 @@ await runCli(async () => {
       // stopped (or hangs in a kernel) still says how far it got.
       process.stderr.write(process.stderr.isTTY ? `\r${line}`.padEnd(100) : `${line}\n`);
       if (opts.json) writeReport(false);
-      if (!r.pass && r.firstBad?.startsWith("no result after")) {
+      if (timedOut) {
         hung = r;
         break;
       }
