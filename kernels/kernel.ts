@@ -48,7 +48,7 @@ export interface Variant {
   /**
    * f16 only: read-only `vec4<T>` bindings are declared as `vec2<u32>` (the same bytes) and
    * read through `t4`, which unpacks two f16 pairs: 32-bit storage loads instead of 16-bit
-   * ones (see PACKED_F16 in the prelude below).
+   * ones (see `preludeOf`).
    */
   readonly packed?: boolean;
 }

@@ -118,11 +118,11 @@ export function fidelity(
     for (const method of methods) {
       const errors = new Map<
         StepKind | "all",
-        { ape: number[]; signed: number[]; outside: number; steps: number; scored: number }
+        { ape: number[]; signed: number[]; outside: number; steps: number }
       >();
       const bucket = (k: StepKind | "all") => {
         let b = errors.get(k);
-        if (!b) errors.set(k, b = { ape: [], signed: [], outside: 0, steps: 0, scored: 0 });
+        if (!b) errors.set(k, b = { ape: [], signed: [], outside: 0, steps: 0 });
         return b;
       };
       for (const unit of units) {
@@ -151,7 +151,6 @@ export function fidelity(
             t.ape.push(Math.abs(signed));
             t.signed.push(signed);
           }
-          t.scored += unit.length;
         }
       }
       const kinds: (StepKind | "all")[] = ["all", "prefill", "decode", "mixed"];
@@ -163,7 +162,7 @@ export function fidelity(
           method,
           kind,
           steps: b.steps,
-          scored: b.scored,
+          scored: b.ape.length,
           outside: b.outside,
           mapePct: b.ape.length ? mean(b.ape) : null,
           p50Pct: b.ape.length ? quantile(b.ape, 0.5) : null,
