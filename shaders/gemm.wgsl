@@ -14,8 +14,12 @@
 // reads 4 rows x 8 consecutive k per load (whole 32-byte sectors) and stores one whole
 // vec4 per group (each 8 lanes' vec4 stores hit 8 distinct slots: no bank conflict).
 // The next tile's loads are issued before the current tile's FMAs (register prefetch).
-var<workgroup> a_tile: array<vec4<f32>, 256>; // [BK=16][64 rows / 4], slot ^ (k % 8)
-var<workgroup> b_tile: array<vec4<f32>, 512>; // [BK=16][128 columns / 4], slot ^ (k % 8)
+//#include "lib/tile_64x128.wgsl"
+
+// The tiles' row-group slot XOR at k, as this shader stores them.
+fn tile_swizzle(k: u32) -> u32 {
+  return k % 8u;
+}
 
 // Rows r..r+3 of a at column kc (0 beyond m or k).
 fn load_a4(r: u32, kc: u32) -> vec4<f32> {
@@ -94,29 +98,7 @@ fn main(
     pb1 = load_b4(n0 + 4u * lg + 32u, kn);
     pb2 = load_b4(n0 + 4u * lg + 64u, kn);
     pb3 = load_b4(n0 + 4u * lg + 96u, kn);
-    for (var kk = 0u; kk < 16u; kk++) {
-      let s = kk % 8u;
-      let a0 = a_tile[kk * 16u + ((2u * ty) ^ s)];
-      let a1 = a_tile[kk * 16u + ((2u * ty + 1u) ^ s)];
-      let b0 = b_tile[kk * 32u + (tx ^ s)];
-      let b1 = b_tile[kk * 32u + ((tx + 16u) ^ s)];
-      acc[0] += a0.x * b0;
-      acc[1] += a0.x * b1;
-      acc[2] += a0.y * b0;
-      acc[3] += a0.y * b1;
-      acc[4] += a0.z * b0;
-      acc[5] += a0.z * b1;
-      acc[6] += a0.w * b0;
-      acc[7] += a0.w * b1;
-      acc[8] += a1.x * b0;
-      acc[9] += a1.x * b1;
-      acc[10] += a1.y * b0;
-      acc[11] += a1.y * b1;
-      acc[12] += a1.z * b0;
-      acc[13] += a1.z * b1;
-      acc[14] += a1.w * b0;
-      acc[15] += a1.w * b1;
-    }
+    tile_fma(&acc, tx, ty);
     workgroupBarrier();
   }
   for (var i = 0u; i < 8u; i++) {

@@ -18,8 +18,12 @@
 // The next tile's loads are issued before the current tile's FMAs (register prefetch).
 // Bytes: each touched expert's weights once per work item (2 * inter * hidden * sizeof T),
 // rows * hidden * 4 gathered, rows * inter * 4 written.
-var<workgroup> a_tile: array<vec4<f32>, 256>; // [BK=16][64 rows / 4], slot ^ 2 * (k / 4)
-var<workgroup> b_tile: array<vec4<f32>, 512>; // [BK=16][(64 gate | 64 up) / 4], slot ^ same
+//#include "lib/tile_64x128.wgsl"
+
+// The tiles' row-group slot XOR at k, as this shader stores them.
+fn tile_swizzle(k: u32) -> u32 {
+  return 2u * (k / 4u);
+}
 
 // Column 4 * kq..+3 of the 4 weight rows from w row wrow (0 beyond inter or hidden).
 fn load_w(wrow: u32, valid: bool, kq: u32, k4: u32) -> array<vec4<T>, 4> {
@@ -109,29 +113,7 @@ fn main(
       workgroupBarrier();
       pa = load_x(tok, a_valid, t + 4u + kv, k4);
       pb = load_w(wrow, w_valid, t + 4u + kv, k4);
-      for (var kk = 0u; kk < 16u; kk++) {
-        let s = 2u * (kk / 4u);
-        let a0 = a_tile[kk * 16u + ((2u * ty) ^ s)];
-        let a1 = a_tile[kk * 16u + ((2u * ty + 1u) ^ s)];
-        let b0 = b_tile[kk * 32u + (tx ^ s)];
-        let b1 = b_tile[kk * 32u + ((tx + 16u) ^ s)];
-        acc[0] += a0.x * b0;
-        acc[1] += a0.x * b1;
-        acc[2] += a0.y * b0;
-        acc[3] += a0.y * b1;
-        acc[4] += a0.z * b0;
-        acc[5] += a0.z * b1;
-        acc[6] += a0.w * b0;
-        acc[7] += a0.w * b1;
-        acc[8] += a1.x * b0;
-        acc[9] += a1.x * b1;
-        acc[10] += a1.y * b0;
-        acc[11] += a1.y * b1;
-        acc[12] += a1.z * b0;
-        acc[13] += a1.z * b1;
-        acc[14] += a1.w * b0;
-        acc[15] += a1.w * b1;
-      }
+      tile_fma(&acc, tx, ty);
       workgroupBarrier();
     }
     let col = c0 + 4u * tx;
