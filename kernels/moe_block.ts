@@ -118,7 +118,8 @@ export interface MoeBlockScratch {
 /** One MoE block's pipelines, params and scratch; encode() records its five dispatches. */
 export class MoeBlock {
   private tokens = -1;
-  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  /** Bind groups by pipeline, then by MoeBlockIo.key. */
+  private readonly bindGroups = new Map<Pipe, Map<string, GPUBindGroup>>();
   private gemmName = "";
   private routerGrid: readonly number[] = [];
   private combineGrid: readonly number[] = [];
@@ -293,13 +294,12 @@ export class MoeBlock {
       grid?: readonly number[],
     ) => {
       pass.setPipeline(pipe.pipeline);
-      const cacheKey = io.key === undefined
-        ? null
-        : `${pipe.kernel.name}/${pipe.variant.name}/${io.key}`;
-      let group = cacheKey === null ? undefined : this.bindGroups.get(cacheKey);
+      let cached = this.bindGroups.get(pipe);
+      if (!cached) this.bindGroups.set(pipe, cached = new Map());
+      let group = io.key === undefined ? undefined : cached.get(io.key);
       if (!group) {
         group = makeBindGroup(gpu, pipe, p, b);
-        if (cacheKey !== null) this.bindGroups.set(cacheKey, group);
+        if (io.key !== undefined) cached.set(io.key, group);
       }
       pass.setBindGroup(0, group);
       if (grid) pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
