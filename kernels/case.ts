@@ -31,7 +31,11 @@ export interface Tolerance {
 export interface KernelCase<F extends ParamFields> {
   readonly label: string;
   readonly params: ParamValues<F>;
-  /** Host inputs by binding name (read_write bindings listed here are uploaded too). */
+  /**
+   * Host inputs by binding name (read_write bindings listed here are uploaded too). They may
+   * depend on the variant only through its dtype: validation draws them once per case and
+   * storage type and shares them (and the reference) across that dtype's variants.
+   */
   inputs(rng: Rng, variant: Variant): Record<string, HostArray>;
   /** Bindings the GPU writes, with element counts (allocated, poisoned with NaN/0xff). */
   readonly outputs: Readonly<Record<string, number>>;

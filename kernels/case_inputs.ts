@@ -55,3 +55,44 @@ export function fingerprint(inputs: Record<string, HostArray>): string {
 export function referenceKey(kernel: string, label: string, dtype: string): string {
   return `${kernel}\u0000${label}\u0000${dtype}`;
 }
+
+/**
+ * Inputs shared by the rows that see the same ones: one draw per (kernel, case, storage
+ * type), held until its last expected row takes it. Production-shaped inputs take seconds
+ * to draw in TypeScript (a 8192 x 8192 GEMV's normals), so validate runs a case's variants
+ * together and draws once; expect() every row first, then take() once per row.
+ */
+export class InputCache {
+  readonly #uses = new Map<string, number>();
+  readonly #held = new Map<string, Record<string, HostArray>>();
+
+  /** A row that will take this case's inputs for this variant's dtype. */
+  expect<F extends ParamFields>(module: KernelModule<F>, kcase: KernelCase<F>, v: Variant): void {
+    const key = referenceKey(module.spec.name, kcase.label, v.dtype);
+    this.#uses.set(key, (this.#uses.get(key) ?? 0) + 1);
+  }
+
+  /** The inputs (drawn now or earlier); the last expected row's take drops them. */
+  take<F extends ParamFields>(
+    module: KernelModule<F>,
+    kcase: KernelCase<F>,
+    v: Variant,
+  ): Record<string, HostArray> {
+    const key = referenceKey(module.spec.name, kcase.label, v.dtype);
+    const inputs = this.#held.get(key) ?? caseInputs(module, kcase, v);
+    const left = (this.#uses.get(key) ?? 0) - 1;
+    if (left > 0) {
+      this.#uses.set(key, left);
+      this.#held.set(key, inputs);
+    } else {
+      this.#uses.delete(key);
+      this.#held.delete(key);
+    }
+    return inputs;
+  }
+
+  /** Inputs held now (a run in case order holds at most one case's). */
+  get held(): number {
+    return this.#held.size;
+  }
+}

@@ -17,7 +17,7 @@
  * const pool = ReferencePool.create(4)!;
  * pool.request({ kernel: "gemm", caseIndex: 3, variant: "f16" }, gemm.cases[3].label, "f16");
  * await pool.ready("gemm", gemm.cases[3].label, "f16");
- * await validateCase(gpu, gemm, gemm.cases[3], f16, 10, pool);
+ * await validateCase(gpu, gemm, gemm.cases[3], f16, { reps: 10, references: pool });
  * pool.release("gemm", gemm.cases[3].label, "f16");
  * pool.close();
  * ```

@@ -12,6 +12,7 @@ import type { KernelCase, KernelModule } from "../../kernels/case.ts";
 import type { ParamFields } from "../../kernels/params.ts";
 import { validateCase, type ValidationRow } from "../../kernels/validate.ts";
 import { ReferencePool } from "../../kernels/reference_pool.ts";
+import { InputCache } from "../../kernels/case_inputs.ts";
 import { availableParallelism } from "node:os";
 import { parseArgs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
@@ -37,6 +38,12 @@ const SPEC = {
     min: 0,
     help: "threads computing CPU references ahead of the GPU (default: cores - 1, at most 8; " +
       "0: inline)",
+  },
+  warmupMs: {
+    type: "number",
+    min: 0,
+    help: "milliseconds of untimed dispatches before a row's timed ones (default: 50 on a GPU, " +
+      "0 on a CPU adapter)",
   },
   caseTimeout: {
     type: "number",
@@ -99,24 +106,30 @@ await runCli(async () => {
       rows,
     });
   const caseMs = (opts.caseTimeout ?? (gpu.adapter.type === "cpu" ? 900 : 120)) * 1000;
-  // Every row to run, in order; the reference of each (kernel, case, dtype) is requested
-  // from the worker pool up front, so CPU references run ahead of the GPU.
+  // Every row to run, in order: a kernel's cases, each on every variant, so a case's inputs
+  // are drawn once per storage type (InputCache). The reference of each (kernel, case, dtype)
+  // is requested from the worker pool up front, so CPU references run ahead of the GPU.
   const plan: { module: KernelModule; variant: Variant; kcase: KernelCase<ParamFields> }[] = [];
+  const inputs = new InputCache();
   for (const module of modules) {
-    for (const variant of module.spec.variants) {
-      if (opts.variant && !opts.variant.includes(variant.name)) continue;
+    const variants = module.spec.variants.filter((variant) => {
+      if (opts.variant && !opts.variant.includes(variant.name)) return false;
       const reason = unsupportedReason(gpu, variant);
-      if (reason) {
-        notes.push(`${module.spec.name}/${variant.name}: not run (${reason})`);
-        continue;
-      }
-      for (const kcase of module.cases) {
+      if (reason) notes.push(`${module.spec.name}/${variant.name}: not run (${reason})`);
+      return reason === null;
+    });
+    for (const kcase of module.cases) {
+      for (const variant of variants) {
         if (kcase.variants && !kcase.variants.includes(variant.name)) continue;
         if (opts.maxBytes !== undefined && kcase.bytes(variant) > opts.maxBytes) continue;
         plan.push({ module, variant, kcase });
+        inputs.expect(module, kcase, variant);
       }
     }
   }
+  // Timed rows start after this much back-to-back work, so clocks that dropped while the GPU
+  // waited for a reference are up again (a CPU adapter has no clocks to raise).
+  const warmupMs = opts.warmupMs ?? (gpu.adapter.type === "cpu" ? 0 : 50);
   const pool = ReferencePool.create(
     opts.referenceWorkers ?? Math.min(8, availableParallelism() - 1),
   );
@@ -132,11 +145,18 @@ await runCli(async () => {
     for (const { module, variant, kcase } of plan) {
       let timedOut = false;
       try {
+        // Taken first, so a row that fails below still counts as the inputs' use.
+        const caseInputs = inputs.take(module, kcase, variant);
         // The case's bound is for the GPU: wait for its CPU reference outside it.
         await pool?.ready(module.spec.name, kcase.label, variant.dtype);
         rows.push(
           await withTimeout(
-            validateCase(gpu, module, kcase, variant, reps, pool ?? undefined),
+            validateCase(gpu, module, kcase, variant, {
+              reps,
+              warmupMs,
+              references: pool ?? undefined,
+              inputs: caseInputs,
+            }),
             caseMs,
             "--case-timeout raises the bound",
           ),

@@ -18,7 +18,7 @@ for (const module of KERNELS) {
       for (const kcase of module.cases) {
         if (kcase.bytes(variant) > MAX_BYTES) continue;
         if (kcase.variants && !kcase.variants.includes(variant.name)) continue;
-        const row = await validateCase(gpu, module, kcase, variant, 0);
+        const row = await validateCase(gpu, module, kcase, variant, { reps: 0 });
         assert.ok(row.pass, `${row.kernel} ${row.case} ${row.variant}: ${row.firstBad}`);
         rows++;
       }
