@@ -3,10 +3,23 @@
  * Hugging Face Linear layout [out, in]); k must be a multiple of 4.
  */
 import type { KernelCase } from "./case.ts";
-import { grid1d, type KernelSpec } from "./kernel.ts";
+import { grid1d, type KernelSpec, type Variant } from "./kernel.ts";
 import { defineParams } from "./params.ts";
 
 const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
+
+/** The decode forms: one row (`dec`: 4 loads in flight a lane) or up to 8 a pass (`dec8`). */
+function decodeVariants(): Variant[] {
+  const one = { WG: 128, LG: 8, GC: 1, RT: 1, UNR: 4 };
+  const eight = { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 };
+  const common = { subgroups: true, minSubgroupSize: 8, shader: "gemv_decode.wgsl" } as const;
+  return [
+    { name: "f16-dec", dtype: "f16", packed: true, consts: one, ...common },
+    { name: "f16-dec8", dtype: "f16", packed: true, consts: eight, ...common },
+    { name: "f32-dec", dtype: "f32", consts: one, ...common },
+    { name: "f32-dec8", dtype: "f32", consts: eight, ...common },
+  ];
+}
 
 /** Staged form: 32 weight rows a workgroup, 8 invocations a row, 16 x rows, 256-wide chunks. */
 const STAGED = { WG: 256, RPW: 32, KP: 8, RMAX: 16, KC: 256 } as const;
@@ -51,6 +64,9 @@ export const spec: KernelSpec<typeof params.fields> = {
       shader: "gemv_staged.wgsl",
       consts: STAGED,
     },
+    // Lane groups over k, RT rows in registers a pass, subgroup shuffles: decode's few rows
+    // (f16 read as 32-bit words). `dec` for one row, `dec8` for several.
+    ...decodeVariants(),
     // One invocation per row, no barriers: for CPU adapters.
     {
       name: "f32-rows",
@@ -68,6 +84,8 @@ export const spec: KernelSpec<typeof params.fields> = {
   grid: (p, v, gpu) =>
     v.consts?.RMAX
       ? [Math.ceil(p.n / v.consts.RPW), Math.ceil(p.m / v.consts.RMAX), 1]
+      : v.consts?.LG
+      ? grid1d(Math.ceil(p.n / ((v.consts.WG / v.consts.LG) * v.consts.GC)), gpu)
       : v.consts?.ROWS_PER_INVOCATION
       ? grid1d(Math.ceil(p.n / v.consts.WG), gpu)
       : grid1d(Math.ceil(p.n / (v.consts?.RPW ?? 1)), gpu),
@@ -142,6 +160,8 @@ export const cases = [
   gemvCase(3, 301, 300),
   gemvCase(6, 45, 64, true),
   gemvCase(37, 70, 264),
+  // k / 4 = 66: the decode forms' unrolled loop, then their one-step tail; 3 row passes of 8
+  gemvCase(19, 45, 264, true),
   gemvCase(64, 5120, 2048),
   gemvCase(64, 2048, 4096, true),
   gemvCase(5, 2048, 2048),

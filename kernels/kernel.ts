@@ -51,6 +51,8 @@ export interface Variant {
    * ones (see `preludeOf`).
    */
   readonly packed?: boolean;
+  /** Subgroups of at least this size (lane groups that meet through subgroup shuffles). */
+  readonly minSubgroupSize?: number;
 }
 
 /** Workgroup-count grid of one dispatch. */
@@ -73,6 +75,10 @@ export interface KernelSpec<F extends ParamFields> {
 export function unsupportedReason(gpu: Gpu, variant: Variant): string | null {
   if (variant.dtype === "f16" && !gpu.f16) return "no shader-f16";
   if (variant.subgroups && !gpu.subgroups) return "no subgroups";
+  const minSg = variant.minSubgroupSize ?? 0;
+  if (variant.subgroups && gpu.subgroupMinSize < minSg) {
+    return `needs subgroups of at least ${minSg} (have ${gpu.subgroupMinSize}..${gpu.subgroupMaxSize})`;
+  }
   const sm = variant.subgroupMatrix;
   if (sm && !hasSubgroupMatrix(gpu, "f16", "f32", sm.m, sm.n, sm.k)) {
     return `no f16->f32 ${sm.m}x${sm.n}x${sm.k} subgroup matrix`;

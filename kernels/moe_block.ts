@@ -76,13 +76,15 @@ export interface MoeBlockOptions {
   readonly gemm?: string;
   /** Rows per work item (default MOE_BLOCK_M). */
   readonly blockM?: number;
-  /** "auto" picks the staged form's f16 words variant (`f16-staged-packed`). */
+  /** "auto" falls back on the staged form's f16 words variant (`f16-staged-packed`). */
   readonly packedF16?: boolean;
 }
 
 /**
- * The grouped-GEMM variant for a step: decode-shaped (staged rows, weights streamed once)
- * when an expert gets few rows on average, the tiled form otherwise.
+ * The grouped-GEMM variants for a step, best first: the decode forms (subgroup lane groups,
+ * weights read once per RT rows) when an expert gets few rows on average (`dec` up to 2,
+ * `dec8` up to 16), then the staged form (no subgroups), and the tiled form otherwise. The
+ * block takes the first one it compiled.
  */
 export function moeGemmVariantFor(
   dtype: "f16" | "f32",
@@ -90,13 +92,12 @@ export function moeGemmVariantFor(
   topK: number,
   experts: number,
   packedF16 = false,
-): string {
-  // Decode-shaped: few rows per expert, weight bytes dominate: stream each expert's
-  // weights once with the rows staged beside them.
-  if ((tokens * topK) / experts <= 16) {
-    return `${dtype}-staged${packedF16 && dtype === "f16" ? "-packed" : ""}`;
-  }
-  return dtype;
+): string[] {
+  const perExpert = (tokens * topK) / experts;
+  const staged = `${dtype}-staged${packedF16 && dtype === "f16" ? "-packed" : ""}`;
+  if (perExpert <= 2) return [`${dtype}-dec`, `${dtype}-dec8`, staged, dtype];
+  if (perExpert <= 16) return [`${dtype}-dec8`, staged, dtype];
+  return [dtype];
 }
 
 type Pipe = KernelPipeline<ParamFields>;
@@ -114,6 +115,9 @@ export interface MoeBlockScratch {
   readonly act: GPUBuffer;
   readonly y: GPUBuffer;
 }
+
+/** The block's dispatches in order (a profile's span labels are `moe STAGE`). */
+export type MoeStage = "router" | "dispatch" | "gate_up" | "down" | "combine";
 
 /** One MoE block's pipelines, params and scratch; encode() records its five dispatches. */
 export class MoeBlock {
@@ -238,8 +242,8 @@ export class MoeBlock {
       throw new Error(`moe block: tokens = ${tokens} must be in 0..${s.maxTokens}`);
     }
     const names = [...this.pipes.gateUp.keys()];
-    const auto = moeGemmVariantFor(s.dtype, tokens, s.topK, s.experts, this.options.packedF16);
-    this.gemmName = names.includes(auto) ? auto : names[0];
+    const best = moeGemmVariantFor(s.dtype, tokens, s.topK, s.experts, this.options.packedF16);
+    this.gemmName = best.find((n) => names.includes(n)) ?? names[0];
     const gu = this.pipes.gateUp.get(this.gemmName)!;
     const dn = this.pipes.down.get(this.gemmName)!;
     const blockM = this.options.blockM ?? dispatch.MOE_BLOCK_M;
@@ -279,20 +283,29 @@ export class MoeBlock {
     this.tokens = tokens;
   }
 
-  /** Records the block's five dispatches into `pass` (after setTokens). */
-  encode(pass: GPUComputePassEncoder, io: MoeBlockIo): void {
+  /**
+   * Records the block's five dispatches (after setTokens) into `pass`, or into the pass
+   * `pass(stage)` returns for each (a profile times every stage in its own pass).
+   */
+  encode(
+    pass: GPUComputePassEncoder | ((stage: MoeStage) => GPUComputePassEncoder),
+    io: MoeBlockIo,
+  ): void {
     if (this.tokens < 0) throw new Error("moe block: setTokens before encode");
     if (this.tokens === 0) return;
+    const passOf = typeof pass === "function" ? pass : () => pass;
     const sc = this.scratch;
     const { gpu, params, pipes } = this;
     const gu = pipes.gateUp.get(this.gemmName)!;
     const dn = pipes.down.get(this.gemmName)!;
     const run = (
+      stage: MoeStage,
       pipe: Pipe,
       p: GPUBuffer,
       b: Record<string, BufferArg>,
       grid?: readonly number[],
     ) => {
+      const pass = passOf(stage);
       pass.setPipeline(pipe.pipeline);
       let cached = this.bindGroups.get(pipe);
       if (!cached) this.bindGroups.set(pipe, cached = new Map());
@@ -303,13 +316,14 @@ export class MoeBlock {
       }
       pass.setBindGroup(0, group);
       if (grid) pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
+      return pass;
     };
-    run(pipes.router, params.router, {
+    run("router", pipes.router, params.router, {
       logits: io.routerLogits,
       topk_ids: sc.topkIds,
       topk_weights: sc.topkWeights,
     }, this.routerGrid);
-    run(pipes.dispatch, params.dispatch, {
+    run("dispatch", pipes.dispatch, params.dispatch, {
       topk_ids: sc.topkIds,
       expert_offsets: sc.expertOffsets,
       sorted_token: sc.sortedToken,
@@ -317,17 +331,16 @@ export class MoeBlock {
       work_items: sc.workItems,
       dispatch_args: sc.dispatchArgs,
     }, [1, 1, 1]);
-    run(gu, params.gateUp, {
+    run("gate_up", gu, params.gateUp, {
       x: io.x,
       w: io.wGateUp,
       sorted_token: sc.sortedToken,
       work_items: sc.workItems,
       act: sc.act,
-    });
-    pass.dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
-    run(dn, params.down, { act: sc.act, w: io.wDown, work_items: sc.workItems, y: sc.y });
-    pass.dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
-    run(pipes.combine, params.combine, {
+    }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
+    run("down", dn, params.down, { act: sc.act, w: io.wDown, work_items: sc.workItems, y: sc.y })
+      .dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
+    run("combine", pipes.combine, params.combine, {
       y: sc.y,
       row_of: sc.rowOf,
       topk_weights: sc.topkWeights,

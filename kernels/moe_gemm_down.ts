@@ -23,6 +23,7 @@ import {
   sampleRouting,
 } from "./moe_dispatch.ts";
 import { expertsTouched } from "./moe_gemm_gate_up.ts";
+import { moeColumnsPerWorkgroup, moeDecodeVariants } from "./moe_decode_variants.ts";
 import { Rng } from "../src/util/rng.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
@@ -79,9 +80,13 @@ export const spec: KernelSpec<typeof params.fields> = {
       shader: "moe_gemm_down_staged.wgsl",
       consts: STAGED,
     },
+    ...moeDecodeVariants("moe_gemm_down_decode.wgsl"),
   ],
-  // RPW: output columns a workgroup owns (the tiled form: 128).
-  grid: (p, v) => [Math.ceil(p.hidden / (v.consts?.RPW ?? 128)), Math.max(1, p.max_items), 1],
+  // columns a workgroup owns: see moeColumnsPerWorkgroup (the tiled form: 128)
+  grid: (
+    p,
+    v,
+  ) => [Math.ceil(p.hidden / moeColumnsPerWorkgroup(v, 128)), Math.max(1, p.max_items), 1],
 };
 
 /** Validated params; throws naming the bad field. */
@@ -192,7 +197,15 @@ function downCase(
 }
 
 // Production shapes run the f16 forms only (the storage type on GPUs with shader-f16).
-const F16_ONLY = ["f16", "f16-sg", "f16-staged", "f16-sg-packed", "f16-staged-packed"];
+const F16_ONLY = [
+  "f16",
+  "f16-sg",
+  "f16-staged",
+  "f16-sg-packed",
+  "f16-staged-packed",
+  "f16-dec",
+  "f16-dec8",
+];
 
 export const cases = [
   downCase(1, 8, 2, 64, 32, "spread"),
@@ -202,6 +215,8 @@ export const cases = [
   downCase(75, 6, 2, 16, 8, "skewed", "", undefined, 150),
   // Two column tiles, the second partial; inter not a multiple of 16.
   downCase(41, 4, 2, 132, 20, "skewed"),
+  // inter / 4 = 66: the decode forms' unrolled loop twice, then their one-step tail.
+  downCase(9, 8, 2, 36, 264, "skewed"),
   downCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   downCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   downCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),

@@ -27,6 +27,7 @@ import {
   type RoutingPattern,
   sampleRouting,
 } from "./moe_dispatch.ts";
+import { moeColumnsPerWorkgroup, moeDecodeVariants } from "./moe_decode_variants.ts";
 import { Rng } from "../src/util/rng.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
@@ -84,9 +85,10 @@ export const spec: KernelSpec<typeof params.fields> = {
       shader: "moe_gemm_gate_up_staged.wgsl",
       consts: STAGED,
     },
+    ...moeDecodeVariants("moe_gemm_gate_up_decode.wgsl"),
   ],
-  // RPW: act columns a workgroup owns (the tiled form: 64).
-  grid: (p, v) => [Math.ceil(p.inter / (v.consts?.RPW ?? 64)), Math.max(1, p.max_items), 1],
+  // act columns a workgroup owns: see moeColumnsPerWorkgroup (the tiled form: 64)
+  grid: (p, v) => [Math.ceil(p.inter / moeColumnsPerWorkgroup(v, 64)), Math.max(1, p.max_items), 1],
 };
 
 /** Validated params; throws naming the bad field. */
@@ -215,7 +217,15 @@ function gateUpCase(
 }
 
 // Production shapes run the f16 forms only (the storage type on GPUs with shader-f16).
-const F16_ONLY = ["f16", "f16-sg", "f16-staged", "f16-sg-packed", "f16-staged-packed"];
+const F16_ONLY = [
+  "f16",
+  "f16-sg",
+  "f16-staged",
+  "f16-sg-packed",
+  "f16-staged-packed",
+  "f16-dec",
+  "f16-dec8",
+];
 
 export const cases = [
   gateUpCase(1, 8, 2, 64, 32, "spread"),
@@ -225,6 +235,8 @@ export const cases = [
   gateUpCase(75, 6, 2, 16, 8, "skewed", "", undefined, 150),
   // Two act-column tiles, the second partial; hidden not a multiple of 16.
   gateUpCase(41, 4, 2, 36, 68, "skewed"),
+  // hidden / 4 = 66: the decode forms' unrolled loop twice, then their one-step tail.
+  gateUpCase(9, 8, 2, 264, 40, "skewed"),
   gateUpCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   gateUpCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   gateUpCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),

@@ -52,8 +52,14 @@ const SPEC = {
     min: 0,
     help: "linear layers use GEMV up to this many rows",
   },
-  profile: { type: "string", help: "also profile one step per kernel at BATCHxCTX (e.g. 64x1024)" },
-  profileJson: { type: "string", help: "write that profile as JSON" },
+  profile: {
+    type: "string",
+    help: "also profile one step per kernel at BATCHxCTX points (e.g. 1x1024,64x1024)",
+  },
+  profileJson: {
+    type: "string",
+    help: "write the profile as JSON (several points: FILE-BxC.json each)",
+  },
 } as const;
 
 interface PeerPoint {
@@ -93,6 +99,8 @@ await runCli(async () => {
     gemvMaxRows: o.gemvMaxRows,
   }, (m) => console.log(m));
   const model = model0;
+  const lv = model.linearVariants;
+  console.log(`kernels: linear ${lv.gemv}, decode attention ${lv.decodeAttention}, moe auto`);
   console.log(
     `KV cache: ${model.numBlocks} blocks of ${model.blockSize} (${
       (model.kv.bytes / 2 ** 30).toFixed(1)
@@ -163,9 +171,9 @@ await runCli(async () => {
     ],
     rows,
   ));
-  if (o.profile) {
-    const m = /^(\d+)x(\d+)$/.exec(o.profile);
-    if (!m) throw new UsageError(`--profile: '${o.profile}' is not BATCHxCTX`);
+  for (const point of o.profile ? o.profile.split(",") : []) {
+    const m = /^(\d+)x(\d+)$/.exec(point.trim());
+    if (!m) throw new UsageError(`--profile: '${point}' is not BATCHxCTX`);
     const [pb, pc] = [Number(m[1]), Number(m[2])];
     const steps = new SyntheticDecode(model, pb, pc, 4);
     await model.forward(steps.next()).sampled;
@@ -187,13 +195,11 @@ await runCli(async () => {
     );
     console.log(formatKernelProfile(rows));
     if (o.profileJson) {
-      writeJsonAtomic(userPath(o.profileJson), {
-        batch: pb,
-        ctx: pc,
-        summed_ms: sum / 1000,
-        rows,
-        spans,
-      });
+      // several points: one file each, named by point (FILE-BxC.json)
+      const file = o.profile!.includes(",")
+        ? o.profileJson.replace(/(\.json)?$/, `-${pb}x${pc}.json`)
+        : o.profileJson;
+      writeJsonAtomic(userPath(file), { batch: pb, ctx: pc, summed_ms: sum / 1000, rows, spans });
     }
   }
   if (o.json) {

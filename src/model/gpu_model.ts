@@ -69,7 +69,17 @@ export interface GpuModelOptions {
   readonly maxModelLen?: number;
   /** Time every dispatch in its own pass (for per-kernel profiles; slower). */
   readonly profile?: boolean;
-  /** Linear layers use GEMV up to this many rows, GEMM above (default 8; 64 on CPU adapters). */
+  /**
+   * GEMV forms of the linear layers: "decode" (lane groups meeting through subgroup shuffles,
+   * f16 read as 32-bit words; default where subgroups of 8 or more exist on a GPU), "rows"
+   * (one invocation per row; default on CPU adapters) or "classic" (one workgroup per row
+   * and the staged form; elsewhere).
+   */
+  readonly gemvForms?: "decode" | "rows" | "classic";
+  /**
+   * Linear layers use the one-row GEMV up to this many rows (default 1 where the GEMV's
+   * decode forms run, i.e. subgroups of 8 or more on a GPU; 8 elsewhere; 64 on CPU adapters).
+   */
   readonly gemvMaxRows?: number;
   /**
    * Decode attention form: K/V tiles staged through workgroup memory ("tiled", default on
@@ -78,8 +88,9 @@ export interface GpuModelOptions {
    */
   readonly decodeAttention?: "tiled" | "direct";
   /**
-   * Linear layers with more rows than gemvMaxRows and at most this many stream each weight
-   * row once per 32 staged rows (default 128 on GPUs, 0 on CPU adapters); GEMM above.
+   * Linear layers with more rows than gemvMaxRows and at most this many take the several-row
+   * GEMV (the `dec8` form, each weight row read once per 8 rows, or else the staged form, once
+   * per 16), default 128 on GPUs, 0 on CPU adapters; GEMM above.
    */
   readonly stagedMaxRows?: number;
   /**
@@ -239,6 +250,13 @@ export class GpuModel implements ForwardModel {
     const dtype = weights.dtype;
     const blockSize = options.blockSize ?? 16;
     const cpu = gpu.adapter.type === "cpu";
+    // The GEMV's decode forms need subgroups of 8 or more (lane groups of 8).
+    const decodeRuns = unsupportedReason(gpu, variantByName(gemv.spec, `${dtype}-dec`)) === null;
+    const gemvForms = options.gemvForms ?? (cpu ? "rows" : decodeRuns ? "decode" : "classic");
+    if (gemvForms === "decode" && !decodeRuns) {
+      throw new Error(`model: gemvForms "decode" needs subgroups of 8 or more on this adapter`);
+    }
+    const decodeForms = gemvForms === "decode";
     const kvBytes = options.kvCacheBytes ?? (cpu ? 256 * 2 ** 20 : 16 * 2 ** 30);
     const maxModelLen = options.maxModelLen ?? config.maxPositionEmbeddings;
     if (maxModelLen > config.maxPositionEmbeddings) {
@@ -260,14 +278,22 @@ export class GpuModel implements ForwardModel {
       maxNumSeqs: options.maxNumSeqs ?? (cpu ? 32 : 256),
       maxModelLen,
       profile: options.profile ?? false,
-      gemvMaxRows: options.gemvMaxRows ?? (cpu ? 64 : 8),
+      gemvMaxRows: options.gemvMaxRows ?? (cpu ? 64 : decodeForms ? 1 : 8),
+      gemvForms,
       decodeAttention: options.decodeAttention ?? (cpu ? "direct" : "tiled"),
       stagedMaxRows: options.stagedMaxRows ?? (cpu ? 0 : 128),
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
     };
-    const calls = await createCalls(gpu, config, dtype, opts.decodeAttention, opts.packedF16);
+    const calls = await createCalls(
+      gpu,
+      config,
+      dtype,
+      opts.decodeAttention,
+      opts.packedF16,
+      gemvForms,
+    );
     const moe = config.layerKinds.includes("moe")
       ? await MoeBlock.create(gpu, {
         hidden: config.hiddenSize,
@@ -356,7 +382,8 @@ export class GpuModel implements ForwardModel {
   /** The linear-layer and decode-attention kernel variants chosen for this device. */
   get linearVariants(): { gemv: string; gemm: string; decodeAttention: string } {
     return {
-      gemv: this.calls.gemvVariant,
+      gemv:
+        `${this.calls.gemvVariant} (up to ${this.opts.gemvMaxRows} rows, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows})`,
       gemm:
         `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)`,
       decodeAttention: this.calls.decodeVariant,
@@ -636,7 +663,8 @@ export class GpuModel implements ForwardModel {
       });
       if (w.kind === "moe") {
         this.linear(step, "router", T, `l${l}`, b.h, w.router!, b.routerLogits);
-        this.moe!.encode(step.pass("moe_block"), {
+        // profiled: each stage its own span (`moe gate_up`, ...); else all in the step's pass
+        this.moe!.encode((stage) => step.pass(`moe ${stage}`, `moe_${stage}`), {
           routerLogits: b.routerLogits,
           x: b.h,
           wGateUp: w.gateUp,
@@ -790,16 +818,20 @@ async function createCalls(
   dtype: StorageDtype,
   decodeAttention: "tiled" | "direct",
   packedF16: boolean,
+  gemvForms: "decode" | "rows" | "classic",
 ) {
   const packed = packedF16 ? "-packed" : "";
   const decodeVariant = (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
-  const gemvVariant = gpu.adapter.type === "cpu"
+  // GPUs with subgroups take the decode forms (lane groups meeting through shuffles).
+  const gemvVariant = gemvForms === "rows"
     ? `${dtype}-rows`
+    : gemvForms === "decode"
+    ? `${dtype}-dec`
     : dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
     ? `f16-sg${packed}`
     : dtype + packed;
-  const stagedVariant = `${dtype}-staged${packed}`;
+  const stagedVariant = gemvForms === "decode" ? `${dtype}-dec8` : `${dtype}-staged${packed}`;
   // The tiled GEMM, not the tensor-core form: on the H200 (2026-11-30) f16-sgmat passed
   // validation but ran 4x slower (1024^3: 3750 us against 850 us), so it stays a validated
   // variant to improve, not the model's choice.

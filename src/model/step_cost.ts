@@ -119,9 +119,19 @@ export function stepCost(config: ModelConfig, dtype: "f16" | "f32", shape: StepS
   linear("o", L, T, H, nq * hd, true);
   if (moeLayers) {
     linear("router", moeLayers, T, E, H, false);
+    // the MoE block's stages (moeBlockBytes' minimum bytes, the U experts that get rows)
     const rows = T * k;
-    const perLayer = U * 3 * I * H * es + rows * (H * 4 * 3 + I * 8) + T * H * 8;
-    add("moe_block", moeLayers, moeLayers * perLayer, moeLayers * rows * 6 * I * H);
+    const m = moeLayers;
+    add("moe router", m, m * (T * E * 4 + rows * 8), m * T * E * 8);
+    add("moe dispatch", m, m * (rows * 12 + (E + 1) * 4), 0);
+    add(
+      "moe gate_up",
+      m,
+      m * (U * 2 * I * H * es + rows * H * 4 + rows * I * 4),
+      m * rows * 4 * I * H,
+    );
+    add("moe down", m, m * (U * I * H * es + rows * I * 4 + rows * H * 4), m * rows * 2 * I * H);
+    add("moe combine", m, m * (T * H * (8 + 4 * k) + rows * 8), m * rows * H * 2);
   }
   if (denseLayers) {
     linear("gateUp", denseLayers, T, 2 * Id, H, false);

@@ -9,7 +9,7 @@
  * const summary = summarizeSpans([{ spans: await model.lastStepSpans(), cost: cost.byLabel }], {
  *   bandwidthGbps: 4200,
  * });
- * summary.rows[0]; // { label: "moe_block", us: 812.4, share: 0.41, gb_per_s: 3100, ... }
+ * summary.rows[0]; // { label: "moe gate_up", us: 812.4, share: 0.41, gb_per_s: 3100, ... }
  * ```
  */
 

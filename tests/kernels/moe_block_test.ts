@@ -222,11 +222,16 @@ test("the MoE block refuses a step larger than its scratch and encode before set
   assert.match(refused, /hidden = 62 must be a positive multiple of 4/);
 });
 
-test("the GEMM form by rows per expert: staged (f16 words when packed) for decode, tiled else", () => {
-  assert.is(moeGemmVariantFor("f16", 64, 8, 128), "f16-staged");
-  assert.is(moeGemmVariantFor("f16", 64, 8, 128, true), "f16-staged-packed");
-  assert.is(moeGemmVariantFor("f32", 64, 8, 128, true), "f32-staged");
-  assert.is(moeGemmVariantFor("f16", 2048, 8, 128, true), "f16");
+test("the GEMM forms by rows per expert: decode forms, then staged (f16 words when packed), tiled else", () => {
+  assert.equal(moeGemmVariantFor("f16", 1, 8, 128), ["f16-dec", "f16-dec8", "f16-staged", "f16"]);
+  assert.equal(moeGemmVariantFor("f16", 64, 8, 128), ["f16-dec8", "f16-staged", "f16"]);
+  assert.equal(moeGemmVariantFor("f16", 64, 8, 128, true), [
+    "f16-dec8",
+    "f16-staged-packed",
+    "f16",
+  ]);
+  assert.equal(moeGemmVariantFor("f32", 64, 8, 128, true), ["f32-dec8", "f32-staged", "f32"]);
+  assert.equal(moeGemmVariantFor("f16", 2048, 8, 128, true), ["f16"]);
 });
 
 test.run();

@@ -64,6 +64,16 @@ test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits"
   wide.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: 64x128 vs 64x64`));
   gemv.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: gemv vs gemm`));
   staged.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: staged vs gemm`));
+  // the decode forms: one row (dec), then several (dec8)
+  const dec = await decodeLogits({ gemvForms: "decode", gemvMaxRows: 1, stagedMaxRows: 64 });
+  dec.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: decode vs gemm`));
+});
+
+test("the decode GEMV forms on f16 weights (read as 32-bit words) match the staged form", async () => {
+  const f16 = { dtype: "f16" as const, stagedMaxRows: 64 };
+  const staged = await decodeLogits({ ...f16, gemvForms: "classic", gemvMaxRows: 0 });
+  const dec = await decodeLogits({ ...f16, gemvForms: "decode", gemvMaxRows: 1 });
+  dec.forEach((d, i) => assert.ok(maxAbsDiff(d, staged[i]) < 1e-4, `step ${i}`));
 });
 
 test("f16 read as 32-bit words (packedF16) gives the same logits as 16-bit loads", async () => {

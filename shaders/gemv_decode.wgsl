@@ -1,0 +1,76 @@
+// y[m, n] (+)= sum_k x[m, k] * w[n, k]  (+= when params.accumulate: fused residual add), for
+// decode's few rows, weight bound: each weight row is read once per RT rows at the HBM rate
+// and applied to every row in registers. A lane group of LG invocations owns GC weight rows;
+// its lanes split k in vec4 steps, UNR loads in flight per row, and meet through subgroup
+// shuffles (no workgroup memory, no barrier). x rows come from cache.
+//#include "lib/lane_group_sum.wgsl"
+const CPW: u32 = (WG / LG) * GC; // weight rows (output columns) a workgroup owns
+const STEP: u32 = LG * UNR; // vec4 steps one pass of the lane group covers
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let n = params.n;
+  let c0 = (wid.x + wid.y * nwg.x) * CPW + (lid / LG) * GC;
+  if ((wid.x + wid.y * nwg.x) * CPW >= n) {
+    return;
+  }
+  let k4 = params.k / 4u;
+  let lane = lid % LG;
+  // Rows past n read a valid row and are never written.
+  var wo = array<u32, GC>();
+  for (var c = 0u; c < GC; c++) {
+    wo[c] = min(c0 + c, n - 1u) * k4;
+  }
+  let full = (k4 / STEP) * STEP;
+  for (var r0 = 0u; r0 < params.m; r0 += RT) {
+    let nr = min(RT, params.m - r0);
+    var acc = array<f32, RT * GC>();
+    var kk = lane;
+    while (kk < full) {
+      var wv = array<vec4<f32>, UNR * GC>();
+      for (var u = 0u; u < UNR; u++) {
+        for (var c = 0u; c < GC; c++) {
+          wv[u * GC + c] = t4(w[wo[c] + kk + u * LG]);
+        }
+      }
+      for (var u = 0u; u < UNR; u++) {
+        for (var r = 0u; r < RT; r++) {
+          if (r < nr) {
+            let xv = x[(r0 + r) * k4 + kk + u * LG];
+            for (var c = 0u; c < GC; c++) {
+              acc[r * GC + c] += dot(xv, wv[u * GC + c]);
+            }
+          }
+        }
+      }
+      kk += STEP;
+    }
+    // the last k / 4 % STEP steps, one at a time
+    while (kk < k4) {
+      for (var c = 0u; c < GC; c++) {
+        let wc = t4(w[wo[c] + kk]);
+        for (var r = 0u; r < RT; r++) {
+          if (r < nr) {
+            acc[r * GC + c] += dot(x[(r0 + r) * k4 + kk], wc);
+          }
+        }
+      }
+      kk += LG;
+    }
+    for (var r = 0u; r < RT; r++) {
+      if (r < nr) {
+        for (var c = 0u; c < GC; c++) {
+          let s = lane_group_sum(acc[r * GC + c]);
+          if (lane == (r * GC + c) % LG && c0 + c < n) {
+            let at = (r0 + r) * n + c0 + c;
+            y[at] = select(s, y[at] + s, params.accumulate != 0u);
+          }
+        }
+      }
+    }
+  }
+}

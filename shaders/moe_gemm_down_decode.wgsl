@@ -1,0 +1,79 @@
+// Grouped down GEMM for decode (a few rows per expert), weight bound: the expert's weights
+// are read once per RT rows at the HBM rate, each load applied to every row in registers. A
+// lane group of LG invocations owns GC output columns (rows of w[e]); its lanes split the
+// inter dimension in vec4 steps, UNR loads in flight per column, and meet through subgroup
+// shuffles (no workgroup memory, no barrier). act rows are in expert-sorted order.
+//   y[r, c] = act[r] . w[e, c]
+//#include "lib/lane_group_sum.wgsl"
+const CPW: u32 = (WG / LG) * GC; // output columns a workgroup owns
+const STEP: u32 = LG * UNR; // vec4 steps one pass of the lane group covers
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let item = wid.y + wid.z * nwg.y;
+  if (item >= min(work_items[0].x, params.max_items)) {
+    return;
+  }
+  let info = work_items[1u + item];
+  let e = info.x;
+  let hidden = params.hidden;
+  let k4 = params.inter / 4u;
+  let lane = lid % LG;
+  let c0 = wid.x * CPW + (lid / LG) * GC;
+  // Columns past hidden read a valid row and are never written.
+  var wo = array<u32, GC>();
+  for (var c = 0u; c < GC; c++) {
+    wo[c] = (e * hidden + min(c0 + c, hidden - 1u)) * k4;
+  }
+  let full = (k4 / STEP) * STEP;
+  for (var r0 = info.y; r0 < info.z; r0 += RT) {
+    let nr = min(RT, info.z - r0);
+    var acc = array<f32, RT * GC>();
+    var kk = lane;
+    while (kk < full) {
+      var wv = array<vec4<f32>, UNR * GC>();
+      for (var u = 0u; u < UNR; u++) {
+        for (var c = 0u; c < GC; c++) {
+          wv[u * GC + c] = t4(w[wo[c] + kk + u * LG]);
+        }
+      }
+      for (var u = 0u; u < UNR; u++) {
+        for (var r = 0u; r < RT; r++) {
+          if (r < nr) {
+            let av = act[(r0 + r) * k4 + kk + u * LG];
+            for (var c = 0u; c < GC; c++) {
+              acc[r * GC + c] += dot(av, wv[u * GC + c]);
+            }
+          }
+        }
+      }
+      kk += STEP;
+    }
+    // the last inter / 4 % STEP steps, one at a time
+    while (kk < k4) {
+      for (var c = 0u; c < GC; c++) {
+        let wc = t4(w[wo[c] + kk]);
+        for (var r = 0u; r < RT; r++) {
+          if (r < nr) {
+            acc[r * GC + c] += dot(act[(r0 + r) * k4 + kk], wc);
+          }
+        }
+      }
+      kk += LG;
+    }
+    for (var r = 0u; r < RT; r++) {
+      if (r < nr) {
+        for (var c = 0u; c < GC; c++) {
+          let s = lane_group_sum(acc[r * GC + c]);
+          if (lane == (r * GC + c) % LG && c0 + c < hidden) {
+            y[(r0 + r) * hidden + c0 + c] = s;
+          }
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,93 @@
+// Grouped gate/up GEMM with the SwiGLU epilogue for decode (a few rows per expert), weight
+// bound: the expert's weights are read once per RT rows at the HBM rate, each load applied
+// to every row in registers. A lane group of LG invocations owns GC act columns (their gate
+// rows and up rows of w[e]); its lanes split the hidden dimension in vec4 steps, UNR loads
+// in flight per column, and meet through subgroup shuffles (no workgroup memory, no
+// barrier). x rows are gathered through sorted_token from cache.
+//   act[r, c] = silu(x[tok(r)] . w[e, c]) * (x[tok(r)] . w[e, inter + c])
+//#include "lib/lane_group_sum.wgsl"
+const CPW: u32 = (WG / LG) * GC; // act columns a workgroup owns
+const STEP: u32 = LG * UNR; // vec4 steps one pass of the lane group covers
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let item = wid.y + wid.z * nwg.y;
+  if (item >= min(work_items[0].x, params.max_items)) {
+    return;
+  }
+  let info = work_items[1u + item];
+  let e = info.x;
+  let inter = params.inter;
+  let k4 = params.hidden / 4u;
+  let lane = lid % LG;
+  let c0 = wid.x * CPW + (lid / LG) * GC;
+  // Columns past inter read a valid row and are never written.
+  var gro = array<u32, GC>();
+  for (var c = 0u; c < GC; c++) {
+    gro[c] = (e * 2u * inter + min(c0 + c, inter - 1u)) * k4;
+  }
+  let uoff = inter * k4;
+  let full = (k4 / STEP) * STEP;
+  for (var r0 = info.y; r0 < info.z; r0 += RT) {
+    let nr = min(RT, info.z - r0);
+    var xo = array<u32, RT>();
+    for (var r = 0u; r < RT; r++) {
+      xo[r] = sorted_token[r0 + min(r, nr - 1u)] * k4;
+    }
+    var ag = array<f32, RT * GC>();
+    var au = array<f32, RT * GC>();
+    var kk = lane;
+    while (kk < full) {
+      var wg = array<vec4<f32>, UNR * GC>();
+      var wu = array<vec4<f32>, UNR * GC>();
+      for (var u = 0u; u < UNR; u++) {
+        for (var c = 0u; c < GC; c++) {
+          wg[u * GC + c] = t4(w[gro[c] + kk + u * LG]);
+          wu[u * GC + c] = t4(w[gro[c] + uoff + kk + u * LG]);
+        }
+      }
+      for (var u = 0u; u < UNR; u++) {
+        for (var r = 0u; r < RT; r++) {
+          if (r < nr) {
+            let xv = x[xo[r] + kk + u * LG];
+            for (var c = 0u; c < GC; c++) {
+              ag[r * GC + c] += dot(xv, wg[u * GC + c]);
+              au[r * GC + c] += dot(xv, wu[u * GC + c]);
+            }
+          }
+        }
+      }
+      kk += STEP;
+    }
+    // the last hidden / 4 % STEP steps, one at a time
+    while (kk < k4) {
+      for (var c = 0u; c < GC; c++) {
+        let g = t4(w[gro[c] + kk]);
+        let up = t4(w[gro[c] + uoff + kk]);
+        for (var r = 0u; r < RT; r++) {
+          if (r < nr) {
+            let xv = x[xo[r] + kk];
+            ag[r * GC + c] += dot(xv, g);
+            au[r * GC + c] += dot(xv, up);
+          }
+        }
+      }
+      kk += LG;
+    }
+    for (var r = 0u; r < RT; r++) {
+      if (r < nr) {
+        for (var c = 0u; c < GC; c++) {
+          let g = lane_group_sum(ag[r * GC + c]);
+          let up = lane_group_sum(au[r * GC + c]);
+          if (lane == (r * GC + c) % LG && c0 + c < inter) {
+            act[(r0 + r) * inter + c0 + c] = g / (1.0 + exp(-g)) * up;
+          }
+        }
+      }
+    }
+  }
+}
