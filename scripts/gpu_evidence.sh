@@ -9,7 +9,10 @@
 # EVIDENCE_VALIDATE_LIMIT) plus the tensor-core rows under their own bound; perf ~3 min; bench
 # runs are bounded by EVIDENCE_BENCH_S (prefill runs at ~2-3k tokens/s today, so the sweeps
 # use the medium grid within EVIDENCE_SEQS requests and EVIDENCE_LEN tokens).
-# EVIDENCE_PEER=off skips the PyTorch peer (perf then compares with GPU.md's peer figures).
+# EVIDENCE_PEER=off skips the PyTorch peer (perf then compares with GPU.md's peer figures);
+# EVIDENCE_PEER=DIR takes the peer's peer-decode.json and peer-prefill.json from DIR (a run
+# earlier the same day on the same machine) instead of running it again.
+# EVIDENCE_PROFILE: the decode points perf profiles per kernel (default 1x1024,8x1024,64x1024).
 # Every stage writes its logs and JSON under OUTDIR and never stops the next stage.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_evidence.sh OUTDIR STAGE...}
@@ -71,22 +74,27 @@ for stage in "$@"; do
       ;;
     perf)
       log "PyTorch peer (decode, CUDA graphs) and webfpm perf-decode"
-      [ "${EVIDENCE_PEER:-on}" = on ] && timeout -k 10 "$limit" python3 \
-        scripts/peers/torch_moe_peer.py decode --out "$out/peer-decode.json" 2>&1 |
-        tee "$out/peer-decode.txt" | tail -8
+      peer_from=${EVIDENCE_PEER:-on}
+      if [ -d "$peer_from" ]; then
+        cp "$peer_from/peer-decode.json" "$peer_from/peer-prefill.json" "$out/"
+      elif [ "$peer_from" = on ]; then
+        timeout -k 10 "$limit" python3 scripts/peers/torch_moe_peer.py decode \
+          --out "$out/peer-decode.json" 2>&1 | tee "$out/peer-decode.txt" | tail -8
+      fi
       mapfile -t p < <(peer "$out/peer-decode.json")
+      profile=${EVIDENCE_PROFILE:-1x1024,8x1024,64x1024}
       run perf-decode --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-40} "${p[@]}" \
-        --json "$out/h200-decode.json" --profile 64x1024 --profile-json "$out/profile-64x1024.json" \
-        2>&1 | tee "$out/perf-decode.txt" | tail -40
+        --json "$out/h200-decode.json" --profile "$profile" --profile-json "$out/profile.json" \
+        2>&1 | tee "$out/perf-decode.txt" | tail -80
       # EVIDENCE_PACKED_AB=1: the same points again with f16 read as 32-bit words
       if [ "${EVIDENCE_PACKED_AB:-0}" = 1 ]; then
         WEBFPM_F16_PACKED=1 run perf-decode --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-40} \
-          "${p[@]}" --json "$out/h200-decode-packed.json" --profile 64x1024 \
-          --profile-json "$out/profile-64x1024-packed.json" 2>&1 |
+          "${p[@]}" --json "$out/h200-decode-packed.json" --profile "$profile" \
+          --profile-json "$out/profile-packed.json" 2>&1 |
           tee "$out/perf-decode-packed.txt" | tail -40
       fi
       log "PyTorch peer (prefill) and webfpm perf-prefill"
-      [ "${EVIDENCE_PEER:-on}" = on ] && timeout -k 10 "$limit" python3 \
+      [ "$peer_from" = on ] && timeout -k 10 "$limit" python3 \
         scripts/peers/torch_moe_peer.py prefill --out "$out/peer-prefill.json" 2>&1 |
         tee "$out/peer-prefill.txt" | tail -5
       mapfile -t p < <(peer "$out/peer-prefill.json")
