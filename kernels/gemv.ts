@@ -8,17 +8,28 @@ import { defineParams } from "./params.ts";
 
 const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
 
-/** The decode forms: one row (`dec`: 4 loads in flight a lane) or up to 8 a pass (`dec8`). */
+/**
+ * The decode forms: one row (`dec`: lane groups of 8, 8 loads in flight a lane; `dec-w32`:
+ * a whole 32-wide subgroup per weight row, for few output rows where lanes of 8 leave too
+ * few loads in flight) or up to 8 rows a pass (`dec8`).
+ */
 function decodeVariants(): Variant[] {
-  const one = { WG: 128, LG: 8, GC: 1, RT: 1, UNR: 4 };
-  const eight = { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 };
-  const common = { subgroups: true, minSubgroupSize: 8, shader: "gemv_decode.wgsl" } as const;
-  return [
-    { name: "f16-dec", dtype: "f16", packed: true, consts: one, ...common },
-    { name: "f16-dec8", dtype: "f16", packed: true, consts: eight, ...common },
-    { name: "f32-dec", dtype: "f32", consts: one, ...common },
-    { name: "f32-dec8", dtype: "f32", consts: eight, ...common },
-  ];
+  const forms = [
+    ["dec", { WG: 128, LG: 8, GC: 1, RT: 1, UNR: 8 }],
+    ["dec-w32", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 4 }],
+    ["dec8", { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 }],
+  ] as const;
+  return forms.flatMap(([form, consts]) =>
+    (["f16", "f32"] as const).map((dtype) => ({
+      name: `${dtype}-${form}`,
+      dtype,
+      packed: dtype === "f16",
+      consts,
+      subgroups: true,
+      minSubgroupSize: consts.LG,
+      shader: "gemv_decode.wgsl",
+    }))
+  );
 }
 
 /** Staged form: 32 weight rows a workgroup, 8 invocations a row, 16 x rows, 256-wide chunks. */

@@ -82,8 +82,8 @@ export interface MoeBlockOptions {
 
 /**
  * The grouped-GEMM variants for a step, best first: the decode forms (subgroup lane groups,
- * weights read once per RT rows) when an expert gets few rows on average (`dec` up to 2,
- * `dec8` up to 16), then the staged form (no subgroups), and the tiled form otherwise. The
+ * weights read once per RT rows) when an expert gets few rows on average (`dec-w32` where
+ * subgroups are 32 wide, else `dec`, up to 2; `dec8` up to 16), then the staged form (no subgroups), and the tiled form otherwise. The
  * block takes the first one it compiled.
  */
 export function moeGemmVariantFor(
@@ -95,7 +95,7 @@ export function moeGemmVariantFor(
 ): string[] {
   const perExpert = (tokens * topK) / experts;
   const staged = `${dtype}-staged${packedF16 && dtype === "f16" ? "-packed" : ""}`;
-  if (perExpert <= 2) return [`${dtype}-dec`, `${dtype}-dec8`, staged, dtype];
+  if (perExpert <= 2) return [`${dtype}-dec-w32`, `${dtype}-dec`, `${dtype}-dec8`, staged, dtype];
   if (perExpert <= 16) return [`${dtype}-dec8`, staged, dtype];
   return [dtype];
 }

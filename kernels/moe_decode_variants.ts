@@ -2,24 +2,33 @@
  * The decode forms of the grouped expert GEMMs (gate/up and down): weight-bound kernels
  * for a few rows per expert, in which a lane group of LG invocations owns GC output
  * columns, splits the reduction dimension in vec4 steps with UNR loads in flight, applies
- * each load to RT rows held in registers and meets through subgroup shuffles. `dec` is for
- * about one row per expert (small batches: more loads in flight), `dec8` for up to eight.
+ * each load to RT rows held in registers and meets through subgroup shuffles. `dec` and
+ * `dec-w32` are for about one row per expert (small batches), `dec8` for up to eight.
  * f16 weights are read as 32-bit words (`packed`).
  */
 import type { Variant } from "./kernel.ts";
 
 const SMALL = { WG: 128, LG: 8, GC: 1, RT: 4, UNR: 4 } as const;
+const SMALL_W32 = { WG: 128, LG: 32, GC: 1, RT: 4, UNR: 2 } as const;
 const WIDE = { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 } as const;
 
-/** The four decode variants (f16 and f32, `dec` and `dec8`) over one shader file. */
+/**
+ * The decode variants over one shader file, f16 and f32: `dec`, `dec-w32` (a whole 32-wide
+ * subgroup per column: more loads in flight where few experts are touched) and `dec8`.
+ */
 export function moeDecodeVariants(shader: string): Variant[] {
-  const common = { subgroups: true, minSubgroupSize: SMALL.LG, shader } as const;
-  return [
-    { name: "f16-dec", dtype: "f16", packed: true, consts: SMALL, ...common },
-    { name: "f16-dec8", dtype: "f16", packed: true, consts: WIDE, ...common },
-    { name: "f32-dec", dtype: "f32", consts: SMALL, ...common },
-    { name: "f32-dec8", dtype: "f32", consts: WIDE, ...common },
-  ];
+  const forms = [["dec", SMALL], ["dec-w32", SMALL_W32], ["dec8", WIDE]] as const;
+  return forms.flatMap(([form, consts]) =>
+    (["f16", "f32"] as const).map((dtype) => ({
+      name: `${dtype}-${form}`,
+      dtype,
+      packed: dtype === "f16",
+      consts,
+      subgroups: true,
+      minSubgroupSize: consts.LG,
+      shader,
+    }))
+  );
 }
 
 /**

@@ -204,6 +204,7 @@ const F16_ONLY = [
   "f16-sg-packed",
   "f16-staged-packed",
   "f16-dec",
+  "f16-dec-w32",
   "f16-dec8",
 ];
 

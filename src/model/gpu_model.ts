@@ -88,9 +88,9 @@ export interface GpuModelOptions {
    */
   readonly decodeAttention?: "tiled" | "direct";
   /**
-   * Linear layers with more rows than gemvMaxRows and at most this many take the several-row
-   * GEMV (the `dec8` form, each weight row read once per 8 rows, or else the staged form, once
-   * per 16), default 128 on GPUs, 0 on CPU adapters; GEMM above.
+   * Linear layers with more rows than gemvMaxRows and at most this many take a several-row
+   * GEMV: with the decode forms `dec8` up to 8 rows (each weight row read once), then the
+   * staged form (once per 16 rows); default 128 on GPUs, 0 on CPU adapters; GEMM above.
    */
   readonly stagedMaxRows?: number;
   /**
@@ -106,6 +106,9 @@ export interface GpuModelOptions {
    */
   readonly packedF16?: boolean;
 }
+
+/** Rows up to which the decode forms' several-row GEMV (`dec8`, one pass) takes a linear. */
+const FEW_ROWS = 8;
 
 /** One dispatch's GPU time, when the model runs with `profile`. */
 export interface KernelSpan {
@@ -382,8 +385,9 @@ export class GpuModel implements ForwardModel {
   /** The linear-layer and decode-attention kernel variants chosen for this device. */
   get linearVariants(): { gemv: string; gemm: string; decodeAttention: string } {
     return {
-      gemv:
-        `${this.calls.gemvVariant} (up to ${this.opts.gemvMaxRows} rows, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows})`,
+      gemv: `${this.calls.gemvVariant} (up to ${this.opts.gemvMaxRows} rows${
+        this.calls.fewRowsVariant ? `, ${this.calls.fewRowsVariant} up to ${FEW_ROWS}` : ""
+      }, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows})`,
       gemm:
         `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)`,
       decodeAttention: this.calls.decodeVariant,
@@ -714,6 +718,8 @@ export class GpuModel implements ForwardModel {
   /** The GEMV variant for `rows` rows, or null when the GEMM takes them. */
   private gemvFor(rows: number): string | null {
     if (rows <= this.opts.gemvMaxRows) return this.calls.gemvVariant;
+    const few = this.calls.fewRowsVariant;
+    if (few && rows <= Math.min(FEW_ROWS, this.opts.stagedMaxRows)) return few;
     if (rows <= this.opts.stagedMaxRows) return this.calls.stagedVariant;
     return null;
   }
@@ -827,11 +833,16 @@ async function createCalls(
   const gemvVariant = gemvForms === "rows"
     ? `${dtype}-rows`
     : gemvForms === "decode"
-    ? `${dtype}-dec`
+    ? (unsupportedReason(gpu, variantByName(gemv.spec, `${dtype}-dec-w32`)) === null
+      ? `${dtype}-dec-w32`
+      : `${dtype}-dec`)
     : dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
     ? `f16-sg${packed}`
     : dtype + packed;
-  const stagedVariant = gemvForms === "decode" ? `${dtype}-dec8` : `${dtype}-staged${packed}`;
+  const stagedVariant = `${dtype}-staged${packed}`;
+  // dec8 reads each weight row once per 8 rows in one workgroup's loop: past 8 rows (one
+  // pass) too few workgroups share the work (the H200, 64 rows: 4-8x slower than staged).
+  const fewRowsVariant = gemvForms === "decode" ? `${dtype}-dec8` : null;
   // The tiled GEMM, not the tensor-core form: on the H200 (2026-11-30) f16-sgmat passed
   // validation but ran 4x slower (1024^3: 3750 us against 850 us), so it stays a validated
   // variant to improve, not the model's choice.
@@ -855,7 +866,12 @@ async function createCalls(
   ) {
     if (k % 4 !== 0) throw new Error(`model: ${kind} input width ${k} is not a multiple of 4`);
     linear[kind] = {
-      gemv: await KernelCall.create(gpu, gemv.spec, [gemvVariant, stagedVariant], `gemv ${kind}`),
+      gemv: await KernelCall.create(
+        gpu,
+        gemv.spec,
+        [gemvVariant, stagedVariant, ...(fewRowsVariant ? [fewRowsVariant] : [])],
+        `gemv ${kind}`,
+      ),
       gemm: await KernelCall.create(
         gpu,
         gemm.spec,
@@ -869,6 +885,7 @@ async function createCalls(
   }
   return {
     gemvVariant,
+    fewRowsVariant,
     stagedVariant,
     gemmVariant,
     gemmSmallVariant,

@@ -57,7 +57,25 @@ export function f16ToF32(bits: number): number {
 /** Converts a whole array to f16 bits. */
 export function f32ToF16Bits(values: ArrayLike<number>): Uint16Array {
   const out = new Uint16Array(values.length);
-  for (let i = 0; i < values.length; i++) out[i] = f32ToF16(values[i]);
+  if (!(values instanceof Float32Array)) {
+    for (let i = 0; i < values.length; i++) out[i] = f32ToF16(values[i]);
+    return out;
+  }
+  // f16 normals on their bits (as roundToF16InPlace), the rest through f32ToF16
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  for (let i = 0; i < bits.length; i++) {
+    const u = bits[i];
+    const exp = (u >>> 23) & 0xff;
+    if (exp >= 113 && exp <= 142) {
+      const r = (u + 0xfff + ((u >>> 13) & 1)) & 0xffffe000;
+      const e = (r >>> 23) & 0xff;
+      if (e <= 142) {
+        out[i] = ((r >>> 16) & 0x8000) | ((e - 112) << 10) | ((r >>> 13) & 0x3ff);
+        continue;
+      }
+    }
+    out[i] = f32ToF16(values[i]);
+  }
   return out;
 }
 
@@ -68,9 +86,26 @@ export function f16BitsToF32(bits: ArrayLike<number>): Float32Array {
   return out;
 }
 
-/** Rounds every value to the nearest f16 in place (what the GPU will see after upload). */
+/**
+ * Rounds every value to the nearest f16 in place (what the GPU will see after upload). Values
+ * in f16's normal range are rounded on their bits (to nearest, ties to even, 13 mantissa bits
+ * dropped); the rest (zeros, subnormals, overflow, inf, NaN) through f32ToF16 and back.
+ */
 export function roundToF16InPlace(values: Float32Array): Float32Array {
-  for (let i = 0; i < values.length; i++) values[i] = f16ToF32(f32ToF16(values[i]));
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  for (let i = 0; i < bits.length; i++) {
+    const u = bits[i];
+    const exp = (u >>> 23) & 0xff;
+    // f16 normals have f32 exponents 113..142; rounding up may carry into 143 (past f16)
+    if (exp >= 113 && exp <= 142) {
+      const r = (u + 0xfff + ((u >>> 13) & 1)) & 0xffffe000;
+      if (((r >>> 23) & 0xff) <= 142) {
+        bits[i] = r;
+        continue;
+      }
+    }
+    values[i] = f16ToF32(f32ToF16(values[i]));
+  }
   return values;
 }
 
