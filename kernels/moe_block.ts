@@ -83,7 +83,7 @@ export interface MoeBlockOptions {
 /**
  * The grouped-GEMM variants for a step, best first: the decode forms (subgroup lane groups,
  * weights read once per RT rows) when an expert gets few rows on average (`dec-w32` where
- * subgroups are 32 wide, else `dec`, up to 2; `dec8` up to 16), then the staged form (no subgroups), and the tiled form otherwise. The
+ * subgroups are 32 wide, else `dec`, up to 4; `dec8` up to 16), then the staged form (no subgroups), and the tiled form otherwise. The
  * block takes the first one it compiled.
  */
 export function moeGemmVariantFor(
@@ -95,8 +95,10 @@ export function moeGemmVariantFor(
 ): string[] {
   const perExpert = (tokens * topK) / experts;
   const staged = `${dtype}-staged${packedF16 && dtype === "f16" ? "-packed" : ""}`;
-  if (perExpert <= 2) return [`${dtype}-dec-w32`, `${dtype}-dec`, `${dtype}-dec8`, staged, dtype];
-  if (perExpert <= 16) return [`${dtype}-dec8`, staged, dtype];
+  // H200 (validate, 2026-11-30): Qwen3-30B-A3B gate/up at 1 and 64 tokens (~4 rows an
+  // expert), dec-w32 was the fastest decode form (115 / 1661 us against dec8's 192 / 1858)
+  if (perExpert <= 4) return [`${dtype}-dec-w32`, `${dtype}-dec`, `${dtype}-dec8`, staged, dtype];
+  if (perExpert <= 16) return [`${dtype}-dec8`, `${dtype}-dec-w32`, staged, dtype];
   return [dtype];
 }
 

@@ -230,13 +230,19 @@ test("the GEMM forms by rows per expert: decode forms, then staged (f16 words wh
     "f16-staged",
     "f16",
   ]);
-  assert.equal(moeGemmVariantFor("f16", 64, 8, 128), ["f16-dec8", "f16-staged", "f16"]);
-  assert.equal(moeGemmVariantFor("f16", 64, 8, 128, true), [
+  assert.equal(moeGemmVariantFor("f16", 64, 8, 128)[0], "f16-dec-w32");
+  assert.equal(moeGemmVariantFor("f16", 128, 8, 128, true), [
     "f16-dec8",
+    "f16-dec-w32",
     "f16-staged-packed",
     "f16",
   ]);
-  assert.equal(moeGemmVariantFor("f32", 64, 8, 128, true), ["f32-dec8", "f32-staged", "f32"]);
+  assert.equal(moeGemmVariantFor("f32", 128, 8, 128, true), [
+    "f32-dec8",
+    "f32-dec-w32",
+    "f32-staged",
+    "f32",
+  ]);
   assert.equal(moeGemmVariantFor("f16", 2048, 8, 128, true), ["f16"]);
 });
 
