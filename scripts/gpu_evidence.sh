@@ -2,7 +2,8 @@
 # Collects the figures the issues ask for on a GPU host, through the offline bundle. Run from
 # the repository root with the bundle at dist/webfpm-linux-x64.tar (`deno task bundle`):
 #   scripts/gpu_evidence.sh OUTDIR STAGE...
-# stages: validate perf bench kvwarm library fidelity dp (fidelity scores the libraries that
+# stages: validate perf bench kvwarm library fidelity dp, and validate=KERNEL,KERNEL (validate
+# for those kernels only) (fidelity scores the libraries that
 # kvwarm and library wrote into the same OUTDIR; elsewhere, run `deno task fidelity` later)
 # On a two-GPU host, scripts/gpu_evidence_pair.sh runs two of these side by side, one per GPU.
 # Seen on the H200 (2026-11-30): validate took over 200 s (production-shaped CPU references;
@@ -50,6 +51,12 @@ if [ -n "${EVIDENCE_GPU:-}" ]; then
 fi
 
 for stage in "$@"; do
+  # validate=a,b: the validate stage for these kernels only (two GPUs can share a full run:
+  # "validate=embedding,...,paged_attention" on one, the rest on the other)
+  if [[ "$stage" == validate=* ]]; then
+    export EVIDENCE_VALIDATE_KERNELS="${stage#validate=}"
+    stage=validate
+  fi
   case "$stage" in
     validate)
       log "validate (every kernel, every variant)"
@@ -63,6 +70,9 @@ for stage in "$@"; do
       WEBFPM_NO_SUBGROUP_MATRIX=1 limit=${EVIDENCE_VALIDATE_LIMIT:-420} run validate "${only[@]}" \
         --json "$out/validate.json" 2>&1 | tee "$out/validate.txt" | tail -8
       [ "${EVIDENCE_SGMAT:-on}" = on ] || continue
+      # the tensor-core rows are gemm's: only in the part of a split run that has gemm
+      [ -z "${EVIDENCE_VALIDATE_KERNELS:-}" ] || [[ ",$EVIDENCE_VALIDATE_KERNELS," == *,gemm,* ]] ||
+        continue
       if limit=${EVIDENCE_SGMAT_LIMIT:-120} run validate --variant f16-sgmat \
         --json "$out/validate-sgmat.json" >"$out/validate-sgmat.txt" 2>&1; then
         echo "subgroup-matrix forms: all pass"
