@@ -107,7 +107,7 @@ await runCli(async () => {
   }, (m) => console.log(m));
   const model = model0;
   const lv = model.linearVariants;
-  console.log(`kernels: linear ${lv.gemv}, decode attention ${lv.decodeAttention}, moe auto`);
+  console.log(`kernels: linear ${lv.gemv}, decode attention ${lv.decodeAttention}, moe by step`);
   console.log(
     `KV cache: ${model.numBlocks} blocks of ${model.blockSize} (${
       (model.kv.bytes / 2 ** 30).toFixed(1)
@@ -164,13 +164,14 @@ await runCli(async () => {
         roofline_ms: round(roofMs),
         torch_graph_ms: torchMs,
         torch_source: measuredPeer ? "measured in this session" : ref ? "GPU.md" : null,
+        moe_gemm: model.moeGemmVariant,
         gpu_ms_samples: r.gpuSamples.map(round),
         wall_ms_samples: r.wallSamples.map(round),
       });
       console.log(
         `${batch} x ${ctx}: GPU ${r.gpuMs.toFixed(2)} ms, wall ${
           r.wallMs.toFixed(2)
-        } ms, roofline ${roofMs.toFixed(2)} ms`,
+        } ms, roofline ${roofMs.toFixed(2)} ms (moe ${model.moeGemmVariant ?? "-"})`,
       );
     }
   }
@@ -228,6 +229,7 @@ await runCli(async () => {
       model: o.model,
       dtype: model.weights.dtype,
       read_bandwidth_gbps: round(bw.bytesPerSecond / 1e9),
+      kernels: { linear: lv.gemv, decode_attention: lv.decodeAttention, moe: "per point" },
       points,
     });
   }
