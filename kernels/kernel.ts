@@ -51,7 +51,10 @@ export interface Variant {
    * ones (see `preludeOf`).
    */
   readonly packed?: boolean;
-  /** Subgroups of at least this size (lane groups that meet through subgroup shuffles). */
+  /**
+   * Subgroups of at least this size, laid out as runs of consecutive invocations (lane groups
+   * that meet through subgroup shuffles; see Gpu.subgroupLanesConsecutive).
+   */
   readonly minSubgroupSize?: number;
 }
 
@@ -78,6 +81,9 @@ export function unsupportedReason(gpu: Gpu, variant: Variant): string | null {
   const minSg = variant.minSubgroupSize ?? 0;
   if (variant.subgroups && gpu.subgroupMinSize < minSg) {
     return `needs subgroups of at least ${minSg} (have ${gpu.subgroupMinSize}..${gpu.subgroupMaxSize})`;
+  }
+  if (variant.subgroups && minSg > 0 && !gpu.subgroupLanesConsecutive) {
+    return "its lane groups need subgroups of consecutive invocations, which this device does not have";
   }
   const sm = variant.subgroupMatrix;
   if (sm && !hasSubgroupMatrix(gpu, "f16", "f32", sm.m, sm.n, sm.k)) {

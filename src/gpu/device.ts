@@ -11,6 +11,7 @@
  */
 import { create, globals } from "webgpu";
 import process from "node:process";
+import { subgroupLanesAreConsecutive } from "./subgroup_layout.ts";
 
 /** Spec constants, taken from Dawn's globals (Deno's own WebGPU globals are wgpu's). */
 const dawnGlobals = globals as unknown as {
@@ -46,6 +47,11 @@ export interface Gpu {
   readonly f16: boolean;
   readonly subgroups: boolean;
   readonly timestamps: boolean;
+  /**
+   * Subgroups are runs of consecutive invocations (lane = lid % size), as the lane-group
+   * kernels need (see subgroup_layout.ts); false without subgroups.
+   */
+  readonly subgroupLanesConsecutive: boolean;
   /** Subgroup sizes the adapter may run with; shaders read the real one at run time. */
   readonly subgroupMinSize: number;
   readonly subgroupMaxSize: number;
@@ -206,6 +212,8 @@ export async function openGpu(options: OpenGpuOptions = {}): Promise<Gpu> {
     limits: Object.freeze(limits),
     f16: features.has("shader-f16"),
     subgroups: features.has("subgroups"),
+    subgroupLanesConsecutive: features.has("subgroups") &&
+      await subgroupLanesAreConsecutive(device),
     timestamps: features.has("timestamp-query"),
     subgroupMinSize: Number(infoRecord.subgroupMinSize ?? 0),
     subgroupMaxSize: Number(infoRecord.subgroupMaxSize ?? 0),
@@ -245,7 +253,13 @@ export function describeGpu(gpu: Gpu): string {
       a.type ? ", " + a.type : ""
     }]`,
     `features: ${[...gpu.features].filter((f) => WANTED_FEATURES.includes(f as never)).join(", ")}`,
-    `subgroup size: ${gpu.subgroupMinSize}..${gpu.subgroupMaxSize}`,
+    `subgroup size: ${gpu.subgroupMinSize}..${gpu.subgroupMaxSize}${
+      gpu.subgroups
+        ? (gpu.subgroupLanesConsecutive
+          ? ", lanes consecutive"
+          : ", lanes not consecutive (no lane-group kernels)")
+        : ""
+    }`,
     `subgroup matrix: ${
       gpu.subgroupMatrixConfigs.length === 0 ? "none" : gpu.subgroupMatrixConfigs
         .map((c) => `${c.componentType}->${c.resultComponentType} ${c.M}x${c.N}x${c.K}`)
