@@ -76,7 +76,8 @@ export const spec: KernelSpec<typeof params.fields> = {
       consts: STAGED,
     },
     // Lane groups over k, RT rows in registers a pass, subgroup shuffles: decode's few rows
-    // (f16 read as 32-bit words). `dec` for one row, `dec8` for several.
+    // (f16 read as 32-bit words). `dec` / `dec-w32` (32-wide subgroups) for one row, `dec8` for
+    // up to 8 a pass.
     ...decodeVariants(),
     // One invocation per row, no barriers: for CPU adapters.
     {
@@ -171,7 +172,7 @@ export const cases = [
   gemvCase(3, 301, 300),
   gemvCase(6, 45, 64, true),
   gemvCase(37, 70, 264),
-  // k / 4 = 66: the decode forms' unrolled loop, then their one-step tail; 3 row passes of 8
+  // k / 4 = 66: the decode forms' unrolled loop, then their one-step tail; dec8: 3 row passes
   gemvCase(19, 45, 264, true),
   gemvCase(64, 5120, 2048),
   gemvCase(64, 2048, 4096, true),

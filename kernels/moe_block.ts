@@ -1,7 +1,7 @@
 /**
  * The MoE block on the GPU with no host read-back, and its CPU reference.
  *
- * Dispatch sequence (one compute pass; N = tokens * k rows):
+ * Dispatch sequence (one compute pass, or a pass each when profiled; N = tokens * k rows):
  *   1. moe_router        [tokens] workgroups        logits -> topk_ids, topk_weights
  *   2. moe_dispatch      1 workgroup                -> expert_offsets, sorted_token, row_of,
  *                                                      work_items, dispatch_args
@@ -83,8 +83,8 @@ export interface MoeBlockOptions {
 /**
  * The grouped-GEMM variants for a step, best first: the decode forms (subgroup lane groups,
  * weights read once per RT rows) when an expert gets few rows on average (`dec-w32` where
- * subgroups are 32 wide, else `dec`, up to 4; `dec8` up to 16), then the staged form (no subgroups), and the tiled form otherwise. The
- * block takes the first one it compiled.
+ * subgroups are 32 wide, else `dec`, up to 4; `dec8` up to 16), then the staged form (no
+ * subgroups), and the tiled form otherwise. The block takes the first one it compiled.
  */
 export function moeGemmVariantFor(
   dtype: "f16" | "f32",

@@ -2,8 +2,9 @@
  * The decode forms of the grouped expert GEMMs (gate/up and down): weight-bound kernels
  * for a few rows per expert, in which a lane group of LG invocations owns GC output
  * columns, splits the reduction dimension in vec4 steps with UNR loads in flight, applies
- * each load to RT rows held in registers and meets through subgroup shuffles. `dec` and
- * `dec-w32` are for about one row per expert (small batches), `dec8` for up to eight.
+ * each load to RT rows held in registers and meets through subgroup shuffles. `dec` (lanes of
+ * 8) and `dec-w32` (32, more loads in flight) hold 4 rows a pass, `dec8` 8 rows and 2 columns
+ * a lane group; moeGemmVariantFor picks among them by rows per expert.
  * f16 weights are read as 32-bit words (`packed`).
  */
 import type { Variant } from "./kernel.ts";

@@ -216,7 +216,7 @@ export const cases = [
   downCase(75, 6, 2, 16, 8, "skewed", "", undefined, 150),
   // Two column tiles, the second partial; inter not a multiple of 16.
   downCase(41, 4, 2, 132, 20, "skewed"),
-  // inter / 4 = 66: the decode forms' unrolled loop twice, then their one-step tail.
+  // inter / 4 = 66: the decode forms' unrolled loop (1-4 times by form), then their one-step tail.
   downCase(9, 8, 2, 36, 264, "skewed"),
   downCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   downCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),

@@ -236,7 +236,7 @@ export const cases = [
   gateUpCase(75, 6, 2, 16, 8, "skewed", "", undefined, 150),
   // Two act-column tiles, the second partial; hidden not a multiple of 16.
   gateUpCase(41, 4, 2, 36, 68, "skewed"),
-  // hidden / 4 = 66: the decode forms' unrolled loop twice, then their one-step tail.
+  // hidden / 4 = 66: the decode forms' unrolled loop (1-4 times by form), then their one-step tail.
   gateUpCase(9, 8, 2, 264, 40, "skewed"),
   gateUpCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
   gateUpCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),

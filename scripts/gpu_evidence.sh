@@ -54,8 +54,10 @@ for stage in "$@"; do
   # validate=a,b: the validate stage for these kernels only (two GPUs can share a full run:
   # "validate=embedding,...,paged_attention" on one, the rest on the other)
   if [[ "$stage" == validate=* ]]; then
-    export EVIDENCE_VALIDATE_KERNELS="${stage#validate=}"
+    only_kernels="${stage#validate=}"
     stage=validate
+  else
+    only_kernels="${EVIDENCE_VALIDATE_KERNELS:-}"
   fi
   case "$stage" in
     validate)
@@ -65,14 +67,12 @@ for stage in "$@"; do
       # earlier forms hung the H200. Later stages leave them out unless they all passed.
       # production-shaped CPU references take minutes in TypeScript: a longer bound
       # EVIDENCE_VALIDATE_KERNELS=a,b: only these kernels (e.g. the ones changed since a full run)
-      mapfile -t only < <([ -n "${EVIDENCE_VALIDATE_KERNELS:-}" ] &&
-        printf -- '--kernel\n%s\n' "$EVIDENCE_VALIDATE_KERNELS")
+      mapfile -t only < <([ -n "$only_kernels" ] && printf -- '--kernel\n%s\n' "$only_kernels")
       WEBFPM_NO_SUBGROUP_MATRIX=1 limit=${EVIDENCE_VALIDATE_LIMIT:-420} run validate "${only[@]}" \
         --json "$out/validate.json" 2>&1 | tee "$out/validate.txt" | tail -8
       [ "${EVIDENCE_SGMAT:-on}" = on ] || continue
       # the tensor-core rows are gemm's: only in the part of a split run that has gemm
-      [ -z "${EVIDENCE_VALIDATE_KERNELS:-}" ] || [[ ",$EVIDENCE_VALIDATE_KERNELS," == *,gemm,* ]] ||
-        continue
+      [ -z "$only_kernels" ] || [[ ",$only_kernels," == *,gemm,* ]] || continue
       if limit=${EVIDENCE_SGMAT_LIMIT:-120} run validate --variant f16-sgmat \
         --json "$out/validate-sgmat.json" >"$out/validate-sgmat.txt" 2>&1; then
         echo "subgroup-matrix forms: all pass"

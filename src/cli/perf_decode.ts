@@ -57,7 +57,8 @@ const SPEC = {
     type: "number",
     integer: true,
     min: 0,
-    help: "linear layers use GEMV up to this many rows",
+    help: "linear layers use the one-row GEMV up to this many rows (default 1 with the decode " +
+      "forms, which read each weight once per row there: more rows re-read it)",
   },
   profile: {
     type: "string",
@@ -84,6 +85,12 @@ await runCli(async () => {
     process.argv.slice(2),
   );
   const batches = intList("--batch", o.batch);
+  // the profile points, checked before minutes of GPU work
+  const profilePoints = (o.profile ? o.profile.split(",") : []).map((point) => {
+    const m = /^(\d+)x(\d+)$/.exec(point.trim());
+    if (!m) throw new UsageError(`--profile: '${point}' is not BATCHxCTX`);
+    return [Number(m[1]), Number(m[2])] as const;
+  });
   const ctxs = intList("--ctx", o.ctx);
   const peer: PeerPoint[] = o.peer ? readPeer(userPath(o.peer)) : [];
   const gpu = await openGpu();
@@ -95,8 +102,9 @@ await runCli(async () => {
   console.log(`read bandwidth: ${(bw.bytesPerSecond / 1e9).toFixed(0)} GB/s (${bw.variant})`);
 
   const maxSteps = o.warmup + o.steps + 1;
-  const maxBatch = Math.max(...batches);
-  const maxCtx = Math.max(...ctxs);
+  // the engine holds the sweep's points and the profiled ones
+  const maxBatch = Math.max(...batches, ...profilePoints.map(([b]) => b));
+  const maxCtx = Math.max(...ctxs, ...profilePoints.map(([, c]) => c));
   const model0 = await GpuModel.load(gpu, o.model, {
     dtype: o.dtype as "f16" | "f32" | undefined,
     kvCacheBytes: o.kvCacheGb ? o.kvCacheGb * 2 ** 30 : undefined,
@@ -114,15 +122,18 @@ await runCli(async () => {
     } GiB)`,
   );
 
-  // The GPU at full clocks before anything is timed: the first point's shape, untimed.
-  const warmEnd = performance.now() + o.warmupS * 1000;
-  while (performance.now() < warmEnd) {
-    let steps: SyntheticDecode;
+  // The GPU at full clocks before anything is timed: the first point that fits, untimed.
+  const warmShape = ctxs.flatMap((c) => batches.map((b) => [b, c] as const)).find(([b, c]) => {
     try {
-      steps = new SyntheticDecode(model, batches[0], ctxs[0], maxSteps);
+      new SyntheticDecode(model, b, c, maxSteps);
+      return true;
     } catch {
-      break; // the first point does not fit: it is skipped below, with its reason
+      return false; // skipped below, with its reason
     }
+  });
+  const warmEnd = performance.now() + o.warmupS * 1000;
+  while (warmShape && performance.now() < warmEnd) {
+    const steps = new SyntheticDecode(model, warmShape[0], warmShape[1], maxSteps);
     await timeDecode(model, steps, maxSteps - 1, 1);
   }
   const rows: string[][] = [];
@@ -190,10 +201,7 @@ await runCli(async () => {
     ],
     rows,
   ));
-  for (const point of o.profile ? o.profile.split(",") : []) {
-    const m = /^(\d+)x(\d+)$/.exec(point.trim());
-    if (!m) throw new UsageError(`--profile: '${point}' is not BATCHxCTX`);
-    const [pb, pc] = [Number(m[1]), Number(m[2])];
+  for (const [pb, pc] of profilePoints) {
     const steps = new SyntheticDecode(model, pb, pc, 4);
     await model.forward(steps.next()).sampled;
     await model.forward(steps.next()).sampled;
@@ -215,7 +223,7 @@ await runCli(async () => {
     console.log(formatKernelProfile(rows));
     if (o.profileJson) {
       // several points: one file each, named by point (FILE-BxC.json)
-      const file = o.profile!.includes(",")
+      const file = profilePoints.length > 1
         ? o.profileJson.replace(/(\.json)?$/, `-${pb}x${pc}.json`)
         : o.profileJson;
       writeJsonAtomic(userPath(file), { batch: pb, ctx: pc, summed_ms: sum / 1000, rows, spans });

@@ -382,12 +382,12 @@ export class GpuModel implements ForwardModel {
     return { sampled, logits, gpuMs };
   }
 
-  /** The linear-layer and decode-attention kernel variants chosen for this device. */
   /** The MoE block's grouped-GEMM variant in the last step (null without MoE layers). */
   get moeGemmVariant(): string | null {
     return this.moe?.gemmVariant ?? null;
   }
 
+  /** The linear-layer and decode-attention kernel variants chosen for this device. */
   get linearVariants(): { gemv: string; gemm: string; decodeAttention: string } {
     return {
       gemv: `${this.calls.gemvVariant} (up to ${this.opts.gemvMaxRows} rows${

@@ -87,7 +87,7 @@ export function compareRuns(a: BenchArtifact, b: BenchArtifact, bound: number): 
   };
 }
 
-/** Median and largest absolute value of `xs` (0, 0 for none). */
+/** Upper median and largest absolute value of `xs` (0, 0 for none). */
 export function absSpread(xs: readonly number[]): { median: number; max: number } {
   if (xs.length === 0) return { median: 0, max: 0 };
   const s = xs.map(Math.abs).sort((p, q) => p - q);

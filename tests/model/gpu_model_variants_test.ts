@@ -6,8 +6,9 @@ import { sharedGpu } from "../shared_gpu.ts";
 import { maxAbsDiff, runStep, type StepPart } from "./gpu_model_step.ts";
 
 // A prompt of 20 tokens prefilled, then three decode steps fed from the GPU, for two
-// sequences at once: the decode attention forms and linear-layer forms must agree.
-async function decodeLogits(options: GpuModelOptions): Promise<Float32Array[]> {
+// sequences at once (or one: one-row decode steps): the decode attention forms and
+// linear-layer forms must agree.
+async function decodeLogits(options: GpuModelOptions, seqs = 2): Promise<Float32Array[]> {
   const gpu = await sharedGpu();
   const { dir } = ensureFixture("tiny-qwen3-moe");
   const model = await GpuModel.load(gpu, dir, {
@@ -24,7 +25,7 @@ async function decodeLogits(options: GpuModelOptions): Promise<Float32Array[]> {
       assert.ok(v.decodeAttention.endsWith("-packed"), `decode attention ${v.decodeAttention}`);
     }
     const prompt = Array.from({ length: 20 }, (_, i) => 100 + 37 * i);
-    const tables = [[1, 2, 3, 4], [5, 6, 7, 8]];
+    const tables = [[1, 2, 3, 4], [5, 6, 7, 8]].slice(0, seqs);
     await runStep(
       model,
       tables.map((table, s) => ({
@@ -64,16 +65,24 @@ test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits"
   wide.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: 64x128 vs 64x64`));
   gemv.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: gemv vs gemm`));
   staged.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: staged vs gemm`));
-  // the decode forms: one row (dec), then several (dec8)
+  // the decode forms: several rows a step (dec8), then one row a step (dec)
   const dec = await decodeLogits({ gemvForms: "decode", gemvMaxRows: 1, stagedMaxRows: 64 });
   dec.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: decode vs gemm`));
+  const one = { gemvMaxRows: 0, stagedMaxRows: 0 };
+  const gemmOne = await decodeLogits(one, 1);
+  const decOne = await decodeLogits({ gemvForms: "decode", gemvMaxRows: 1, stagedMaxRows: 0 }, 1);
+  decOne.forEach((d, i) =>
+    assert.ok(maxAbsDiff(d, gemmOne[i]) < 1e-4, `step ${i}: one-row decode vs gemm`)
+  );
 });
 
 test("the decode GEMV forms on f16 weights (read as 32-bit words) match the staged form", async () => {
   const f16 = { dtype: "f16" as const, stagedMaxRows: 64 };
-  const staged = await decodeLogits({ ...f16, gemvForms: "classic", gemvMaxRows: 0 });
-  const dec = await decodeLogits({ ...f16, gemvForms: "decode", gemvMaxRows: 1 });
-  dec.forEach((d, i) => assert.ok(maxAbsDiff(d, staged[i]) < 1e-4, `step ${i}`));
+  for (const seqs of [2, 1]) {
+    const staged = await decodeLogits({ ...f16, gemvForms: "classic", gemvMaxRows: 0 }, seqs);
+    const dec = await decodeLogits({ ...f16, gemvForms: "decode", gemvMaxRows: 1 }, seqs);
+    dec.forEach((d, i) => assert.ok(maxAbsDiff(d, staged[i]) < 1e-4, `${seqs} seqs, step ${i}`));
+  }
 });
 
 test("f16 read as 32-bit words (packedF16) gives the same logits as 16-bit loads", async () => {
