@@ -10,7 +10,7 @@
  *   5. moe_combine       tokens * hidden / 4 invocations: residual += sum_j w * y[row]
  * Bytes (s = bytes per weight, U = experts that receive a token): router T*E*4 + N*8;
  * dispatch N*12 + (E+1)*4 + 16*(items+1) + 24; gate/up U*2*I*H*s + N*H*4 + N*I*4;
- * down U*H*I*s + N*I*4 + N*H*4; combine T*H*(8 + 4k) + N*8 (see moeBlockBytes).
+ * down U*H*I*s + N*I*4 + N*H*4; combine T*H*(8 + 4k) + N*8 (see moe_cost.ts).
  *
  * ```ts
  * const block = await MoeBlock.create(gpu, { hidden, inter, experts, topK, normTopk: true,
@@ -33,6 +33,8 @@ import {
 import type { ParamFields, ParamValues } from "./params.ts";
 import * as router from "./moe_router.ts";
 import * as dispatch from "./moe_dispatch.ts";
+import type { MoeStage } from "./moe_cost.ts";
+export type { MoeStage } from "./moe_cost.ts";
 import * as gateUp from "./moe_gemm_gate_up.ts";
 import * as down from "./moe_gemm_down.ts";
 import * as combine from "./moe_combine.ts";
@@ -117,9 +119,6 @@ export interface MoeBlockScratch {
   readonly act: GPUBuffer;
   readonly y: GPUBuffer;
 }
-
-/** The block's dispatches in order (a profile's span labels are `moe STAGE`). */
-export type MoeStage = "router" | "dispatch" | "gate_up" | "down" | "combine";
 
 /** One MoE block's pipelines, params and scratch; encode() records its five dispatches. */
 export class MoeBlock {
@@ -355,25 +354,6 @@ export class MoeBlock {
     for (const b of Object.values(this.scratch)) b.destroy();
     for (const b of Object.values(this.params)) b.destroy();
   }
-}
-
-/** Minimum bytes each stage moves for `tokens` tokens of which `used` experts get rows. */
-export function moeBlockBytes(
-  shape: Omit<MoeBlockShape, "maxTokens">,
-  tokens: number,
-  used: number,
-): Record<"router" | "dispatch" | "gateUp" | "down" | "combine", number> {
-  const { hidden: H, inter: I, experts: E, topK: k } = shape;
-  const s = shape.dtype === "f16" ? 2 : 4;
-  const n = tokens * k;
-  const items = dispatch.moeMaxWorkItems(n, E, dispatch.MOE_BLOCK_M);
-  return {
-    router: tokens * E * 4 + n * 8,
-    dispatch: n * 12 + (E + 1) * 4 + 16 * (items + 1) + 24,
-    gateUp: used * 2 * I * H * s + n * H * 4 + n * I * 4,
-    down: used * H * I * s + n * I * 4 + n * H * 4,
-    combine: tokens * H * (8 + 4 * k) + n * 8,
-  };
 }
 
 /** Host inputs of the CPU block reference. */

@@ -11,6 +11,7 @@
  * ```
  */
 import type { ModelConfig } from "./config.ts";
+import { moeStageCosts } from "../../kernels/moe_cost.ts";
 
 /** The shape of a step: per sequence its new tokens and its context after the step. */
 export interface StepShape {
@@ -119,19 +120,15 @@ export function stepCost(config: ModelConfig, dtype: "f16" | "f32", shape: StepS
   linear("o", L, T, H, nq * hd, true);
   if (moeLayers) {
     linear("router", moeLayers, T, E, H, false);
-    // the MoE block's stages (moeBlockBytes' minimum bytes, the U experts that get rows)
-    const rows = T * k;
-    const m = moeLayers;
-    add("moe router", m, m * (T * E * 4 + rows * 8), m * T * E * 8);
-    add("moe dispatch", m, m * (rows * 12 + (E + 1) * 4), 0);
-    add(
-      "moe gate_up",
-      m,
-      m * (U * 2 * I * H * es + rows * H * 4 + rows * I * 4),
-      m * rows * 4 * I * H,
+    // the MoE block's stages, for the U experts that get rows
+    const stages = moeStageCosts(
+      { hidden: H, inter: I, experts: E, topK: k, weightBytes: es },
+      T,
+      U,
     );
-    add("moe down", m, m * (U * I * H * es + rows * I * 4 + rows * H * 4), m * rows * 2 * I * H);
-    add("moe combine", m, m * (T * H * (8 + 4 * k) + rows * 8), m * rows * H * 2);
+    for (const [stage, c] of Object.entries(stages)) {
+      add(`moe ${stage}`, moeLayers, moeLayers * c.bytes, moeLayers * c.flops);
+    }
   }
   if (denseLayers) {
     linear("gateUp", denseLayers, T, 2 * Id, H, false);
