@@ -4,6 +4,7 @@
  */
 import type { KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec, type Variant } from "./kernel.ts";
+import { laneGroupColumns, laneGroupVariants } from "./lane_group_variants.ts";
 import { defineParams } from "./params.ts";
 
 const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
@@ -14,22 +15,11 @@ const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" })
  * few loads in flight) or up to 8 rows a pass (`dec8`).
  */
 function decodeVariants(): Variant[] {
-  const forms = [
+  return laneGroupVariants("gemv_decode.wgsl", [
     ["dec", { WG: 128, LG: 8, GC: 1, RT: 1, UNR: 8 }],
     ["dec-w32", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 4 }],
     ["dec8", { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 }],
-  ] as const;
-  return forms.flatMap(([form, consts]) =>
-    (["f16", "f32"] as const).map((dtype) => ({
-      name: `${dtype}-${form}`,
-      dtype,
-      packed: dtype === "f16",
-      consts,
-      subgroups: true,
-      minSubgroupSize: consts.LG,
-      shader: "gemv_decode.wgsl",
-    }))
-  );
+  ]);
 }
 
 /** Staged form: 32 weight rows a workgroup, 8 invocations a row, 16 x rows, 256-wide chunks. */
@@ -96,8 +86,8 @@ export const spec: KernelSpec<typeof params.fields> = {
   grid: (p, v, gpu) =>
     v.consts?.RMAX
       ? [Math.ceil(p.n / v.consts.RPW), Math.ceil(p.m / v.consts.RMAX), 1]
-      : v.consts?.LG
-      ? grid1d(Math.ceil(p.n / ((v.consts.WG / v.consts.LG) * v.consts.GC)), gpu)
+      : laneGroupColumns(v) !== null
+      ? grid1d(Math.ceil(p.n / laneGroupColumns(v)!), gpu)
       : v.consts?.ROWS_PER_INVOCATION
       ? grid1d(Math.ceil(p.n / v.consts.WG), gpu)
       : grid1d(Math.ceil(p.n / (v.consts?.RPW ?? 1)), gpu),

@@ -13,6 +13,15 @@ import { MOE_BLOCK_M, moeMaxWorkItems } from "./moe_dispatch.ts";
 /** The block's dispatches in order (a profile's span labels are `moe STAGE`). */
 export type MoeStage = "router" | "dispatch" | "gate_up" | "down" | "combine";
 
+/** The kernel each stage dispatches. */
+export const MOE_STAGE_KERNEL: Readonly<Record<MoeStage, string>> = {
+  router: "moe_router",
+  dispatch: "moe_dispatch",
+  gate_up: "moe_gemm_gate_up",
+  down: "moe_gemm_down",
+  combine: "moe_combine",
+};
+
 export interface MoeCostShape {
   readonly hidden: number;
   readonly inter: number;

@@ -8,28 +8,18 @@
  * f16 weights are read as 32-bit words (`packed`).
  */
 import type { Variant } from "./kernel.ts";
-
-const SMALL = { WG: 128, LG: 8, GC: 1, RT: 4, UNR: 4 } as const;
-const SMALL_W32 = { WG: 128, LG: 32, GC: 1, RT: 4, UNR: 2 } as const;
-const WIDE = { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 } as const;
+import { laneGroupColumns, laneGroupVariants } from "./lane_group_variants.ts";
 
 /**
  * The decode variants over one shader file, f16 and f32: `dec`, `dec-w32` (a whole 32-wide
  * subgroup per column: more loads in flight where few experts are touched) and `dec8`.
  */
 export function moeDecodeVariants(shader: string): Variant[] {
-  const forms = [["dec", SMALL], ["dec-w32", SMALL_W32], ["dec8", WIDE]] as const;
-  return forms.flatMap(([form, consts]) =>
-    (["f16", "f32"] as const).map((dtype) => ({
-      name: `${dtype}-${form}`,
-      dtype,
-      packed: dtype === "f16",
-      consts,
-      subgroups: true,
-      minSubgroupSize: consts.LG,
-      shader,
-    }))
-  );
+  return laneGroupVariants(shader, [
+    ["dec", { WG: 128, LG: 8, GC: 1, RT: 4, UNR: 4 }],
+    ["dec-w32", { WG: 128, LG: 32, GC: 1, RT: 4, UNR: 2 }],
+    ["dec8", { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 }],
+  ]);
 }
 
 /**
@@ -37,7 +27,5 @@ export function moeDecodeVariants(shader: string): Variant[] {
  * decode forms, RPW for the staged and subgroup forms, `tiled` for the tiled form.
  */
 export function moeColumnsPerWorkgroup(v: Variant, tiled: number): number {
-  const c = v.consts;
-  if (c?.LG) return (c.WG / c.LG) * c.GC;
-  return c?.RPW ?? tiled;
+  return laneGroupColumns(v) ?? v.consts?.RPW ?? tiled;
 }

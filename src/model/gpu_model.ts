@@ -45,6 +45,7 @@ import * as gatherRows from "../../kernels/gather_rows.ts";
 import * as sample from "../../kernels/sample.ts";
 import { ropeTable } from "../../kernels/rope.ts";
 import { MoeBlock } from "../../kernels/moe_block.ts";
+import { MOE_STAGE_KERNEL } from "../../kernels/moe_cost.ts";
 import { Checkpoint } from "./checkpoint.ts";
 import { type ModelConfig, resolveModelConfig } from "./config.ts";
 import { GpuWeights, type StorageDtype } from "./gpu_weights.ts";
@@ -106,9 +107,6 @@ export interface GpuModelOptions {
    */
   readonly packedF16?: boolean;
 }
-
-/** Rows up to which the decode forms' several-row GEMV (`dec8`, one pass) takes a linear. */
-const FEW_ROWS = 8;
 
 /** One dispatch's GPU time, when the model runs with `profile`. */
 export interface KernelSpan {
@@ -391,7 +389,9 @@ export class GpuModel implements ForwardModel {
   get linearVariants(): { gemv: string; gemm: string; decodeAttention: string } {
     return {
       gemv: `${this.calls.gemvVariant} (up to ${this.opts.gemvMaxRows} rows${
-        this.calls.fewRowsVariant ? `, ${this.calls.fewRowsVariant} up to ${FEW_ROWS}` : ""
+        this.calls.fewRowsVariant
+          ? `, ${this.calls.fewRowsVariant} up to ${this.calls.fewRows}`
+          : ""
       }, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows})`,
       gemm:
         `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)`,
@@ -673,7 +673,7 @@ export class GpuModel implements ForwardModel {
       if (w.kind === "moe") {
         this.linear(step, "router", T, `l${l}`, b.h, w.router!, b.routerLogits);
         // profiled: each stage its own span (`moe gate_up`, ...); else all in the step's pass
-        this.moe!.encode((stage) => step.pass(`moe ${stage}`, `moe_${stage}`), {
+        this.moe!.encode((stage) => step.pass(`moe ${stage}`, MOE_STAGE_KERNEL[stage]), {
           routerLogits: b.routerLogits,
           x: b.h,
           wGateUp: w.gateUp,
@@ -724,7 +724,7 @@ export class GpuModel implements ForwardModel {
   private gemvFor(rows: number): string | null {
     if (rows <= this.opts.gemvMaxRows) return this.calls.gemvVariant;
     const few = this.calls.fewRowsVariant;
-    if (few && rows <= Math.min(FEW_ROWS, this.opts.stagedMaxRows)) return few;
+    if (few && rows <= Math.min(this.calls.fewRows, this.opts.stagedMaxRows)) return few;
     if (rows <= this.opts.stagedMaxRows) return this.calls.stagedVariant;
     return null;
   }
@@ -848,6 +848,8 @@ async function createCalls(
   // dec8 reads each weight row once per 8 rows in one workgroup's loop: past 8 rows (one
   // pass) too few workgroups share the work (the H200, 64 rows: 4-8x slower than staged).
   const fewRowsVariant = gemvForms === "decode" ? `${dtype}-dec8` : null;
+  // its rows a pass: past them, staged
+  const fewRows = fewRowsVariant ? variantByName(gemv.spec, fewRowsVariant).consts!.RT : 0;
   // The tiled GEMM, not the tensor-core form: on the H200 (2026-11-30) f16-sgmat passed
   // validation but ran 4x slower (1024^3: 3750 us against 850 us), so it stays a validated
   // variant to improve, not the model's choice.
@@ -891,6 +893,7 @@ async function createCalls(
   return {
     gemvVariant,
     fewRowsVariant,
+    fewRows,
     stagedVariant,
     gemmVariant,
     gemmSmallVariant,

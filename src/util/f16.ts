@@ -64,17 +64,10 @@ export function f32ToF16Bits(values: ArrayLike<number>): Uint16Array {
   // f16 normals on their bits (as roundToF16InPlace), the rest through f32ToF16
   const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
   for (let i = 0; i < bits.length; i++) {
-    const u = bits[i];
-    const exp = (u >>> 23) & 0xff;
-    if (exp >= 113 && exp <= 142) {
-      const r = (u + 0xfff + ((u >>> 13) & 1)) & 0xffffe000;
-      const e = (r >>> 23) & 0xff;
-      if (e <= 142) {
-        out[i] = ((r >>> 16) & 0x8000) | ((e - 112) << 10) | ((r >>> 13) & 0x3ff);
-        continue;
-      }
-    }
-    out[i] = f32ToF16(values[i]);
+    const r = roundedToF16Normal(bits[i]);
+    out[i] = r >= 0
+      ? ((r >>> 16) & 0x8000) | ((((r >>> 23) & 0xff) - 112) << 10) | ((r >>> 13) & 0x3ff)
+      : f32ToF16(values[i]);
   }
   return out;
 }
@@ -87,6 +80,19 @@ export function f16BitsToF32(bits: ArrayLike<number>): Float32Array {
 }
 
 /**
+ * The f32 bits `u` rounded to the nearest f16 normal (ties to even, 13 mantissa bits dropped),
+ * still as f32 bits; -1 where the value or its rounding is not an f16 normal (zeros,
+ * subnormals, overflow, inf, NaN), which the callers convert the slow way.
+ */
+function roundedToF16Normal(u: number): number {
+  const exp = (u >>> 23) & 0xff;
+  // f16 normals have f32 exponents 113..142; rounding up may carry into 143 (past f16)
+  if (exp < 113 || exp > 142) return -1;
+  const r = ((u + 0xfff + ((u >>> 13) & 1)) & 0xffffe000) >>> 0;
+  return ((r >>> 23) & 0xff) <= 142 ? r : -1;
+}
+
+/**
  * Rounds every value to the nearest f16 in place (what the GPU will see after upload). Values
  * in f16's normal range are rounded on their bits (to nearest, ties to even, 13 mantissa bits
  * dropped); the rest (zeros, subnormals, overflow, inf, NaN) through f32ToF16 and back.
@@ -94,17 +100,9 @@ export function f16BitsToF32(bits: ArrayLike<number>): Float32Array {
 export function roundToF16InPlace(values: Float32Array): Float32Array {
   const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
   for (let i = 0; i < bits.length; i++) {
-    const u = bits[i];
-    const exp = (u >>> 23) & 0xff;
-    // f16 normals have f32 exponents 113..142; rounding up may carry into 143 (past f16)
-    if (exp >= 113 && exp <= 142) {
-      const r = (u + 0xfff + ((u >>> 13) & 1)) & 0xffffe000;
-      if (((r >>> 23) & 0xff) <= 142) {
-        bits[i] = r;
-        continue;
-      }
-    }
-    values[i] = f16ToF32(f32ToF16(values[i]));
+    const r = roundedToF16Normal(bits[i]);
+    if (r >= 0) bits[i] = r;
+    else values[i] = f16ToF32(f32ToF16(values[i]));
   }
   return values;
 }

@@ -4,8 +4,8 @@
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { caseInputs, InputCache } from "../../kernels/case_inputs.ts";
-import { kernelByName } from "../../kernels/index.ts";
+import { caseInputs, fingerprint, InputCache } from "../../kernels/case_inputs.ts";
+import { kernelByName, KERNELS } from "../../kernels/index.ts";
 import { variantByName } from "../../kernels/kernel.ts";
 
 const gemv = kernelByName("gemv");
@@ -33,6 +33,26 @@ test("a take without expect draws fresh and holds nothing", () => {
   const a = cache.take(gemv, kcase, f16);
   assert.ok(a.w.length > 0);
   assert.is(cache.held, 0);
+});
+
+test("every kernel's small cases draw the same inputs for variants of one dtype", () => {
+  let compared = 0;
+  for (const module of KERNELS) {
+    for (const dtype of ["f16", "f32"] as const) {
+      const variants = module.spec.variants.filter((v) => v.dtype === dtype);
+      if (variants.length < 2) continue;
+      for (const kcase of module.cases) {
+        if (kcase.bytes(variants[0]) > 2e6) continue;
+        const prints = variants.map((v) => fingerprint(caseInputs(module, kcase, v)));
+        assert.ok(
+          prints.every((p) => p === prints[0]),
+          `${module.spec.name} ${kcase.label} ${dtype}: inputs depend on the variant`,
+        );
+        compared++;
+      }
+    }
+  }
+  assert.ok(compared > 50, `compared ${compared} cases`);
 });
 
 test.run();
