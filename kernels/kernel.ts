@@ -56,6 +56,8 @@ export interface Variant {
    * that meet through subgroup shuffles; see Gpu.subgroupLanesConsecutive).
    */
   readonly minSubgroupSize?: number;
+  /** Subgroups of exactly this size (a kernel whose lanes map one to one onto keys). */
+  readonly subgroupSize?: number;
 }
 
 /** Workgroup-count grid of one dispatch. */
@@ -81,6 +83,12 @@ export function unsupportedReason(gpu: Gpu, variant: Variant): string | null {
   const minSg = variant.minSubgroupSize ?? 0;
   if (variant.subgroups && gpu.subgroupMinSize < minSg) {
     return `needs subgroups of at least ${minSg} (have ${gpu.subgroupMinSize}..${gpu.subgroupMaxSize})`;
+  }
+  const exact = variant.subgroupSize;
+  if (
+    variant.subgroups && exact && (gpu.subgroupMinSize !== exact || gpu.subgroupMaxSize !== exact)
+  ) {
+    return `needs subgroups of exactly ${exact} (have ${gpu.subgroupMinSize}..${gpu.subgroupMaxSize})`;
   }
   if (variant.subgroups && minSg > 0 && !gpu.subgroupLanesConsecutive) {
     return "its lane groups need subgroups of consecutive invocations, which this device does not have";

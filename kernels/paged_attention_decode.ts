@@ -64,6 +64,22 @@ const CONSTS = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096 } as const;
 // The tiled form keeps no per-split score buffer; SCORES only keeps its split plan equal.
 const TILED = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096, OUT_PER_THREAD: 2 } as const;
 
+/** The one-key-per-lane forms, f16 and f32, for subgroups of 8 and of 32 (4 subgroups each). */
+function lanesVariants(): Variant[] {
+  return [8, 32].flatMap((sg) =>
+    (["f16", "f32"] as const).map((dtype) => ({
+      name: `${dtype}-lanes${sg}`,
+      dtype,
+      packed: dtype === "f16",
+      shader: "paged_attention_decode_lanes.wgsl",
+      consts: { WG: 4 * sg, SG: sg, GMAX: 8, MAX_HD: 128, SCORES: 4096 },
+      subgroups: true,
+      minSubgroupSize: sg,
+      subgroupSize: sg,
+    }))
+  );
+}
+
 export const spec: KernelSpec<typeof params.fields> = {
   name: "paged_attention_decode",
   shader: "paged_attention_decode.wgsl",
@@ -123,6 +139,9 @@ export const spec: KernelSpec<typeof params.fields> = {
       shader: "paged_attention_decode_tiled.wgsl",
       consts: TILED,
     },
+    // One key per lane, subgroup softmax, no barrier in the key loop (f16 read as 32-bit
+    // words); `lanes8` for subgroups of 8 (lavapipe), `lanes32` for 32 (NVIDIA).
+    ...lanesVariants(),
   ],
   grid: (p, v) => {
     checkAttentionGeometry("paged_attention_decode", p, v, v.consts!.GMAX);

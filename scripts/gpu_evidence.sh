@@ -96,6 +96,12 @@ for stage in "$@"; do
       run perf-decode --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-40} "${p[@]}" \
         --json "$out/h200-decode.json" --profile "$profile" --profile-json "$out/profile.json" \
         2>&1 | tee "$out/perf-decode.txt" | tail -80
+      # EVIDENCE_LANES_AB=1: the same points again with the one-key-per-lane decode attention
+      if [ "${EVIDENCE_LANES_AB:-0}" = 1 ]; then
+        run perf-decode --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-40} "${p[@]}" \
+          --decode-attention lanes --json "$out/h200-decode-lanes.json" --profile "$profile" \
+          --profile-json "$out/profile-lanes.json" 2>&1 | tee "$out/perf-decode-lanes.txt" | tail -40
+      fi
       # EVIDENCE_PACKED_AB=1: the same points again with f16 read as 32-bit words
       if [ "${EVIDENCE_PACKED_AB:-0}" = 1 ]; then
         WEBFPM_F16_PACKED=1 run perf-decode --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-40} \

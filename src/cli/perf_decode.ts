@@ -7,7 +7,7 @@
 import process from "node:process";
 import { readFileSync } from "node:fs";
 import { describeGpu, openGpu } from "../gpu/device.ts";
-import { GpuModel } from "../model/gpu_model.ts";
+import { type DecodeAttentionForm, GpuModel } from "../model/gpu_model.ts";
 import { rooflineBytes, stepCost } from "../model/step_cost.ts";
 import { GPU_MD_DECODE } from "../model/peer_reference.ts";
 import { measureReadBandwidth } from "../../kernels/read_bandwidth.ts";
@@ -59,6 +59,11 @@ const SPEC = {
     min: 0,
     help: "linear layers use the one-row GEMV up to this many rows (default 1 with the decode " +
       "forms, which read each weight once per row there: more rows re-read it)",
+  },
+  decodeAttention: {
+    type: "string",
+    values: ["tiled", "direct", "lanes"],
+    help: "decode attention form (default: tiled on a GPU, direct on a CPU adapter)",
   },
   profile: {
     type: "string",
@@ -112,6 +117,7 @@ await runCli(async () => {
     maxNumTokens: Math.max(maxBatch, 16),
     maxModelLen: Math.min(maxCtx + maxSteps + 16, Number.MAX_SAFE_INTEGER),
     gemvMaxRows: o.gemvMaxRows,
+    decodeAttention: o.decodeAttention as DecodeAttentionForm | undefined,
   }, (m) => console.log(m));
   const model = model0;
   const lv = model.linearVariants;

@@ -84,10 +84,11 @@ export interface GpuModelOptions {
   readonly gemvMaxRows?: number;
   /**
    * Decode attention form: K/V tiles staged through workgroup memory ("tiled", default on
-   * GPUs) or one key per invocation read straight from memory ("direct", default on CPU
-   * adapters, where it is faster).
+   * GPUs), one key per invocation read straight from memory ("direct", default on CPU
+   * adapters, where it is faster), or one key per subgroup lane with a subgroup softmax
+   * ("lanes": subgroups of exactly 8 or 32; validated, not yet measured on a GPU).
    */
-  readonly decodeAttention?: "tiled" | "direct";
+  readonly decodeAttention?: DecodeAttentionForm;
   /**
    * Linear layers with more rows than gemvMaxRows and at most this many take a several-row
    * GEMV: with the decode forms `dec8` up to 8 rows (each weight row read once), then the
@@ -106,6 +107,24 @@ export interface GpuModelOptions {
    * environment sets WEBFPM_F16_PACKED=1. Not yet measured on a GPU against the 16-bit loads.
    */
   readonly packedF16?: boolean;
+}
+
+/** Decode attention forms (see GpuModelOptions.decodeAttention). */
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes";
+
+/** The one-key-per-lane decode attention variant this device runs (lanes32, else lanes8). */
+function lanesDecodeVariant(gpu: Gpu, dtype: StorageDtype): string {
+  const names = [`${dtype}-lanes32`, `${dtype}-lanes8`];
+  const runs = names.find((n) =>
+    unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, n)) === null
+  );
+  if (!runs) {
+    throw new Error(
+      `model: decode attention "lanes" needs subgroups of exactly 8 or 32, laid out as ` +
+        `consecutive invocations (have ${gpu.subgroupMinSize}..${gpu.subgroupMaxSize})`,
+    );
+  }
+  return runs;
 }
 
 /** One dispatch's GPU time, when the model runs with `profile`. */
@@ -827,12 +846,14 @@ async function createCalls(
   gpu: Gpu,
   config: ModelConfig,
   dtype: StorageDtype,
-  decodeAttention: "tiled" | "direct",
+  decodeAttention: DecodeAttentionForm,
   packedF16: boolean,
   gemvForms: "decode" | "rows" | "classic",
 ) {
   const packed = packedF16 ? "-packed" : "";
-  const decodeVariant = (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
+  const decodeVariant = decodeAttention === "lanes"
+    ? lanesDecodeVariant(gpu, dtype)
+    : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
   // GPUs with subgroups take the decode forms (lane groups meeting through shuffles).
   const gemvVariant = gemvForms === "rows"

@@ -51,10 +51,12 @@ async function decodeLogits(options: GpuModelOptions, seqs = 2): Promise<Float32
   }
 }
 
-test("decode attention: the tiled and the direct forms give the same logits", async () => {
+test("decode attention: the tiled, direct and lanes forms give the same logits", async () => {
   const direct = await decodeLogits({ decodeAttention: "direct" });
   const tiled = await decodeLogits({ decodeAttention: "tiled" });
-  direct.forEach((d, i) => assert.ok(maxAbsDiff(d, tiled[i]) < 1e-4, `step ${i}`));
+  const lanes = await decodeLogits({ decodeAttention: "lanes" });
+  direct.forEach((d, i) => assert.ok(maxAbsDiff(d, tiled[i]) < 1e-4, `step ${i}: tiled`));
+  direct.forEach((d, i) => assert.ok(maxAbsDiff(d, lanes[i]) < 1e-4, `step ${i}: lanes`));
 });
 
 test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits", async () => {
