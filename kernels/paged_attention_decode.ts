@@ -342,6 +342,17 @@ export const cases: KernelCase<typeof params.fields>[] = [
     contexts: [1, 9, 23],
     splitTokens: 5,
   }),
+  // One 300-key split at head_dim 64 (fewer columns than 32 lanes hold; the lanes forms'
+  // partial chunk in a later pass of their key loop).
+  decodeCase({
+    label: "1 seq ctx 300, bs=16 hd=64 q/kv=4/1",
+    numQHeads: 4,
+    numKvHeads: 1,
+    headDim: 64,
+    blockSize: 16,
+    contexts: [300],
+    splitTokens: 300,
+  }),
   decodeCase({
     label: "2 seqs ctx 37,150, bs=16 hd=128 q/kv=8/1",
     numQHeads: 8,

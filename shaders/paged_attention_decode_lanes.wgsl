@@ -10,7 +10,9 @@
 // No barrier inside the key loop; the NW subgroups' (max, sum, output) meet once in
 // workgroup memory at the end. Every subgroup operation sits in workgroup-uniform control
 // flow (loop bounds from params and the sequence; per-lane conditions only around loads).
-// Needs subgroups of exactly SG lanes laid out as consecutive invocations.
+// Needs subgroups of exactly SG lanes laid out as consecutive invocations. Workgroup memory:
+// q (GMAX x MAX_HD f32) and every subgroup's unnormalised output (NW x GMAX x MAX_HD f32),
+// about 20 KiB.
 //#include "lib/paged_kv.wgsl"
 
 const HD4: u32 = MAX_HD / 4u;
@@ -81,41 +83,50 @@ fn main(
     let key = first + lane;
     let valid = key < key_end;
     var s = array<f32, GMAX>();
+    // this lane's key's row (K and V share it), passed to the others for P V below
+    let kb = select(0u, paged_kv_base(seq, key, kvh), valid);
     if (valid) {
-      let base = paged_kv_base(seq, key, kvh);
       for (var c = 0u; c < hd4; c++) {
-        let kv = t4(k_cache[base + c]);
+        let kv = t4(k_cache[kb + c]);
         for (var g = 0u; g < GMAX; g++) {
-          s[g] += dot(q_sh[g * HD4 + c], kv);
+          if (g < group) {
+            s[g] += dot(q_sh[g * HD4 + c], kv);
+          }
         }
       }
     }
     var p = array<f32, GMAX>();
+    // constant trip counts with a uniform guard, so the per-head arrays stay in registers
     for (var g = 0u; g < GMAX; g++) {
-      let sc = select(NEG, s[g], valid);
-      let mx = max(m[g], subgroupMax(sc));
-      let alpha = exp(m[g] - mx);
-      p[g] = select(0.0, exp(sc - mx), valid);
-      l[g] = l[g] * alpha + subgroupAdd(p[g]);
-      m[g] = mx;
-      for (var d = 0u; d < DL; d++) {
-        o[g * DL + d] *= alpha;
+      if (g < group) {
+        let sc = select(NEG, s[g], valid);
+        let mx = max(m[g], subgroupMax(sc));
+        let alpha = exp(m[g] - mx);
+        p[g] = select(0.0, exp(sc - mx), valid);
+        l[g] = l[g] * alpha + subgroupAdd(p[g]);
+        m[g] = mx;
+        for (var d = 0u; d < DL; d++) {
+          o[g * DL + d] *= alpha;
+        }
       }
     }
     for (var j = 0u; j < SG; j++) {
       var pj = array<f32, GMAX>();
       for (var g = 0u; g < GMAX; g++) {
-        pj[g] = subgroupShuffle(p[g], j);
+        if (g < group) {
+          pj[g] = subgroupShuffle(p[g], j);
+        }
       }
-      let kj = first + j;
-      if (kj < key_end) {
-        let base = paged_kv_base(seq, kj, kvh);
+      let base = subgroupShuffle(kb, j);
+      if (first + j < key_end) {
         for (var d = 0u; d < DL; d++) {
           let c = lane + d * SG;
           if (c < hd4) {
             let vv = t4(v_cache[base + c]);
             for (var g = 0u; g < GMAX; g++) {
-              o[g * DL + d] += pj[g] * vv;
+              if (g < group) {
+                o[g * DL + d] += pj[g] * vv;
+              }
             }
           }
         }
