@@ -83,10 +83,11 @@ export interface MoeBlockOptions {
 }
 
 /**
- * The grouped-GEMM variants for a step, best first: the decode forms (subgroup lane groups,
- * weights read once per RT rows) when an expert gets few rows on average (`dec-w32` where
- * subgroups are 32 wide, else `dec`, up to 4; `dec8` up to 16), then the staged form (no
- * subgroups), and the tiled form otherwise. The block takes the first one it compiled.
+ * The grouped-GEMM variants of a stage (gate/up or down) for a step, best first: the decode
+ * forms (subgroup lane groups, weights read once per RT rows) when an expert gets few rows on
+ * average (`dec-w32` where subgroups are 32 wide, else `dec`, up to 4 rows; `dec8` up to 16,
+ * and for down from 2), then the staged form (no subgroups), and the tiled form otherwise.
+ * The block takes the first one it compiled.
  */
 export function moeGemmVariantFor(
   dtype: "f16" | "f32",
@@ -94,13 +95,17 @@ export function moeGemmVariantFor(
   topK: number,
   experts: number,
   packedF16 = false,
+  stage: "gate_up" | "down" = "gate_up",
 ): string[] {
   const perExpert = (tokens * topK) / experts;
   const staged = `${dtype}-staged${packedF16 && dtype === "f16" ? "-packed" : ""}`;
-  // H200 (validate, 2026-11-30): Qwen3-30B-A3B gate/up at 1 and 64 tokens (~4 rows an
-  // expert), dec-w32 was the fastest decode form (115 / 1661 us against dec8's 192 / 1858)
-  if (perExpert <= 4) return [`${dtype}-dec-w32`, `${dtype}-dec`, `${dtype}-dec8`, staged, dtype];
-  if (perExpert <= 16) return [`${dtype}-dec8`, `${dtype}-dec-w32`, staged, dtype];
+  const [w32, dec, dec8] = [`${dtype}-dec-w32`, `${dtype}-dec`, `${dtype}-dec8`];
+  // H200, Qwen3-30B-A3B, one decode step at 64 x 1024 (4 rows an expert) profiled with each
+  // form (2026-11-30): gate/up 23.6 ms with dec8, 17.0 with dec-w32; down 12.0 with dec8,
+  // 14.7 with dec-w32. Fewer rows were not compared per stage (dec-w32 there for both).
+  if (stage === "down" && perExpert > 2 && perExpert <= 16) return [dec8, w32, staged, dtype];
+  if (perExpert <= 4) return [w32, dec, dec8, staged, dtype];
+  if (perExpert <= 16) return [dec8, w32, staged, dtype];
   return [dtype];
 }
 
@@ -125,7 +130,8 @@ export class MoeBlock {
   private tokens = -1;
   /** Bind groups by pipeline, then by MoeBlockIo.key. */
   private readonly bindGroups = new Map<Pipe, Map<string, GPUBindGroup>>();
-  private gemmName = "";
+  private gateUpName = "";
+  private downName = "";
   private routerGrid: readonly number[] = [];
   private combineGrid: readonly number[] = [];
 
@@ -228,9 +234,11 @@ export class MoeBlock {
     return new MoeBlock(gpu, shape, options, pipes, params, scratch);
   }
 
-  /** The GEMM variant the current step uses. */
+  /** The GEMM variant the current step uses ("gate_up A, down B" where they differ). */
   get gemmVariant(): string {
-    return this.gemmName;
+    return this.gateUpName === this.downName
+      ? this.gateUpName
+      : `gate_up ${this.gateUpName}, down ${this.downName}`;
   }
 
   /**
@@ -243,10 +251,13 @@ export class MoeBlock {
       throw new Error(`moe block: tokens = ${tokens} must be in 0..${s.maxTokens}`);
     }
     const names = [...this.pipes.gateUp.keys()];
-    const best = moeGemmVariantFor(s.dtype, tokens, s.topK, s.experts, this.options.packedF16);
-    this.gemmName = best.find((n) => names.includes(n)) ?? names[0];
-    const gu = this.pipes.gateUp.get(this.gemmName)!;
-    const dn = this.pipes.down.get(this.gemmName)!;
+    const pick = (stage: "gate_up" | "down") =>
+      moeGemmVariantFor(s.dtype, tokens, s.topK, s.experts, this.options.packedF16, stage)
+        .find((n) => names.includes(n)) ?? names[0];
+    this.gateUpName = pick("gate_up");
+    this.downName = pick("down");
+    const gu = this.pipes.gateUp.get(this.gateUpName)!;
+    const dn = this.pipes.down.get(this.downName)!;
     const blockM = this.options.blockM ?? dispatch.MOE_BLOCK_M;
     const maxItems = dispatch.moeMaxWorkItems(tokens * s.topK, s.experts, blockM);
     const guParams = gateUp.moeGemmGateUpParams(s.hidden, s.inter, maxItems);
@@ -297,8 +308,8 @@ export class MoeBlock {
     const passOf = typeof pass === "function" ? pass : () => pass;
     const sc = this.scratch;
     const { gpu, params, pipes } = this;
-    const gu = pipes.gateUp.get(this.gemmName)!;
-    const dn = pipes.down.get(this.gemmName)!;
+    const gu = pipes.gateUp.get(this.gateUpName)!;
+    const dn = pipes.down.get(this.downName)!;
     const run = (
       stage: MoeStage,
       pipe: Pipe,

@@ -155,6 +155,35 @@ for (const pattern of ["spread", "skewed"] as const) {
   });
 }
 
+test("auto picks each stage's form by rows per expert (gate/up and down may differ) and matches the CPU block", async () => {
+  const gpu = await sharedGpu();
+  // 3 rows an expert: down takes dec8, gate/up the one-row forms where they run
+  const tokens = (3 * E) / K;
+  for (const dtype of ["f32", "f16"] as const) {
+    const shape: MoeBlockShape = {
+      hidden: H,
+      inter: I,
+      experts: E,
+      topK: K,
+      normTopk: true,
+      maxTokens: tokens,
+      dtype,
+    };
+    const rng = Rng.fromSeed(`moe auto ${dtype}`);
+    const logits = makeLogits(rng, tokens, "spread");
+    const x = rng.fillNormal(new Float32Array(tokens * H));
+    const layer = makeLayer(rng, dtype);
+    const residual = rng.fillNormal(new Float32Array(tokens * H));
+    const { out } = await runBlock(gpu, shape, "auto", tokens, [logits], [x], [layer], residual);
+    const want = moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens);
+    assertClose(out, want, `auto ${dtype}`);
+    const block = await MoeBlock.create(gpu, shape);
+    block.setTokens(tokens);
+    assert.match(block.gemmVariant, new RegExp(`down ${dtype}-dec8`), block.gemmVariant);
+    block.destroy();
+  }
+});
+
 test("two MoE layers encoded in one pass update the residual like two CPU blocks in a row", async () => {
   const { gpu, names } = await gemmVariants();
   for (const gemm of names) {
@@ -231,6 +260,9 @@ test("the GEMM forms by rows per expert: decode forms, then staged (f16 words wh
     "f16",
   ]);
   assert.equal(moeGemmVariantFor("f16", 64, 8, 128)[0], "f16-dec-w32");
+  // down: dec8 from 2 rows an expert (faster than dec-w32 on the H200 at 4), dec-w32 below
+  assert.equal(moeGemmVariantFor("f16", 64, 8, 128, false, "down")[0], "f16-dec8");
+  assert.equal(moeGemmVariantFor("f16", 16, 8, 128, false, "down")[0], "f16-dec-w32");
   assert.equal(moeGemmVariantFor("f16", 128, 8, 128, true), [
     "f16-dec8",
     "f16-dec-w32",
