@@ -16,7 +16,7 @@ import { f16BitsToF32, f32ToF16Bits } from "../src/util/f16.ts";
 import { caseInputs, fingerprint, referenceKey, usesT } from "./case_inputs.ts";
 import type { ParamFields } from "./params.ts";
 import type { HostArray, KernelCase, KernelModule } from "./case.ts";
-import { getPipeline, type Grid, makeBindGroup, type Variant } from "./kernel.ts";
+import { getPipeline, makeBindGroup, type Variant } from "./kernel.ts";
 
 /** One row of the validation table. */
 export interface ValidationRow {
@@ -85,34 +85,6 @@ async function cachedReference<F extends ParamFields>(
 }
 
 /**
- * Dispatches the kernel back to back for about `ms` of wall time (batches sized from the
- * first dispatch's wall time, so a slow kernel is not queued many times over).
- */
-async function warmUp(
-  gpu: Gpu,
-  pipeline: GPUComputePipeline,
-  bindGroup: GPUBindGroup,
-  grid: Grid,
-  ms: number,
-): Promise<void> {
-  const end = performance.now() + ms;
-  let batch = 1;
-  while (performance.now() < end) {
-    const t = performance.now();
-    const enc = gpu.device.createCommandEncoder();
-    const p = enc.beginComputePass();
-    p.setPipeline(pipeline);
-    p.setBindGroup(0, bindGroup);
-    for (let i = 0; i < batch; i++) p.dispatchWorkgroups(...grid);
-    p.end();
-    gpu.device.queue.submit([enc.finish()]);
-    await gpu.device.queue.onSubmittedWorkDone();
-    const per = (performance.now() - t) / batch;
-    batch = Math.max(1, Math.min(256, Math.floor(5 / Math.max(per, 1e-3))));
-  }
-}
-
-/**
  * f16 bits of shared inputs, by array: the variants of one case share its inputs (InputCache),
  * and converting a production-shaped MoE weight tensor (400M values) took seconds a row.
  */
@@ -128,11 +100,6 @@ function f16Of(data: Float32Array): Uint16Array {
 export interface ValidateOptions {
   /** Timed dispatches (median reported); 0: no timing. Default 5. */
   readonly reps?: number;
-  /**
-   * Milliseconds of back-to-back untimed dispatches before the timed ones (default 0), so
-   * a GPU that idled while CPU references ran is back at its clocks when timed.
-   */
-  readonly warmupMs?: number;
   /** The case's reference computed ahead (see reference_pool.ts). */
   readonly references?: ReferenceSource;
   /** The case's inputs as caseInputs draws them for this variant's dtype (see InputCache). */
@@ -147,7 +114,7 @@ export async function validateCase<F extends ParamFields>(
   variant: Variant,
   options: ValidateOptions = {},
 ): Promise<ValidationRow> {
-  const { reps = 5, warmupMs = 0, references } = options;
+  const { reps = 5, references } = options;
   const { spec } = module;
   const device = gpu.device;
   const pipe = await getPipeline(gpu, spec, variant);
@@ -226,7 +193,6 @@ export async function validateCase<F extends ParamFields>(
 
   let gpuUs: number | null = null;
   if (gpu.timestamps && reps > 0) {
-    await warmUp(gpu, pipe.pipeline, bindGroup, grid, warmupMs);
     const timer = new PassTimer(gpu, reps + 1);
     const enc = device.createCommandEncoder();
     for (let r = 0; r <= reps; r++) {

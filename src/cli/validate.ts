@@ -39,12 +39,6 @@ const SPEC = {
     help: "threads computing CPU references ahead of the GPU (default: cores - 1, at most 8; " +
       "0: inline)",
   },
-  warmupMs: {
-    type: "number",
-    min: 0,
-    help: "milliseconds of untimed dispatches before a row's timed ones (default 0; on the H200 " +
-      "50 did not steady the timings)",
-  },
   caseTimeout: {
     type: "number",
     min: 0,
@@ -127,9 +121,6 @@ await runCli(async () => {
       }
     }
   }
-  // Timed rows may start after this much back-to-back work (clocks that dropped while the GPU
-  // waited for the host); off by default: 50 ms did not steady the H200's rows.
-  const warmupMs = opts.warmupMs ?? 0;
   const pool = ReferencePool.create(
     opts.referenceWorkers ?? Math.min(8, availableParallelism() - 1),
   );
@@ -153,7 +144,6 @@ await runCli(async () => {
           await withTimeout(
             validateCase(gpu, module, kcase, variant, {
               reps,
-              warmupMs,
               references: pool ?? undefined,
               inputs: caseInputs,
             }),
