@@ -13,6 +13,15 @@ import { MOE_BLOCK_M, moeMaxWorkItems } from "./moe_dispatch.ts";
 /** The block's dispatches in order (a profile's span labels are `moe STAGE`). */
 export type MoeStage = "router" | "dispatch" | "gate_up" | "down" | "combine";
 
+/** A stage's label in profiles and in the step cost (`moe gate_up`, ...). */
+export const MOE_STAGE_LABEL: Readonly<Record<MoeStage, string>> = {
+  router: "moe router",
+  dispatch: "moe dispatch",
+  gate_up: "moe gate_up",
+  down: "moe down",
+  combine: "moe combine",
+};
+
 /** The kernel each stage dispatches. */
 export const MOE_STAGE_KERNEL: Readonly<Record<MoeStage, string>> = {
   router: "moe_router",

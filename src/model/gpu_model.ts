@@ -45,7 +45,7 @@ import * as gatherRows from "../../kernels/gather_rows.ts";
 import * as sample from "../../kernels/sample.ts";
 import { ropeTable } from "../../kernels/rope.ts";
 import { MoeBlock } from "../../kernels/moe_block.ts";
-import { MOE_STAGE_KERNEL } from "../../kernels/moe_cost.ts";
+import { MOE_STAGE_KERNEL, MOE_STAGE_LABEL, type MoeStage } from "../../kernels/moe_cost.ts";
 import { Checkpoint } from "./checkpoint.ts";
 import { type ModelConfig, resolveModelConfig } from "./config.ts";
 import { GpuWeights, type StorageDtype } from "./gpu_weights.ts";
@@ -554,6 +554,8 @@ export class GpuModel implements ForwardModel {
     const dt = this.opts.dtype;
     const T = plan.tokens;
     const H = cfg.hiddenSize, hd = cfg.headDim, nq = cfg.numHeads, nkv = cfg.numKvHeads;
+    // profiled: each MoE stage its own span (`moe gate_up`, ...); else all in the step's pass
+    const moePass = (stage: MoeStage) => step.pass(MOE_STAGE_LABEL[stage], MOE_STAGE_KERNEL[stage]);
 
     if (batch.blockCopies.length) {
       c.blockCopy.setParams({
@@ -691,8 +693,7 @@ export class GpuModel implements ForwardModel {
       });
       if (w.kind === "moe") {
         this.linear(step, "router", T, `l${l}`, b.h, w.router!, b.routerLogits);
-        // profiled: each stage its own span (`moe gate_up`, ...); else all in the step's pass
-        this.moe!.encode((stage) => step.pass(`moe ${stage}`, MOE_STAGE_KERNEL[stage]), {
+        this.moe!.encode(moePass, {
           routerLogits: b.routerLogits,
           x: b.h,
           wGateUp: w.gateUp,

@@ -11,7 +11,7 @@
  * ```
  */
 import type { ModelConfig } from "./config.ts";
-import { moeStageCosts } from "../../kernels/moe_cost.ts";
+import { MOE_STAGE_LABEL, type MoeStage, moeStageCosts } from "../../kernels/moe_cost.ts";
 
 /** The shape of a step: per sequence its new tokens and its context after the step. */
 export interface StepShape {
@@ -126,8 +126,8 @@ export function stepCost(config: ModelConfig, dtype: "f16" | "f32", shape: StepS
       T,
       U,
     );
-    for (const [stage, c] of Object.entries(stages)) {
-      add(`moe ${stage}`, moeLayers, moeLayers * c.bytes, moeLayers * c.flops);
+    for (const [stage, c] of Object.entries(stages) as [MoeStage, typeof stages.router][]) {
+      add(MOE_STAGE_LABEL[stage], moeLayers, moeLayers * c.bytes, moeLayers * c.flops);
     }
   }
   if (denseLayers) {
