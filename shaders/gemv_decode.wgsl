@@ -4,8 +4,13 @@
 // its lanes split k in vec4 steps, UNR loads in flight per row, and meet through subgroup
 // shuffles (no workgroup memory, no barrier). x rows come from cache.
 //#include "lib/lane_group_sum.wgsl"
+//#include "lib/lane_group_dots.wgsl"
 const CPW: u32 = (WG / LG) * GC; // weight rows (output columns) a workgroup owns
-const STEP: u32 = LG * UNR; // vec4 steps one pass of the lane group covers
+const WC: u32 = GC; // weight rows a lane group reads
+
+fn row_in(i: u32) -> vec4<f32> {
+  return x[i];
+}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -21,46 +26,17 @@ fn main(
   let k4 = params.k / 4u;
   let lane = lid % LG;
   // Rows past n read a valid row and are never written.
-  var wo = array<u32, GC>();
+  var wo = array<u32, WC>();
   for (var c = 0u; c < GC; c++) {
     wo[c] = min(c0 + c, n - 1u) * k4;
   }
-  let full = (k4 / STEP) * STEP;
   for (var r0 = 0u; r0 < params.m; r0 += RT) {
     let nr = min(RT, params.m - r0);
-    var acc = array<f32, RT * GC>();
-    var kk = lane;
-    while (kk < full) {
-      var wv = array<vec4<f32>, UNR * GC>();
-      for (var u = 0u; u < UNR; u++) {
-        for (var c = 0u; c < GC; c++) {
-          wv[u * GC + c] = t4(w[wo[c] + kk + u * LG]);
-        }
-      }
-      for (var u = 0u; u < UNR; u++) {
-        for (var r = 0u; r < RT; r++) {
-          if (r < nr) {
-            let xv = x[(r0 + r) * k4 + kk + u * LG];
-            for (var c = 0u; c < GC; c++) {
-              acc[r * GC + c] += dot(xv, wv[u * GC + c]);
-            }
-          }
-        }
-      }
-      kk += STEP;
+    var xo = array<u32, RT>();
+    for (var r = 0u; r < RT; r++) {
+      xo[r] = (r0 + r) * k4;
     }
-    // the last k / 4 % STEP steps, one at a time
-    while (kk < k4) {
-      for (var c = 0u; c < GC; c++) {
-        let wc = t4(w[wo[c] + kk]);
-        for (var r = 0u; r < RT; r++) {
-          if (r < nr) {
-            acc[r * GC + c] += dot(x[(r0 + r) * k4 + kk], wc);
-          }
-        }
-      }
-      kk += LG;
-    }
+    let acc = lane_group_dots(wo, xo, nr, k4, lane);
     for (var r = 0u; r < RT; r++) {
       if (r < nr) {
         for (var c = 0u; c < GC; c++) {

@@ -6,8 +6,13 @@
 // barrier). x rows are gathered through sorted_token from cache.
 //   act[r, c] = silu(x[tok(r)] . w[e, c]) * (x[tok(r)] . w[e, inter + c])
 //#include "lib/lane_group_sum.wgsl"
+//#include "lib/lane_group_dots.wgsl"
 const CPW: u32 = (WG / LG) * GC; // act columns a workgroup owns
-const STEP: u32 = LG * UNR; // vec4 steps one pass of the lane group covers
+const WC: u32 = 2u * GC; // weight rows a lane group reads: GC gate rows, then GC up rows
+
+fn row_in(i: u32) -> vec4<f32> {
+  return x[i];
+}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -26,63 +31,23 @@ fn main(
   let lane = lid % LG;
   let c0 = wid.x * CPW + (lid / LG) * GC;
   // Columns past inter read a valid row and are never written.
-  var gro = array<u32, GC>();
+  var wo = array<u32, WC>();
   for (var c = 0u; c < GC; c++) {
-    gro[c] = (e * 2u * inter + min(c0 + c, inter - 1u)) * k4;
+    wo[c] = (e * 2u * inter + min(c0 + c, inter - 1u)) * k4;
+    wo[GC + c] = wo[c] + inter * k4;
   }
-  let uoff = inter * k4;
-  let full = (k4 / STEP) * STEP;
   for (var r0 = info.y; r0 < info.z; r0 += RT) {
     let nr = min(RT, info.z - r0);
     var xo = array<u32, RT>();
     for (var r = 0u; r < RT; r++) {
       xo[r] = sorted_token[r0 + min(r, nr - 1u)] * k4;
     }
-    var ag = array<f32, RT * GC>();
-    var au = array<f32, RT * GC>();
-    var kk = lane;
-    while (kk < full) {
-      var wg = array<vec4<f32>, UNR * GC>();
-      var wu = array<vec4<f32>, UNR * GC>();
-      for (var u = 0u; u < UNR; u++) {
-        for (var c = 0u; c < GC; c++) {
-          wg[u * GC + c] = t4(w[gro[c] + kk + u * LG]);
-          wu[u * GC + c] = t4(w[gro[c] + uoff + kk + u * LG]);
-        }
-      }
-      for (var u = 0u; u < UNR; u++) {
-        for (var r = 0u; r < RT; r++) {
-          if (r < nr) {
-            let xv = x[xo[r] + kk + u * LG];
-            for (var c = 0u; c < GC; c++) {
-              ag[r * GC + c] += dot(xv, wg[u * GC + c]);
-              au[r * GC + c] += dot(xv, wu[u * GC + c]);
-            }
-          }
-        }
-      }
-      kk += STEP;
-    }
-    // the last hidden / 4 % STEP steps, one at a time
-    while (kk < k4) {
-      for (var c = 0u; c < GC; c++) {
-        let g = t4(w[gro[c] + kk]);
-        let up = t4(w[gro[c] + uoff + kk]);
-        for (var r = 0u; r < RT; r++) {
-          if (r < nr) {
-            let xv = x[xo[r] + kk];
-            ag[r * GC + c] += dot(xv, g);
-            au[r * GC + c] += dot(xv, up);
-          }
-        }
-      }
-      kk += LG;
-    }
+    let acc = lane_group_dots(wo, xo, nr, k4, lane);
     for (var r = 0u; r < RT; r++) {
       if (r < nr) {
         for (var c = 0u; c < GC; c++) {
-          let g = lane_group_sum(ag[r * GC + c]);
-          let up = lane_group_sum(au[r * GC + c]);
+          let g = lane_group_sum(acc[r * WC + c]);
+          let up = lane_group_sum(acc[r * WC + GC + c]);
           if (lane == (r * GC + c) % LG && c0 + c < inter) {
             act[(r0 + r) * inter + c0 + c] = g / (1.0 + exp(-g)) * up;
           }
