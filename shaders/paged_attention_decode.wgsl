@@ -11,6 +11,7 @@
 // The group is padded to GMAX = 8 heads (zero queries beyond G) and held in vec4 pairs and
 // named registers, never in indexed private arrays (which drivers may spill to memory).
 //#include "lib/paged_kv.wgsl"
+//#include "lib/decode_split.wgsl"
 
 const_assert GMAX == 8u;
 const HD4: u32 = MAX_HD / 4u;
@@ -21,8 +22,6 @@ var<workgroup> q_sh: array<vec4<f32>, 8u * HD4>; // [g, d / 4], scaled queries, 
 var<workgroup> scores: array<vec4<f32>, SCORES / 4u>; // [key, g / 4], scores then probabilities
 var<workgroup> red: array<vec4<f32>, 2u * WG>; // [thread, g / 4]
 var<workgroup> red_o: array<vec4<f32>, WG>; // [key group, d / 4]
-var<workgroup> wg_query_row: u32;
-var<workgroup> wg_context_len: u32;
 
 // Sums one head's output over the key groups and writes it (every invocation calls it).
 fn write_head(
@@ -72,21 +71,12 @@ fn main(
   let group = params.num_q_heads / params.num_kv_heads;
   let hd4 = params.head_dim / 4u;
   let head0 = kvh * group;
-  if (lid == 0u) {
-    wg_query_row = u32(seq_info[seq * 3u] + seq_info[seq * 3u + 1u] - 1);
-    wg_context_len = u32(seq_info[seq * 3u + 2u]);
-  }
-  let query_row = workgroupUniformLoad(&wg_query_row);
-  let context_len = workgroupUniformLoad(&wg_context_len);
+  let bounds = decode_seq(seq, lid);
+  let query_row = bounds.x;
+  let context_len = bounds.y;
   let key_start = split * params.split_tokens;
   if (key_start >= context_len) {
-    for (var i = lid; i < group * hd4; i += WG) {
-      let at = (seq * params.num_q_heads + head0 + i / hd4) * params.num_splits + split;
-      part_o[at * hd4 + i % hd4] = vec4<f32>(0.0);
-    }
-    if (lid < group) {
-      part_lse[(seq * params.num_q_heads + head0 + lid) * params.num_splits + split] = NEG;
-    }
+    write_empty_split(seq, split, head0, group, hd4, lid);
     return;
   }
   let n_keys = min(context_len, key_start + params.split_tokens) - key_start;

@@ -14,6 +14,7 @@
 // q (GMAX x MAX_HD f32) and every subgroup's unnormalised output (NW x GMAX x MAX_HD f32),
 // about 20 KiB.
 //#include "lib/paged_kv.wgsl"
+//#include "lib/decode_split.wgsl"
 
 const HD4: u32 = MAX_HD / 4u;
 const DL: u32 = (HD4 + SG - 1u) / SG; // head-dim vec4 columns a lane owns in P V
@@ -24,8 +25,6 @@ var<workgroup> q_sh: array<vec4<f32>, GMAX * HD4>; // [g][c], scaled, 0 beyond t
 var<workgroup> m_sh: array<f32, NW * GMAX>; // [w][g] running max of subgroup w
 var<workgroup> l_sh: array<f32, NW * GMAX>; // [w][g] running sum
 var<workgroup> o_sh: array<vec4<f32>, NW * GMAX * HD4>; // [w][g][c] unnormalised output
-var<workgroup> wg_query_row: u32;
-var<workgroup> wg_context_len: u32;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -40,21 +39,12 @@ fn main(
   let head0 = kvh * group;
   let lane = lid % SG;
   let w = lid / SG;
-  if (lid == 0u) {
-    wg_query_row = u32(seq_info[seq * 3u] + seq_info[seq * 3u + 1u] - 1);
-    wg_context_len = u32(seq_info[seq * 3u + 2u]);
-  }
-  let query_row = workgroupUniformLoad(&wg_query_row);
-  let context_len = workgroupUniformLoad(&wg_context_len);
+  let bounds = decode_seq(seq, lid);
+  let query_row = bounds.x;
+  let context_len = bounds.y;
   let key_start = split * params.split_tokens;
   if (key_start >= context_len) {
-    for (var i = lid; i < group * hd4; i += WG) {
-      let at = (seq * params.num_q_heads + head0 + i / hd4) * params.num_splits + split;
-      part_o[at * hd4 + i % hd4] = vec4<f32>(0.0);
-    }
-    if (lid < group) {
-      part_lse[(seq * params.num_q_heads + head0 + lid) * params.num_splits + split] = NEG;
-    }
+    write_empty_split(seq, split, head0, group, hd4, lid);
     return;
   }
   let key_end = min(context_len, key_start + params.split_tokens);

@@ -9,6 +9,7 @@
 // Each K/V row is read from memory once for all G query heads. One split: the normalised
 // output goes to `out`; several: the split's output and log-sum-exp go to part_o/part_lse.
 //#include "lib/paged_kv.wgsl"
+//#include "lib/decode_split.wgsl"
 
 const HD4: u32 = MAX_HD / 4u;
 const KS: u32 = HD4 + 1u; // padded row stride of kv_sh, in vec4
@@ -21,8 +22,6 @@ var<workgroup> p_sh: array<f32, GMAX * TK>; // [g][key]: scores, then probabilit
 var<workgroup> m_sh: array<f32, GMAX>; // running max per head
 var<workgroup> l_sh: array<f32, GMAX>; // running sum per head
 var<workgroup> alpha_sh: array<f32, GMAX>; // this tile's rescale of the partial output
-var<workgroup> wg_query_row: u32;
-var<workgroup> wg_context_len: u32;
 
 fn stage_tile(seq: u32, kvh: u32, first: u32, nt: u32, lid: u32, is_v: bool) {
   let hd4 = params.head_dim / 4u;
@@ -53,21 +52,12 @@ fn main(
   let group = params.num_q_heads / params.num_kv_heads;
   let hd4 = params.head_dim / 4u;
   let head0 = kvh * group;
-  if (lid == 0u) {
-    wg_query_row = u32(seq_info[seq * 3u] + seq_info[seq * 3u + 1u] - 1);
-    wg_context_len = u32(seq_info[seq * 3u + 2u]);
-  }
-  let query_row = workgroupUniformLoad(&wg_query_row);
-  let context_len = workgroupUniformLoad(&wg_context_len);
+  let bounds = decode_seq(seq, lid);
+  let query_row = bounds.x;
+  let context_len = bounds.y;
   let key_start = split * params.split_tokens;
   if (key_start >= context_len) {
-    for (var i = lid; i < group * hd4; i += WG) {
-      let at = (seq * params.num_q_heads + head0 + i / hd4) * params.num_splits + split;
-      part_o[at * hd4 + i % hd4] = vec4<f32>(0.0);
-    }
-    if (lid < group) {
-      part_lse[(seq * params.num_q_heads + head0 + lid) * params.num_splits + split] = NEG;
-    }
+    write_empty_split(seq, split, head0, group, hd4, lid);
     return;
   }
   let n_keys = min(context_len, key_start + params.split_tokens) - key_start;
