@@ -12,13 +12,18 @@ const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" })
 /**
  * The decode forms: one row (`dec`: lane groups of 8, 8 loads in flight a lane; `dec-w32`:
  * a whole 32-wide subgroup per weight row, for few output rows where lanes of 8 leave too
- * few loads in flight) or up to 8 rows a pass (`dec8`).
+ * few loads in flight) or up to 8 rows a pass: `dec8` (lane groups of 8, 2 weight rows each:
+ * 32 output columns a workgroup), `dec8-w32` (a 32-wide subgroup per weight row: 4 columns a
+ * workgroup, 8x the workgroups of dec8 for the narrow projections) and `dec8-w32c2` (2 weight
+ * rows a subgroup: half the x reads of dec8-w32 per column).
  */
 function decodeVariants(): Variant[] {
   return laneGroupVariants("gemv_decode.wgsl", [
     ["dec", { WG: 128, LG: 8, GC: 1, RT: 1, UNR: 8 }],
     ["dec-w32", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 4 }],
     ["dec8", { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 }],
+    ["dec8-w32", { WG: 128, LG: 32, GC: 1, RT: 8, UNR: 4 }],
+    ["dec8-w32c2", { WG: 128, LG: 32, GC: 2, RT: 8, UNR: 2 }],
   ]);
 }
 

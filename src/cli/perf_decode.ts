@@ -65,6 +65,26 @@ const SPEC = {
     values: ["tiled", "direct", "lanes"],
     help: "decode attention form (default: tiled on a GPU, direct on a CPU adapter)",
   },
+  splitWorkgroups: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "decode attention: about this many (split, seq, kv head) workgroups a step (1024)",
+  },
+  splitMinTokens: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "decode attention: at least this many keys a split (64)",
+  },
+  linearFew: {
+    type: "string",
+    help: "GEMV form of linear layers with 2-8 rows (default dec8; dec8-w32, dec8-w32c2)",
+  },
+  linearMany: {
+    type: "string",
+    help: "GEMV form of linear layers with 9-128 rows (default staged; dec8-w32c2, ...)",
+  },
   profile: {
     type: "string",
     help: "also profile one step per kernel at BATCHxCTX points (e.g. 1x1024,64x1024)",
@@ -118,6 +138,9 @@ await runCli(async () => {
     maxModelLen: Math.min(maxCtx + maxSteps + 16, Number.MAX_SAFE_INTEGER),
     gemvMaxRows: o.gemvMaxRows,
     decodeAttention: o.decodeAttention as DecodeAttentionForm | undefined,
+    decodeSplit: { workgroups: o.splitWorkgroups, minTokens: o.splitMinTokens },
+    linearFewRows: o.linearFew,
+    linearManyRows: o.linearMany,
   }, (m) => console.log(m));
   const model = model0;
   const lv = model.linearVariants;

@@ -90,11 +90,26 @@ export interface GpuModelOptions {
    */
   readonly decodeAttention?: DecodeAttentionForm;
   /**
+   * Decode attention's split plan (planDecodeSplits): about this many (split, seq, kv head)
+   * workgroups a step (default 1024), and at least `minTokens` keys a split (default 64).
+   */
+  readonly decodeSplit?: { readonly workgroups?: number; readonly minTokens?: number };
+  /**
    * Linear layers with more rows than gemvMaxRows and at most this many take a several-row
    * GEMV: with the decode forms `dec8` up to 8 rows (each weight row read once), then the
    * staged form (once per 16 rows); default 128 on GPUs, 0 on CPU adapters; GEMM above.
    */
   readonly stagedMaxRows?: number;
+  /**
+   * The GEMV form (variant name without its dtype) for 2 up to its RT rows (a pass) with the
+   * decode forms (default "dec8"; "dec8-w32" and "dec8-w32c2" give a subgroup a weight row).
+   */
+  readonly linearFewRows?: string;
+  /**
+   * The GEMV form for more rows, up to stagedMaxRows (default "staged"; a lane-group form
+   * such as "dec8-w32c2" takes its rows RT a pass).
+   */
+  readonly linearManyRows?: string;
   /**
    * GEMM rows up to which linear layers take the 64 x 64 tiles (twice the workgroups) rather
    * than the 64 x 128 ones (default 384). On the H200, end to end, 256-row prefills ran 9-14%
@@ -306,7 +321,16 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
+      linearFewRows: options.linearFewRows ?? (decodeForms ? "dec8" : ""),
+      linearManyRows: options.linearManyRows ?? "staged",
+      decodeSplit: {
+        workgroups: options.decodeSplit?.workgroups ?? 1024,
+        minTokens: options.decodeSplit?.minTokens ?? 64,
+      },
     };
+    if (options.linearFewRows && !decodeForms) {
+      throw new Error(`model: linearFewRows needs the decode GEMV forms (gemvForms "decode")`);
+    }
     const calls = await createCalls(
       gpu,
       config,
@@ -314,6 +338,7 @@ export class GpuModel implements ForwardModel {
       opts.decodeAttention,
       opts.packedF16,
       gemvForms,
+      { few: opts.linearFewRows, many: opts.linearManyRows },
     );
     const moe = config.layerKinds.includes("moe")
       ? await MoeBlock.create(gpu, {
@@ -415,7 +440,9 @@ export class GpuModel implements ForwardModel {
       }, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows})`,
       gemm:
         `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)`,
-      decodeAttention: this.calls.decodeVariant,
+      decodeAttention:
+        `${this.calls.decodeVariant} (splits for ~${this.opts.decodeSplit.workgroups} ` +
+        `workgroups, >= ${this.opts.decodeSplit.minTokens} keys)`,
     };
   }
 
@@ -609,6 +636,8 @@ export class GpuModel implements ForwardModel {
         batch.seqs.map((s) => s.contextLen),
         { numQHeads: nq, numKvHeads: nkv },
         variant,
+        this.opts.decodeSplit.workgroups,
+        this.opts.decodeSplit.minTokens,
       );
       splits = split.numSplits;
       c.decode.setParams({ ...attnCommon, split_tokens: split.splitTokens, num_splits: splits });
@@ -851,6 +880,7 @@ async function createCalls(
   decodeAttention: DecodeAttentionForm,
   packedF16: boolean,
   gemvForms: "decode" | "rows" | "classic",
+  rowForms: { few: string; many: string },
 ) {
   const packed = packedF16 ? "-packed" : "";
   const decodeVariant = decodeAttention === "lanes"
@@ -867,12 +897,16 @@ async function createCalls(
     : dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
     ? `f16-sg${packed}`
     : dtype + packed;
-  const stagedVariant = `${dtype}-staged${packed}`;
+  const stagedVariant = rowForms.many === "staged"
+    ? `${dtype}-staged${packed}`
+    : linearForm(gpu, dtype, rowForms.many, "linearManyRows");
   // dec8 reads each weight row once per 8 rows in one workgroup's loop: past 8 rows (one
   // pass) too few workgroups share the work (the H200, 64 rows: 4-8x slower than staged).
-  const fewRowsVariant = gemvForms === "decode" ? `${dtype}-dec8` : null;
+  const fewRowsVariant = rowForms.few
+    ? linearForm(gpu, dtype, rowForms.few, "linearFewRows")
+    : null;
   // its rows a pass: past them, staged
-  const fewRows = fewRowsVariant ? variantByName(gemv.spec, fewRowsVariant).consts!.RT : 0;
+  const fewRows = fewRowsVariant ? variantByName(gemv.spec, fewRowsVariant).consts?.RT ?? 0 : 0;
   // The tiled GEMM, not the tensor-core form: on the H200 (2026-11-30) f16-sgmat passed
   // validation but ran 4x slower (1024^3: 3750 us against 850 us), so it stays a validated
   // variant to improve, not the model's choice.
@@ -899,7 +933,7 @@ async function createCalls(
       gemv: await KernelCall.create(
         gpu,
         gemv.spec,
-        [gemvVariant, stagedVariant, ...(fewRowsVariant ? [fewRowsVariant] : [])],
+        [...new Set([gemvVariant, stagedVariant, ...(fewRowsVariant ? [fewRowsVariant] : [])])],
         `gemv ${kind}`,
       ),
       gemm: await KernelCall.create(
@@ -934,6 +968,21 @@ async function createCalls(
     gather: await KernelCall.create(gpu, gatherRows.spec, ["f32"]),
     sample: await KernelCall.create(gpu, sample.spec, ["f32"]),
   };
+}
+
+/** `${dtype}-${form}` of the GEMV when it exists and runs here, else an error naming `option`. */
+function linearForm(gpu: Gpu, dtype: StorageDtype, form: string, option: string): string {
+  const name = `${dtype}-${form}`;
+  const v = gemv.spec.variants.find((x) => x.name === name);
+  if (!v) {
+    const forms = gemv.spec.variants.filter((x) => x.dtype === dtype).map((x) =>
+      x.name.slice(dtype.length + 1)
+    );
+    throw new Error(`model: ${option} '${form}' is no GEMV form (${forms.join(", ")})`);
+  }
+  const why = unsupportedReason(gpu, v);
+  if (why) throw new Error(`model: ${option} '${form}' does not run here: ${why}`);
+  return name;
 }
 
 function createScratch(

@@ -22,7 +22,7 @@ async function decodeLogits(options: GpuModelOptions, seqs = 2): Promise<Float32
   try {
     if (options.packedF16) {
       const v = model.linearVariants;
-      assert.ok(v.decodeAttention.endsWith("-packed"), `decode attention ${v.decodeAttention}`);
+      assert.match(v.decodeAttention, /^\S+-packed /, `decode attention ${v.decodeAttention}`);
     }
     const prompt = Array.from({ length: 20 }, (_, i) => 100 + 37 * i);
     const tables = [[1, 2, 3, 4], [5, 6, 7, 8]].slice(0, seqs);
@@ -70,12 +70,34 @@ test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits"
   // the decode forms: several rows a step (dec8), then one row a step (dec)
   const dec = await decodeLogits({ gemvForms: "decode", gemvMaxRows: 1, stagedMaxRows: 64 });
   dec.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: decode vs gemm`));
+  // a lane-group form for many rows (the prompt's 40 rows: dec8's passes of 8), dec for few
+  const laneMany = await decodeLogits({
+    gemvForms: "decode",
+    gemvMaxRows: 1,
+    stagedMaxRows: 64,
+    linearFewRows: "dec",
+    linearManyRows: "dec8",
+  });
+  laneMany.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: dec8 many`));
   const one = { gemvMaxRows: 0, stagedMaxRows: 0 };
   const gemmOne = await decodeLogits(one, 1);
   const decOne = await decodeLogits({ gemvForms: "decode", gemvMaxRows: 1, stagedMaxRows: 0 }, 1);
   decOne.forEach((d, i) =>
     assert.ok(maxAbsDiff(d, gemmOne[i]) < 1e-4, `step ${i}: one-row decode vs gemm`)
   );
+});
+
+test("a linear form that does not exist or cannot run here is refused by name", async () => {
+  let refused = "";
+  await decodeLogits({ gemvForms: "decode", linearManyRows: "dec9" }).catch((e) =>
+    refused = e.message
+  );
+  assert.match(refused, /linearManyRows 'dec9' is no GEMV form \(.*dec8-w32/);
+  refused = "";
+  await decodeLogits({ gemvForms: "rows", linearFewRows: "dec8" }).catch((e) =>
+    refused = e.message
+  );
+  assert.match(refused, /linearFewRows needs the decode GEMV forms/);
 });
 
 test("the decode GEMV forms on f16 weights (read as 32-bit words) match the staged form", async () => {
