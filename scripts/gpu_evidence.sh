@@ -14,6 +14,10 @@
 # EVIDENCE_PEER=DIR takes the peer's peer-decode.json and peer-prefill.json from DIR (a run
 # earlier the same day on the same machine) instead of running it again.
 # EVIDENCE_PROFILE: the decode points perf profiles per kernel (default 1x1024,8x1024,64x1024).
+# EVIDENCE_AB="NAME=FLAGS;NAME=FLAGS": perf-decode again per named set of extra flags at the
+# EVIDENCE_AB_POINTS (default --batch 1,8,64 --ctx 1024,8192), writing h200-decode-NAME.json
+# and profile-NAME*.json (kernel forms compared in one call); EVIDENCE_PREFILL=off skips
+# perf-prefill.
 # Every stage writes its logs and JSON under OUTDIR and never stops the next stage.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_evidence.sh OUTDIR STAGE...}
@@ -109,6 +113,17 @@ for stage in "$@"; do
           --profile-json "$out/profile-packed.json" 2>&1 |
           tee "$out/perf-decode-packed.txt" | tail -40
       fi
+      IFS=';' read -ra ab_sets <<<"${EVIDENCE_AB:-}"
+      for ab in "${ab_sets[@]}"; do
+        name=${ab%%=*}
+        log "perf-decode A/B $name: ${ab#*=}"
+        # shellcheck disable=SC2086
+        run perf-decode --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-40} "${p[@]}" \
+          ${EVIDENCE_AB_POINTS:---batch 1,8,64 --ctx 1024,8192} ${ab#*=} \
+          --json "$out/h200-decode-$name.json" --profile "$profile" \
+          --profile-json "$out/profile-$name.json" 2>&1 | tee "$out/perf-decode-$name.txt" | tail -30
+      done
+      [ "${EVIDENCE_PREFILL:-on}" = on ] || continue
       log "PyTorch peer (prefill) and webfpm perf-prefill"
       [ "$peer_from" = on ] && timeout -k 10 "$limit" python3 \
         scripts/peers/torch_moe_peer.py prefill --out "$out/peer-prefill.json" 2>&1 |
