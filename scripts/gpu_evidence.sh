@@ -2,7 +2,7 @@
 # Collects the figures the issues ask for on a GPU host, through the offline bundle. Run from
 # the repository root with the bundle at dist/webfpm-linux-x64.tar (`deno task bundle`):
 #   scripts/gpu_evidence.sh OUTDIR STAGE...
-# stages: validate perf bench kvwarm library fidelity dp, and validate=KERNEL,KERNEL (validate
+# stages: validate perf attention bench kvwarm library fidelity dp, and validate=KERNEL,KERNEL (validate
 # for those kernels only) (fidelity scores the libraries that
 # kvwarm and library wrote into the same OUTDIR; elsewhere, run `deno task fidelity` later)
 # On a two-GPU host, scripts/gpu_evidence_pair.sh runs two of these side by side, one per GPU.
@@ -132,6 +132,13 @@ for stage in "$@"; do
       run perf-prefill --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-20} "${p[@]}" \
         --json "$out/h200-prefill.json" 2>&1 | tee "$out/perf-prefill.txt" | tail -12
       ;;
+    attention)
+      log "perf-attention: decode attention alone at deep KV, per form and split plan"
+      # shellcheck disable=SC2086
+      run perf-attention --points ${EVIDENCE_ATTENTION_POINTS:-64x8192,8x131072,64x1024,8x1024,1x1024} \
+        ${EVIDENCE_ATTENTION_FLAGS:---split-workgroups 1024,4096 --split-min-tokens 32,128} \
+        --json "$out/h200-attention.json" 2>&1 | tee "$out/perf-attention.txt" | tail -60
+      ;;
     bench)
       log "bench: the medium generated grid (decode and prefill), twice (repeatability)"
       # EVIDENCE_GIANT=1: every point median-of-3 (the giant-KV threshold at one token)
@@ -184,7 +191,7 @@ for stage in "$@"; do
         --dp 2 --kvwarm on --content text $limits --out "$out/bench-dp.json" 2>&1 | tee "$out/bench-dp.txt" | tail -20
       ;;
     *)
-      echo "unknown stage $stage (validate perf bench kvwarm library fidelity dp)" >&2
+      echo "unknown stage $stage (validate perf attention bench kvwarm library fidelity dp)" >&2
       ;;
   esac
 done
