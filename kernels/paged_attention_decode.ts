@@ -62,7 +62,11 @@ export const EMPTY_SPLIT_LSE = -1e30;
 
 const CONSTS = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096 } as const;
 // The tiled form keeps no per-split score buffer; SCORES only keeps its split plan equal.
+// TK keys a tile: its K and V tiles are stored as T, so f32 takes 16 (within 32 KiB of
+// workgroup memory, lavapipe's limit) and f16 32.
 const TILED = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096, OUT_PER_THREAD: 2 } as const;
+const TILED_F32 = { ...TILED, TK: 16 } as const;
+const TILED_F16 = { ...TILED, TK: 32 } as const;
 
 /** The one-key-per-lane forms, f16 and f32, for subgroups of 8 and of 32 (4 subgroups each). */
 function lanesVariants(): Variant[] {
@@ -127,9 +131,20 @@ export const spec: KernelSpec<typeof params.fields> = {
   variants: [
     { name: "f32", dtype: "f32", consts: CONSTS },
     { name: "f16", dtype: "f16", consts: CONSTS },
-    // K/V tiles staged through workgroup memory with coalesced loads, online softmax.
-    { name: "f32-tiled", dtype: "f32", shader: "paged_attention_decode_tiled.wgsl", consts: TILED },
-    { name: "f16-tiled", dtype: "f16", shader: "paged_attention_decode_tiled.wgsl", consts: TILED },
+    // K/V tiles loaded with every load of a tile in flight (the next tile's during this one's
+    // math), stored to workgroup memory as T, online softmax.
+    {
+      name: "f32-tiled",
+      dtype: "f32",
+      shader: "paged_attention_decode_tiled.wgsl",
+      consts: TILED_F32,
+    },
+    {
+      name: "f16-tiled",
+      dtype: "f16",
+      shader: "paged_attention_decode_tiled.wgsl",
+      consts: TILED_F16,
+    },
     // The f16 forms with K and V read as 32-bit words (see `packed`).
     { name: "f16-packed", dtype: "f16", packed: true, consts: CONSTS },
     {
@@ -137,7 +152,7 @@ export const spec: KernelSpec<typeof params.fields> = {
       dtype: "f16",
       packed: true,
       shader: "paged_attention_decode_tiled.wgsl",
-      consts: TILED,
+      consts: TILED_F16,
     },
     // One key per lane, subgroup softmax, no barrier in the key loop (f16 read as 32-bit
     // words); `lanes8` for subgroups of 8 (lavapipe), `lanes32` for 32 (NVIDIA).

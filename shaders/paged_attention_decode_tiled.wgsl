@@ -1,43 +1,69 @@
 // Split-K paged attention for decode, tiled through workgroup memory (flash-decoding
 // form; same bindings, params and outputs as paged_attention_decode.wgsl). Workgroup
-// (split, seq, kv head) walks its split's keys TK at a time:
-//   1. the tile's K rows are staged with coalesced vec4 loads (a warp reads whole rows),
-//   2. every (head, key) score of the GQA group from workgroup memory (rows padded by one
-//      vec4 so the key-strided reads of a quarter-warp hit distinct banks),
-//   3. an online softmax per head (running max and sum, rescale of the partial output),
-//   4. the tile's V rows are staged the same way and P V accumulated per (head, column).
+// (split, seq, kv head) walks its split's keys TK (a variant constant) at a time:
+//   1. the tile's K and V rows arrive in registers, every load of the tile in flight at once
+//      (a thread's LPT K and LPT V vec4s, after its LPT block-table reads), and are stored to
+//      workgroup memory as T; the next tile's loads are issued before this tile's math, so
+//      the HBM round trip overlaps it (one load round trip per tile, not one per row: on the
+//      H200 the row-at-a-time form read KV at under 10% of the bandwidth);
+//   2. every (head, key) score of the GQA group from workgroup memory (K rows padded by one
+//      vec4 so the key-strided reads of a quarter-warp hit distinct banks);
+//   3. an online softmax per head (running max and sum, rescale of the partial output);
+//   4. P V accumulated per (head, column).
 // Each K/V row is read from memory once for all G query heads. One split: the normalised
 // output goes to `out`; several: the split's output and log-sum-exp go to part_o/part_lse.
 //#include "lib/paged_kv.wgsl"
 //#include "lib/decode_split.wgsl"
 
 const HD4: u32 = MAX_HD / 4u;
-const KS: u32 = HD4 + 1u; // padded row stride of kv_sh, in vec4
-const TK: u32 = 32u; // keys per tile
+const KS: u32 = HD4 + 1u; // padded row stride of k_sh, in vec4
+const LPT: u32 = TK * HD4 / WG; // K (and V) vec4s a thread loads per tile
 const NEG: f32 = -1.0e30;
 
 var<workgroup> q_sh: array<vec4<f32>, GMAX * HD4>; // [g][c], scaled, 0 beyond the group
-var<workgroup> kv_sh: array<vec4<f32>, TK * KS>; // [key][c] of the current K or V tile
+var<workgroup> k_sh: array<vec4<T>, TK * KS>; // [key][c] of the current K tile
+var<workgroup> v_sh: array<vec4<T>, TK * HD4>; // [key][c] of the current V tile
 var<workgroup> p_sh: array<f32, GMAX * TK>; // [g][key]: scores, then probabilities
 var<workgroup> m_sh: array<f32, GMAX>; // running max per head
 var<workgroup> l_sh: array<f32, GMAX>; // running sum per head
 var<workgroup> alpha_sh: array<f32, GMAX>; // this tile's rescale of the partial output
 
-fn stage_tile(seq: u32, kvh: u32, first: u32, nt: u32, lid: u32, is_v: bool) {
+// A thread's share of one tile: element e = lid + i * WG is (key e / HD4, column e % HD4).
+struct TileRegs {
+  k: array<vec4<f32>, LPT>,
+  v: array<vec4<f32>, LPT>,
+}
+
+// Loads the tile of nt keys from key `first` (zeros past nt or head_dim): the block-table
+// reads first, then every K and V load, none used before all are issued.
+fn load_tile(seq: u32, kvh: u32, first: u32, nt: u32, lid: u32) -> TileRegs {
   let hd4 = params.head_dim / 4u;
-  for (var e = lid; e < TK * hd4; e += WG) {
-    let key = e / hd4;
-    let c = e % hd4;
-    var v = vec4<f32>(0.0);
-    if (key < nt) {
-      let at = paged_kv_base(seq, first + key, kvh) + c;
-      if (is_v) {
-        v = t4(v_cache[at]);
-      } else {
-        v = t4(k_cache[at]);
-      }
+  var at = array<u32, LPT>();
+  var ok = array<bool, LPT>();
+  for (var i = 0u; i < LPT; i++) {
+    let e = lid + i * WG;
+    let key = e / HD4;
+    let c = e % HD4;
+    ok[i] = key < nt && c < hd4;
+    if (ok[i]) {
+      at[i] = paged_kv_base(seq, first + key, kvh) + c;
     }
-    kv_sh[key * KS + c] = v;
+  }
+  var r: TileRegs;
+  for (var i = 0u; i < LPT; i++) {
+    r.k[i] = select(vec4<f32>(0.0), t4(k_cache[at[i]]), ok[i]);
+    r.v[i] = select(vec4<f32>(0.0), t4(v_cache[at[i]]), ok[i]);
+  }
+  return r;
+}
+
+fn store_tile(r: TileRegs, lid: u32) {
+  for (var i = 0u; i < LPT; i++) {
+    let e = lid + i * WG;
+    let key = e / HD4;
+    let c = e % HD4;
+    k_sh[key * KS + c] = vec4<T>(r.k[i]);
+    v_sh[key * HD4 + c] = vec4<T>(r.v[i]);
   }
 }
 
@@ -61,6 +87,7 @@ fn main(
     return;
   }
   let n_keys = min(context_len, key_start + params.split_tokens) - key_start;
+  var next = load_tile(seq, kvh, key_start, min(TK, n_keys), lid);
 
   for (var i = lid; i < GMAX * HD4; i += WG) {
     let g = i / HD4;
@@ -77,12 +104,16 @@ fn main(
   }
   // This invocation's outputs: (g, c) for o = lid, lid + WG, ... < GMAX * HD4.
   var acc = array<vec4<f32>, OUT_PER_THREAD>();
-  workgroupBarrier();
 
   for (var t0 = 0u; t0 < n_keys; t0 += TK) {
     let nt = min(TK, n_keys - t0);
-    stage_tile(seq, kvh, key_start + t0, nt, lid, false);
+    // the previous tile's readers are done with k_sh / v_sh
     workgroupBarrier();
+    store_tile(next, lid);
+    workgroupBarrier();
+    if (t0 + TK < n_keys) {
+      next = load_tile(seq, kvh, key_start + t0 + TK, min(TK, n_keys - t0 - TK), lid);
+    }
     for (var s = lid; s < GMAX * TK; s += WG) {
       let g = s / TK;
       let key = s % TK;
@@ -90,7 +121,7 @@ fn main(
       if (g < group && key < nt) {
         var d = vec4<f32>(0.0);
         for (var c = 0u; c < hd4; c++) {
-          d += q_sh[g * HD4 + c] * kv_sh[key * KS + c];
+          d += q_sh[g * HD4 + c] * vec4<f32>(k_sh[key * KS + c]);
         }
         score = d.x + d.y + d.z + d.w;
       }
@@ -118,8 +149,6 @@ fn main(
       m_sh[lid] = mx;
     }
     workgroupBarrier();
-    stage_tile(seq, kvh, key_start + t0, nt, lid, true);
-    workgroupBarrier();
     for (var r = 0u; r < OUT_PER_THREAD; r++) {
       let o = lid + r * WG;
       let g = o / HD4;
@@ -127,12 +156,11 @@ fn main(
       if (g < group && c < hd4) {
         var a = acc[r] * alpha_sh[g];
         for (var key = 0u; key < nt; key++) {
-          a += p_sh[g * TK + key] * kv_sh[key * KS + c];
+          a += p_sh[g * TK + key] * vec4<f32>(v_sh[key * HD4 + c]);
         }
         acc[r] = a;
       }
     }
-    workgroupBarrier();
   }
 
   for (var r = 0u; r < OUT_PER_THREAD; r++) {

@@ -77,9 +77,16 @@ const SPEC = {
     min: 1,
     help: "decode attention: at least this many keys a split (64)",
   },
+  stagedMaxRows: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "linear layers take a several-row GEMV up to this many rows, the GEMM above (128)",
+  },
   linearFew: {
     type: "string",
-    help: "GEMV form of linear layers with 2-8 rows (default dec8; dec8-w32, dec8-w32c2)",
+    help: "GEMV form of linear layers with 2-8 rows (default dec8-w32c2 on 32-wide " +
+      "subgroups, else dec8; dec8-w32)",
   },
   linearMany: {
     type: "string",
@@ -137,6 +144,7 @@ await runCli(async () => {
     maxNumTokens: Math.max(maxBatch, 16),
     maxModelLen: Math.min(maxCtx + maxSteps + 16, Number.MAX_SAFE_INTEGER),
     gemvMaxRows: o.gemvMaxRows,
+    stagedMaxRows: o.stagedMaxRows,
     decodeAttention: o.decodeAttention as DecodeAttentionForm | undefined,
     decodeSplit: { workgroups: o.splitWorkgroups, minTokens: o.splitMinTokens },
     linearFewRows: o.linearFew,

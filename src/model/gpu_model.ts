@@ -102,7 +102,7 @@ export interface GpuModelOptions {
   readonly stagedMaxRows?: number;
   /**
    * The GEMV form (variant name without its dtype) for 2 up to its RT rows (a pass) with the
-   * decode forms (default "dec8"; "dec8-w32" and "dec8-w32c2" give a subgroup a weight row).
+   * decode forms (default "dec8-w32c2" where subgroups are 32 wide, else "dec8").
    */
   readonly linearFewRows?: string;
   /**
@@ -321,7 +321,7 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
-      linearFewRows: options.linearFewRows ?? (decodeForms ? "dec8" : ""),
+      linearFewRows: options.linearFewRows ?? (decodeForms ? defaultFewRowsForm(gpu, dtype) : ""),
       linearManyRows: options.linearManyRows ?? "staged",
       decodeSplit: {
         workgroups: options.decodeSplit?.workgroups ?? 1024,
@@ -968,6 +968,17 @@ async function createCalls(
     gather: await KernelCall.create(gpu, gatherRows.spec, ["f32"]),
     sample: await KernelCall.create(gpu, sample.spec, ["f32"]),
   };
+}
+
+/**
+ * The GEMV form of 2-8 rows: a 32-wide subgroup per 2 weight rows (`dec8-w32c2`) where
+ * subgroups are 32 wide, else `dec8`. On the H200 (2026-11-30, 8 x 1024) dec8 gave the o
+ * projection 64 workgroups and read at 113 GB/s; dec8-w32c2 took the step from 29.3 to 18.7 ms
+ * (dec8-w32 18.8).
+ */
+function defaultFewRowsForm(gpu: Gpu, dtype: StorageDtype): string {
+  const w32 = variantByName(gemv.spec, `${dtype}-dec8-w32c2`);
+  return unsupportedReason(gpu, w32) === null ? "dec8-w32c2" : "dec8";
 }
 
 /** `${dtype}-${form}` of the GEMV when it exists and runs here, else an error naming `option`. */
