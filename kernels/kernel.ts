@@ -160,11 +160,13 @@ export function preludeOf<F extends ParamFields>(
       }) var<storage, ${b.access}> ${b.name}: array<${type}>; // ${b.shape}`,
     );
   });
-  // t4: four stored values of a read-only vec4<T> binding as f32, whatever the declaration.
+  // T4: an element of a read-only vec4<T> binding as declared (vec2<u32> when packed); t4: its
+  // four values as f32.
   lines.push(
+    variant.packed ? "alias T4 = vec2<u32>;" : "alias T4 = vec4<T>;",
     variant.packed
-      ? "fn t4(v: vec2<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)); }"
-      : "fn t4(v: vec4<T>) -> vec4<f32> { return vec4<f32>(v); }",
+      ? "fn t4(v: T4) -> vec4<f32> { return vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)); }"
+      : "fn t4(v: T4) -> vec4<f32> { return vec4<f32>(v); }",
   );
   return lines.join("\n");
 }

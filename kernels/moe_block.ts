@@ -33,6 +33,7 @@ import {
 import type { ParamFields, ParamValues } from "./params.ts";
 import * as router from "./moe_router.ts";
 import * as dispatch from "./moe_dispatch.ts";
+import { laneGroupColumns } from "./lane_group_variants.ts";
 import type { MoeStage } from "./moe_cost.ts";
 export type { MoeStage } from "./moe_cost.ts";
 import * as gateUp from "./moe_gemm_gate_up.ts";
@@ -78,6 +79,11 @@ export interface MoeBlockOptions {
   readonly gemm?: string;
   /** Rows per work item (default MOE_BLOCK_M). */
   readonly blockM?: number;
+  /**
+   * With "auto", these forms (variant names without the dtype) instead of the chosen decode
+   * form of a stage, wherever a decode form is chosen (at most 16 rows an expert).
+   */
+  readonly decodeForms?: { readonly gateUp?: string; readonly down?: string };
   /** "auto" falls back on the staged form's f16 words variant (`f16-staged-packed`). */
   readonly packedF16?: boolean;
 }
@@ -201,6 +207,17 @@ export class MoeBlock {
     if (gateUpPipes.size === 0) {
       throw new Error(`moe block: no ${shape.dtype} GEMM variant compiles here`);
     }
+    for (const [option, form] of Object.entries(options.decodeForms ?? {})) {
+      const name = `${shape.dtype}-${form}`;
+      const v = gateUp.spec.variants.find((x) => x.name === name);
+      if (!form || (v && laneGroupColumns(v) !== null && gateUpPipes.has(name))) continue;
+      throw new Error(
+        `moe block: decodeForms.${option} '${form}' is no decode GEMM form that runs here (${
+          [...gateUpPipes.keys()].filter((n) => laneGroupColumns(variantByName(gateUp.spec, n)))
+            .join(", ")
+        })`,
+      );
+    }
     const pipes = {
       router: await pipe(router.spec, "f32"),
       dispatch: await pipe(dispatch.spec, "f32"),
@@ -251,9 +268,23 @@ export class MoeBlock {
       throw new Error(`moe block: tokens = ${tokens} must be in 0..${s.maxTokens}`);
     }
     const names = [...this.pipes.gateUp.keys()];
-    const pick = (stage: "gate_up" | "down") =>
-      moeGemmVariantFor(s.dtype, tokens, s.topK, s.experts, this.options.packedF16, stage)
-        .find((n) => names.includes(n)) ?? names[0];
+    const pick = (stage: "gate_up" | "down") => {
+      const order = moeGemmVariantFor(
+        s.dtype,
+        tokens,
+        s.topK,
+        s.experts,
+        this.options.packedF16,
+        stage,
+      );
+      const form = stage === "gate_up"
+        ? this.options.decodeForms?.gateUp
+        : this.options.decodeForms?.down;
+      if (form && laneGroupColumns(variantByName(gateUp.spec, order[0])) !== null) {
+        order.unshift(`${s.dtype}-${form}`);
+      }
+      return order.find((n) => names.includes(n)) ?? names[0];
+    };
     this.gateUpName = pick("gate_up");
     this.downName = pick("down");
     const gu = this.pipes.gateUp.get(this.gateUpName)!;

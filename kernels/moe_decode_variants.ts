@@ -19,6 +19,12 @@ export function moeDecodeVariants(shader: string): Variant[] {
     ["dec", { WG: 128, LG: 8, GC: 1, RT: 4, UNR: 4 }],
     ["dec-w32", { WG: 128, LG: 32, GC: 1, RT: 4, UNR: 2 }],
     ["dec8", { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 }],
+    // candidates for the H200 (2026-11-30): gate/up read at 47% and down at 33% of the roof
+    // at 64 x 1024 with dec-w32 / dec8. dec8c4: 4 columns a lane group of 8 (down's short
+    // rows, 768 wide: more loads in flight, half the workgroups); dec-w32c2: 2 columns a
+    // subgroup (each x load serves 2 columns).
+    ["dec8c4", { WG: 128, LG: 8, GC: 4, RT: 8, UNR: 1 }],
+    ["dec-w32c2", { WG: 128, LG: 32, GC: 2, RT: 4, UNR: 2 }],
   ]);
 }
 

@@ -62,11 +62,12 @@ export const EMPTY_SPLIT_LSE = -1e30;
 
 const CONSTS = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096 } as const;
 // The tiled form keeps no per-split score buffer; SCORES only keeps its split plan equal.
-// TK keys a tile: its K and V tiles are stored as T, so f32 takes 16 (within 32 KiB of
-// workgroup memory, lavapipe's limit) and f16 32.
-const TILED = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096, OUT_PER_THREAD: 2 } as const;
-const TILED_F32 = { ...TILED, TK: 16 } as const;
-const TILED_F16 = { ...TILED, TK: 32 } as const;
+// TK keys a tile (its K and V tiles are held as stored): f16 takes 32 over 256 invocations,
+// f32 16 over 128 (within 32 KiB of workgroup memory, lavapipe's limit); either way a
+// thread loads 4 K and 4 V elements a tile. OUT_PER_THREAD = GMAX * MAX_HD / 4 / WG.
+const TILED = { GMAX: 8, MAX_HD: 128, SCORES: 4096 } as const;
+const TILED_F32 = { ...TILED, WG: 128, TK: 16, OUT_PER_THREAD: 2 } as const;
+const TILED_F16 = { ...TILED, WG: 256, TK: 32, OUT_PER_THREAD: 1 } as const;
 
 /** The one-key-per-lane forms, f16 and f32, for subgroups of 8 and of 32 (4 subgroups each). */
 function lanesVariants(): Variant[] {
@@ -170,7 +171,8 @@ export const spec: KernelSpec<typeof params.fields> = {
     if (!(p.num_splits >= 1) || p.num_splits > 65535) {
       throw new Error(`paged_attention_decode: num_splits ${p.num_splits} out of 1..65535`);
     }
-    return [p.num_splits, p.num_seqs, p.num_kv_heads];
+    // kv head fastest (decode_ids in shaders/lib/decode_split.wgsl)
+    return [p.num_kv_heads, p.num_splits, p.num_seqs];
   },
 };
 

@@ -65,9 +65,10 @@ fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let split = wid.x;
-  let seq = wid.y;
-  let kvh = wid.z;
+  let ids = decode_ids(wid);
+  let split = ids.x;
+  let seq = ids.y;
+  let kvh = ids.z;
   let group = params.num_q_heads / params.num_kv_heads;
   let hd4 = params.head_dim / 4u;
   let head0 = kvh * group;

@@ -1,58 +1,61 @@
 // Split-K paged attention for decode, tiled through workgroup memory (flash-decoding
 // form; same bindings, params and outputs as paged_attention_decode.wgsl). Workgroup
 // (split, seq, kv head) walks its split's keys TK (a variant constant) at a time:
-//   1. the tile's K and V rows arrive in registers, every load of the tile in flight at once
-//      (a thread's LPT K and LPT V vec4s, after its LPT block-table reads), and are stored to
-//      workgroup memory as T; the next tile's loads are issued before this tile's math, so
-//      the HBM round trip overlaps it (one load round trip per tile, not one per row: on the
-//      H200 the row-at-a-time form read KV at under 10% of the bandwidth);
-//   2. every (head, key) score of the GQA group from workgroup memory (K rows padded by one
-//      vec4 so the key-strided reads of a quarter-warp hit distinct banks);
-//   3. an online softmax per head (running max and sum, rescale of the partial output);
+//   1. the tile's K and V rows arrive in registers as stored (T4), every load of the tile in
+//      flight at once (a thread's LPT K and LPT V elements, after its LPT block-table reads),
+//      and go to workgroup memory as stored; the next tile's loads are issued before this
+//      tile's math, so the HBM round trip overlaps it (one load round trip per tile, not one
+//      per row: on the H200 the row-at-a-time form read KV at under 10% of the bandwidth);
+//   2. every (key, head) score of the GQA group from workgroup memory, head fastest (q rows
+//      padded by one vec4, so the 8 heads of a key hit distinct banks);
+//   3. an online softmax per head (running max and sum, rescale of the partial output),
+//      reading the scores [key][head] (consecutive heads: no bank conflict);
 //   4. P V accumulated per (head, column).
 // Each K/V row is read from memory once for all G query heads. One split: the normalised
 // output goes to `out`; several: the split's output and log-sum-exp go to part_o/part_lse.
+// Registers stay few (stored K/V elements, OUT_PER_THREAD outputs) so that several
+// workgroups share an SM.
 //#include "lib/paged_kv.wgsl"
 //#include "lib/decode_split.wgsl"
 
 const HD4: u32 = MAX_HD / 4u;
-const KS: u32 = HD4 + 1u; // padded row stride of k_sh, in vec4
-const LPT: u32 = TK * HD4 / WG; // K (and V) vec4s a thread loads per tile
+const KS: u32 = HD4 + 1u; // padded row stride of k_sh
+const QS: u32 = HD4 + 1u; // padded row stride of q_sh
+const LPT: u32 = TK * HD4 / WG; // K (and V) elements a thread loads per tile
 const NEG: f32 = -1.0e30;
 
-var<workgroup> q_sh: array<vec4<f32>, GMAX * HD4>; // [g][c], scaled, 0 beyond the group
-var<workgroup> k_sh: array<vec4<T>, TK * KS>; // [key][c] of the current K tile
-var<workgroup> v_sh: array<vec4<T>, TK * HD4>; // [key][c] of the current V tile
-var<workgroup> p_sh: array<f32, GMAX * TK>; // [g][key]: scores, then probabilities
+var<workgroup> q_sh: array<vec4<f32>, GMAX * QS>; // [g][c], scaled, 0 beyond the group
+var<workgroup> k_sh: array<T4, TK * KS>; // [key][c] of the current K tile, as stored
+var<workgroup> v_sh: array<T4, TK * HD4>; // [key][c] of the current V tile, as stored
+var<workgroup> p_sh: array<f32, TK * GMAX>; // [key][g]: scores, then probabilities
 var<workgroup> m_sh: array<f32, GMAX>; // running max per head
 var<workgroup> l_sh: array<f32, GMAX>; // running sum per head
 var<workgroup> alpha_sh: array<f32, GMAX>; // this tile's rescale of the partial output
 
 // A thread's share of one tile: element e = lid + i * WG is (key e / HD4, column e % HD4).
 struct TileRegs {
-  k: array<vec4<f32>, LPT>,
-  v: array<vec4<f32>, LPT>,
+  k: array<T4, LPT>,
+  v: array<T4, LPT>,
 }
 
-// Loads the tile of nt keys from key `first` (zeros past nt or head_dim): the block-table
-// reads first, then every K and V load, none used before all are issued.
+// Loads the tile of nt keys from key `first` (element 0 of the cache stands in past nt or
+// head_dim: never stored where it is read): the block-table reads first, then every K and V
+// load, none used before all are issued.
 fn load_tile(seq: u32, kvh: u32, first: u32, nt: u32, lid: u32) -> TileRegs {
   let hd4 = params.head_dim / 4u;
   var at = array<u32, LPT>();
-  var ok = array<bool, LPT>();
   for (var i = 0u; i < LPT; i++) {
     let e = lid + i * WG;
     let key = e / HD4;
     let c = e % HD4;
-    ok[i] = key < nt && c < hd4;
-    if (ok[i]) {
+    if (key < nt && c < hd4) {
       at[i] = paged_kv_base(seq, first + key, kvh) + c;
     }
   }
   var r: TileRegs;
   for (var i = 0u; i < LPT; i++) {
-    r.k[i] = select(vec4<f32>(0.0), t4(k_cache[at[i]]), ok[i]);
-    r.v[i] = select(vec4<f32>(0.0), t4(v_cache[at[i]]), ok[i]);
+    r.k[i] = k_cache[at[i]];
+    r.v[i] = v_cache[at[i]];
   }
   return r;
 }
@@ -62,8 +65,8 @@ fn store_tile(r: TileRegs, lid: u32) {
     let e = lid + i * WG;
     let key = e / HD4;
     let c = e % HD4;
-    k_sh[key * KS + c] = vec4<T>(r.k[i]);
-    v_sh[key * HD4 + c] = vec4<T>(r.v[i]);
+    k_sh[key * KS + c] = r.k[i];
+    v_sh[key * HD4 + c] = r.v[i];
   }
 }
 
@@ -72,9 +75,10 @@ fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let split = wid.x;
-  let seq = wid.y;
-  let kvh = wid.z;
+  let ids = decode_ids(wid);
+  let split = ids.x;
+  let seq = ids.y;
+  let kvh = ids.z;
   let group = params.num_q_heads / params.num_kv_heads;
   let hd4 = params.head_dim / 4u;
   let head0 = kvh * group;
@@ -96,7 +100,7 @@ fn main(
     if (g < group && c < hd4) {
       v = q[(query_row * params.num_q_heads + head0 + g) * hd4 + c] * params.scale;
     }
-    q_sh[i] = v;
+    q_sh[g * QS + c] = v;
   }
   if (lid < GMAX) {
     m_sh[lid] = NEG;
@@ -114,14 +118,14 @@ fn main(
     if (t0 + TK < n_keys) {
       next = load_tile(seq, kvh, key_start + t0 + TK, min(TK, n_keys - t0 - TK), lid);
     }
-    for (var s = lid; s < GMAX * TK; s += WG) {
-      let g = s / TK;
-      let key = s % TK;
+    for (var s = lid; s < TK * GMAX; s += WG) {
+      let key = s / GMAX;
+      let g = s % GMAX;
       var score = NEG;
       if (g < group && key < nt) {
         var d = vec4<f32>(0.0);
         for (var c = 0u; c < hd4; c++) {
-          d += q_sh[g * HD4 + c] * vec4<f32>(k_sh[key * KS + c]);
+          d += q_sh[g * QS + c] * t4(k_sh[key * KS + c]);
         }
         score = d.x + d.y + d.z + d.w;
       }
@@ -132,15 +136,12 @@ fn main(
       let m_old = m_sh[lid];
       var mx = m_old;
       for (var key = 0u; key < nt; key++) {
-        mx = max(mx, p_sh[lid * TK + key]);
+        mx = max(mx, p_sh[key * GMAX + lid]);
       }
       var sum = 0.0;
-      for (var key = 0u; key < TK; key++) {
-        var p = 0.0;
-        if (key < nt) {
-          p = exp(p_sh[lid * TK + key] - mx);
-        }
-        p_sh[lid * TK + key] = p;
+      for (var key = 0u; key < nt; key++) {
+        let p = exp(p_sh[key * GMAX + lid] - mx);
+        p_sh[key * GMAX + lid] = p;
         sum += p;
       }
       let alpha = exp(m_old - mx);
@@ -156,7 +157,7 @@ fn main(
       if (g < group && c < hd4) {
         var a = acc[r] * alpha_sh[g];
         for (var key = 0u; key < nt; key++) {
-          a += p_sh[g * TK + key] * vec4<f32>(v_sh[key * HD4 + c]);
+          a += p_sh[key * GMAX + g] * t4(v_sh[key * HD4 + c]);
         }
         acc[r] = a;
       }

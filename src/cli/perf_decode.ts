@@ -83,6 +83,11 @@ const SPEC = {
     min: 0,
     help: "linear layers take a several-row GEMV up to this many rows, the GEMM above (128)",
   },
+  moeGateUp: {
+    type: "string",
+    help: "MoE gate/up decode form instead of the block's choice (dec, dec-w32, dec8, ...)",
+  },
+  moeDown: { type: "string", help: "MoE down decode form instead of the block's choice" },
   linearFew: {
     type: "string",
     help: "GEMV form of linear layers with 2-8 rows (default dec8-w32c2 on 32-wide " +
@@ -147,6 +152,7 @@ await runCli(async () => {
     stagedMaxRows: o.stagedMaxRows,
     decodeAttention: o.decodeAttention as DecodeAttentionForm | undefined,
     decodeSplit: { workgroups: o.splitWorkgroups, minTokens: o.splitMinTokens },
+    moeDecodeForms: { gateUp: o.moeGateUp, down: o.moeDown },
     linearFewRows: o.linearFew,
     linearManyRows: o.linearMany,
   }, (m) => console.log(m));

@@ -110,6 +110,8 @@ export interface GpuModelOptions {
    * such as "dec8-w32c2" takes its rows RT a pass).
    */
   readonly linearManyRows?: string;
+  /** The MoE block's decode forms instead of its own choice (MoeBlockOptions.decodeForms). */
+  readonly moeDecodeForms?: { readonly gateUp?: string; readonly down?: string };
   /**
    * GEMM rows up to which linear layers take the 64 x 64 tiles (twice the workgroups) rather
    * than the 64 x 128 ones (default 384). On the H200, end to end, 256-row prefills ran 9-14%
@@ -323,6 +325,7 @@ export class GpuModel implements ForwardModel {
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       linearFewRows: options.linearFewRows ?? (decodeForms ? defaultFewRowsForm(gpu, dtype) : ""),
       linearManyRows: options.linearManyRows ?? "staged",
+      moeDecodeForms: options.moeDecodeForms ?? {},
       decodeSplit: {
         workgroups: options.decodeSplit?.workgroups ?? 1024,
         minTokens: options.decodeSplit?.minTokens ?? 64,
@@ -349,7 +352,7 @@ export class GpuModel implements ForwardModel {
         normTopk: config.normTopkProb,
         maxTokens: opts.maxNumTokens,
         dtype,
-      }, { packedF16: opts.packedF16 })
+      }, { packedF16: opts.packedF16, decodeForms: opts.moeDecodeForms })
       : null;
     const buf = createScratch(gpu, config, opts);
     const model = new GpuModel(gpu, config, weights, kv, opts, calls, moe, buf);

@@ -64,7 +64,8 @@ test("the decode grid refuses a split longer than its score buffer, naming the f
     () => decodeSpec.grid(p, f16, noGpu),
     /exceeds 4096 scores \(use planDecodeSplits\)/,
   );
-  assert.equal(decodeSpec.grid({ ...p, split_tokens: 512, num_splits: 2 }, f16, noGpu), [2, 1, 4]);
+  // [kv heads, splits, seqs]: the kv heads of a (split, seq) side by side
+  assert.equal(decodeSpec.grid({ ...p, split_tokens: 512, num_splits: 2 }, f16, noGpu), [4, 2, 1]);
 });
 
 test("attention grids refuse head geometry they cannot hold", () => {

@@ -184,6 +184,34 @@ test("auto picks each stage's form by rows per expert (gate/up and down may diff
   }
 });
 
+test("decodeForms replaces a stage's decode form by name; a form that is none is refused", async () => {
+  const gpu = await sharedGpu();
+  const tokens = (3 * E) / K;
+  const shape: MoeBlockShape = {
+    hidden: H,
+    inter: I,
+    experts: E,
+    topK: K,
+    normTopk: true,
+    maxTokens: tokens,
+    dtype: "f32",
+  };
+  const block = await MoeBlock.create(gpu, shape, {
+    decodeForms: { gateUp: "dec8c4", down: "dec" },
+  });
+  block.setTokens(tokens);
+  assert.is(block.gemmVariant, "gate_up f32-dec8c4, down f32-dec");
+  block.destroy();
+  let refused = "";
+  await MoeBlock.create(gpu, shape, { decodeForms: { down: "staged" } }).catch((e) =>
+    refused = e.message
+  );
+  assert.match(
+    refused,
+    /decodeForms\.down 'staged' is no decode GEMM form that runs here \(.*f32-dec8/,
+  );
+});
+
 test("two MoE layers encoded in one pass update the residual like two CPU blocks in a row", async () => {
   const { gpu, names } = await gemmVariants();
   for (const gemm of names) {
