@@ -90,10 +90,16 @@ export interface MoeBlockOptions {
 
 /**
  * The grouped-GEMM variants of a stage (gate/up or down) for a step, best first: the decode
- * forms (subgroup lane groups, weights read once per RT rows) when an expert gets few rows on
- * average (`dec-w32` where subgroups are 32 wide, else `dec`, up to 4 rows; `dec8` up to 16,
- * and for down from 2), then the staged form (no subgroups), and the tiled form otherwise.
- * The block takes the first one it compiled.
+ * forms (subgroup lane groups, weights read once per RT rows) when an expert gets at most 16
+ * rows on average, then the staged form (no subgroups), and the tiled form otherwise. Where
+ * subgroups are 32 wide, by rows per expert (H200, Qwen3-30B-A3B, 2026-11-30, one decode
+ * step profiled per form):
+ * - gate/up: `dec-w32c2` up to 1 (8 x 1024: 4.97 ms against dec-w32's 5.93), `dec-w32` up
+ *   to 4 (64 x 1024: 18.1 ms; dec-w32c2 19.8, dec8 22.3), then `dec8`;
+ * - down: `dec-w32` up to 1 (8 x 1024: 3.74 ms; dec 4.53, dec8c4 4.92), `dec` up to 4
+ *   (64 x 1024: 11.1 ms; dec8 13.1, dec8c4 15.7), then `dec8`.
+ * 2 rows an expert (32 x 1024) was not compared apart. Elsewhere the 8-lane forms. The block
+ * takes the first one it compiled.
  */
 export function moeGemmVariantFor(
   dtype: "f16" | "f32",
@@ -105,14 +111,18 @@ export function moeGemmVariantFor(
 ): string[] {
   const perExpert = (tokens * topK) / experts;
   const staged = `${dtype}-staged${packedF16 && dtype === "f16" ? "-packed" : ""}`;
-  const [w32, dec, dec8] = [`${dtype}-dec-w32`, `${dtype}-dec`, `${dtype}-dec8`];
-  // H200, Qwen3-30B-A3B, one decode step at 64 x 1024 (4 rows an expert) profiled with each
-  // form (2026-11-30): gate/up 23.6 ms with dec8, 17.0 with dec-w32; down 12.0 with dec8,
-  // 14.7 with dec-w32. Fewer rows were not compared per stage (dec-w32 there for both).
-  if (stage === "down" && perExpert > 2 && perExpert <= 16) return [dec8, w32, staged, dtype];
-  if (perExpert <= 4) return [w32, dec, dec8, staged, dtype];
-  if (perExpert <= 16) return [dec8, w32, staged, dtype];
-  return [dtype];
+  const [w32, w32c2, dec, dec8] = [
+    `${dtype}-dec-w32`,
+    `${dtype}-dec-w32c2`,
+    `${dtype}-dec`,
+    `${dtype}-dec8`,
+  ];
+  if (perExpert > 16) return [dtype];
+  if (perExpert > 4) return [dec8, w32, staged, dtype];
+  if (stage === "down") {
+    return perExpert <= 1 ? [w32, dec, dec8, staged, dtype] : [dec, w32, dec8, staged, dtype];
+  }
+  return perExpert <= 1 ? [w32c2, w32, dec, dec8, staged, dtype] : [w32, dec, dec8, staged, dtype];
 }
 
 type Pipe = KernelPipeline<ParamFields>;

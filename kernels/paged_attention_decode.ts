@@ -64,7 +64,8 @@ const CONSTS = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096 } as const;
 // The tiled form keeps no per-split score buffer; SCORES only keeps its split plan equal.
 // TK keys a tile (its K and V tiles are held as stored): f16 takes 32 over 256 invocations,
 // f32 16 over 128 (within 32 KiB of workgroup memory, lavapipe's limit); either way a
-// thread loads 4 K and 4 V elements a tile. OUT_PER_THREAD = GMAX * MAX_HD / 4 / WG.
+// thread loads 4 K and 4 V elements a tile and computes one score (TK * GMAX = WG);
+// OUT_PER_THREAD = GMAX * MAX_HD / 4 / WG.
 const TILED = { GMAX: 8, MAX_HD: 128, SCORES: 4096 } as const;
 const TILED_F32 = { ...TILED, WG: 128, TK: 16, OUT_PER_THREAD: 2 } as const;
 const TILED_F16 = { ...TILED, WG: 256, TK: 32, OUT_PER_THREAD: 1 } as const;

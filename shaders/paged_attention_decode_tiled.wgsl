@@ -6,11 +6,13 @@
 //      and go to workgroup memory as stored; the next tile's loads are issued before this
 //      tile's math, so the HBM round trip overlaps it (one load round trip per tile, not one
 //      per row: on the H200 the row-at-a-time form read KV at under 10% of the bandwidth);
-//   2. every (key, head) score of the GQA group from workgroup memory, head fastest (q rows
-//      padded by one vec4, so the 8 heads of a key hit distinct banks);
-//   3. an online softmax per head (running max and sum, rescale of the partial output),
-//      reading the scores [key][head] (consecutive heads: no bank conflict);
-//   4. P V accumulated per (head, column).
+//   2. every (key, head) score of the GQA group, one an invocation (TK * GMAX = WG), head
+//      fastest (q rows padded by one vec4, so the 8 heads of a key hit distinct banks);
+//   3. the tile's max per head in two steps (GMAX * TK / 4 invocations take 4 keys each,
+//      then every invocation its head's parts), the new running max kept per tile parity,
+//      each score's probability exp(s - max);
+//   4. P V per (head, column), rescaled by exp(old max - new max); the running sum of the
+//      probabilities is kept by each output's invocation in a register (no serial step).
 // Each K/V row is read from memory once for all G query heads. One split: the normalised
 // output goes to `out`; several: the split's output and log-sum-exp go to part_o/part_lse.
 // Registers stay few (stored K/V elements, OUT_PER_THREAD outputs) so that several
@@ -22,15 +24,15 @@ const HD4: u32 = MAX_HD / 4u;
 const KS: u32 = HD4 + 1u; // padded row stride of k_sh
 const QS: u32 = HD4 + 1u; // padded row stride of q_sh
 const LPT: u32 = TK * HD4 / WG; // K (and V) elements a thread loads per tile
+const NPART: u32 = TK / 4u; // parts of 4 keys of the max
 const NEG: f32 = -1.0e30;
 
 var<workgroup> q_sh: array<vec4<f32>, GMAX * QS>; // [g][c], scaled, 0 beyond the group
 var<workgroup> k_sh: array<T4, TK * KS>; // [key][c] of the current K tile, as stored
 var<workgroup> v_sh: array<T4, TK * HD4>; // [key][c] of the current V tile, as stored
 var<workgroup> p_sh: array<f32, TK * GMAX>; // [key][g]: scores, then probabilities
-var<workgroup> m_sh: array<f32, GMAX>; // running max per head
-var<workgroup> l_sh: array<f32, GMAX>; // running sum per head
-var<workgroup> alpha_sh: array<f32, GMAX>; // this tile's rescale of the partial output
+var<workgroup> part_sh: array<f32, NPART * GMAX>; // [part][g]: max of 4 keys' scores
+var<workgroup> m_sh: array<f32, 2u * GMAX>; // [tile parity][g]: running max before the tile
 
 // A thread's share of one tile: element e = lid + i * WG is (key e / HD4, column e % HD4).
 struct TileRegs {
@@ -104,50 +106,52 @@ fn main(
   }
   if (lid < GMAX) {
     m_sh[lid] = NEG;
-    l_sh[lid] = 0.0;
   }
-  // This invocation's outputs: (g, c) for o = lid, lid + WG, ... < GMAX * HD4.
+  // This invocation's score: (key lid / GMAX, head lid % GMAX) of each tile.
+  let s_key = lid / GMAX;
+  let s_g = lid % GMAX;
+  // Its outputs: (g, c) for o = lid, lid + WG, ... < GMAX * HD4, with their running sums.
   var acc = array<vec4<f32>, OUT_PER_THREAD>();
+  var l = array<f32, OUT_PER_THREAD>();
 
+  var parity = 0u;
   for (var t0 = 0u; t0 < n_keys; t0 += TK) {
     let nt = min(TK, n_keys - t0);
-    // the previous tile's readers are done with k_sh / v_sh
+    // the previous tile's readers are done with k_sh, v_sh, p_sh and part_sh
     workgroupBarrier();
     store_tile(next, lid);
     workgroupBarrier();
     if (t0 + TK < n_keys) {
       next = load_tile(seq, kvh, key_start + t0 + TK, min(TK, n_keys - t0 - TK), lid);
     }
-    for (var s = lid; s < TK * GMAX; s += WG) {
-      let key = s / GMAX;
-      let g = s % GMAX;
-      var score = NEG;
-      if (g < group && key < nt) {
-        var d = vec4<f32>(0.0);
-        for (var c = 0u; c < hd4; c++) {
-          d += q_sh[g * QS + c] * t4(k_sh[key * KS + c]);
-        }
-        score = d.x + d.y + d.z + d.w;
+    let live = s_g < group && s_key < nt;
+    var score = NEG;
+    if (live) {
+      var d = vec4<f32>(0.0);
+      for (var c = 0u; c < hd4; c++) {
+        d += q_sh[s_g * QS + c] * t4(k_sh[s_key * KS + c]);
       }
-      p_sh[s] = score;
+      score = d.x + d.y + d.z + d.w;
+    }
+    p_sh[lid] = score;
+    workgroupBarrier();
+    if (lid < NPART * GMAX) {
+      let part = lid / GMAX;
+      let g = lid % GMAX;
+      var mx = NEG;
+      for (var j = 0u; j < 4u; j++) {
+        mx = max(mx, p_sh[(part * 4u + j) * GMAX + g]);
+      }
+      part_sh[lid] = mx;
     }
     workgroupBarrier();
-    if (lid < group) {
-      let m_old = m_sh[lid];
-      var mx = m_old;
-      for (var key = 0u; key < nt; key++) {
-        mx = max(mx, p_sh[key * GMAX + lid]);
-      }
-      var sum = 0.0;
-      for (var key = 0u; key < nt; key++) {
-        let p = exp(p_sh[key * GMAX + lid] - mx);
-        p_sh[key * GMAX + lid] = p;
-        sum += p;
-      }
-      let alpha = exp(m_old - mx);
-      alpha_sh[lid] = alpha;
-      l_sh[lid] = l_sh[lid] * alpha + sum;
-      m_sh[lid] = mx;
+    var m_new = m_sh[parity * GMAX + s_g];
+    for (var j = 0u; j < NPART; j++) {
+      m_new = max(m_new, part_sh[j * GMAX + s_g]);
+    }
+    p_sh[lid] = select(0.0, exp(score - m_new), live);
+    if (lid < GMAX) {
+      m_sh[(1u - parity) * GMAX + lid] = m_new; // s_g = lid here
     }
     workgroupBarrier();
     for (var r = 0u; r < OUT_PER_THREAD; r++) {
@@ -155,13 +159,19 @@ fn main(
       let g = o / HD4;
       let c = o % HD4;
       if (g < group && c < hd4) {
-        var a = acc[r] * alpha_sh[g];
+        let alpha = exp(m_sh[parity * GMAX + g] - m_sh[(1u - parity) * GMAX + g]);
+        var a = acc[r] * alpha;
+        var sum = 0.0;
         for (var key = 0u; key < nt; key++) {
-          a += p_sh[key * GMAX + g] * t4(v_sh[key * HD4 + c]);
+          let p = p_sh[key * GMAX + g];
+          a += p * t4(v_sh[key * HD4 + c]);
+          sum += p;
         }
         acc[r] = a;
+        l[r] = l[r] * alpha + sum;
       }
     }
+    parity = 1u - parity;
   }
 
   for (var r = 0u; r < OUT_PER_THREAD; r++) {
@@ -169,15 +179,14 @@ fn main(
     let g = o / HD4;
     let c = o % HD4;
     if (g < group && c < hd4) {
-      let l = l_sh[g];
-      let res = acc[r] / l;
+      let res = acc[r] / l[r];
       if (params.num_splits == 1u) {
         out[(query_row * params.num_q_heads + head0 + g) * hd4 + c] = res;
       } else {
         let at = (seq * params.num_q_heads + head0 + g) * params.num_splits + split;
         part_o[at * hd4 + c] = res;
         if (c == 0u) {
-          part_lse[at] = m_sh[g] + log(l);
+          part_lse[at] = m_sh[parity * GMAX + g] + log(l[r]);
         }
       }
     }
