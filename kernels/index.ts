@@ -27,14 +27,12 @@ import * as rope from "./rope.ts";
 import * as sample from "./sample.ts";
 import * as siluMul from "./silu_mul.ts";
 import * as softmax from "./softmax.ts";
-import * as splitSum from "./split_sum.ts";
 
 export const KERNELS: readonly KernelModule[] = [
   embedding,
   rmsnorm,
   gemv,
   gemm,
-  splitSum,
   softmax,
   rope,
   siluMul,

@@ -95,7 +95,8 @@ export interface MoeBlockOptions {
  * subgroups are 32 wide, by rows per expert (H200, Qwen3-30B-A3B, 2026-11-30, one decode
  * step profiled per form):
  * - gate/up: `dec-w32c2` up to 1 (8 x 1024: 4.97 ms against dec-w32's 5.93), `dec-w32` up
- *   to 4 (64 x 1024: 18.1 ms; dec-w32c2 19.8, dec8 22.3), then `dec8`;
+ *   to 4 (64 x 1024: 18.1 ms; dec-w32c2 19.8, dec8 22.3), then `dec-w32-wg256` (128 x 1024:
+ *   the step 103.7 -> 94.2 ms against dec8);
  * - down: `dec-w32` up to 1 (8 x 1024: 3.74 ms; dec 4.53, dec8c4 4.92), `dec` up to 4
  *   (64 x 1024: 11.1 ms; dec8 13.1, dec8c4 15.7), then `dec8`.
  * 2 rows an expert (32 x 1024) was not compared apart. Elsewhere the 8-lane forms. The block
@@ -111,14 +112,17 @@ export function moeGemmVariantFor(
 ): string[] {
   const perExpert = (tokens * topK) / experts;
   const staged = `${dtype}-staged${packedF16 && dtype === "f16" ? "-packed" : ""}`;
-  const [w32, w32c2, dec, dec8] = [
+  const [w32, w32c2, wg256, dec, dec8] = [
     `${dtype}-dec-w32`,
     `${dtype}-dec-w32c2`,
+    `${dtype}-dec-w32-wg256`,
     `${dtype}-dec`,
     `${dtype}-dec8`,
   ];
   if (perExpert > 16) return [dtype];
-  if (perExpert > 4) return [dec8, w32, staged, dtype];
+  if (perExpert > 4) {
+    return stage === "gate_up" ? [wg256, dec8, w32, staged, dtype] : [dec8, w32, staged, dtype];
+  }
   if (stage === "down") {
     return perExpert <= 1 ? [w32, dec, dec8, staged, dtype] : [dec, w32, dec8, staged, dtype];
   }

@@ -26,7 +26,7 @@ export function moeDecodeVariants(shader: string): Variant[] {
     ["dec8c4", { WG: 128, LG: 8, GC: 4, RT: 8, UNR: 1 }],
     ["dec-w32c2", { WG: 128, LG: 32, GC: 2, RT: 4, UNR: 2 }],
     // dec-w32 with 8 subgroups a workgroup: the rows' x values come from L2 once per 8
-    // columns instead of 4 (at 4 rows an expert gate/up reads as many x bytes as weights)
+    // columns instead of 4 (gate/up past 4 rows an expert: 128 x 1024 step 103.7 -> 94.2 ms)
     ["dec-w32-wg256", { WG: 256, LG: 32, GC: 1, RT: 4, UNR: 2 }],
   ]);
 }

@@ -14,9 +14,6 @@
 // reads 4 rows x 8 consecutive k per load (whole 32-byte sectors) and stores one whole
 // vec4 per group (each 8 lanes' vec4 stores hit 8 distinct slots: no bank conflict).
 // The next tile's loads are issued before the current tile's FMAs (register prefetch).
-// Split-K (grid z = params.splits > 1, k_chunk a multiple of 16): workgroup z sums k in
-// [z * k_chunk, (z + 1) * k_chunk) and writes its partial to c[z, m, n] (split_sum adds the
-// partials up); the prefetch past its range reads values it never uses.
 //#include "lib/tile_64x128.wgsl"
 
 // The tiles' row-group slot XOR at k, as this shader stores them.
@@ -73,24 +70,20 @@ fn main(
 ) {
   let m0 = wid.y * 64u;
   let n0 = wid.x * 128u;
-  // split-K: this workgroup's k range (all of k with one split)
-  let split = wid.z;
-  let k_begin = split * params.k_chunk;
-  let k_end = min(params.k, k_begin + params.k_chunk);
   let tx = lid % 16u;
   let ty = lid / 16u;
   // Loader: column lk of the k tile, row groups lg + 8q (rows 4 * (lg + 8q) ..+3).
   let lk = lid % 8u + 8u * ((lid / 32u) % 2u);
   let lg = (lid / 8u) % 4u + 4u * (lid / 64u);
   let ls = lg ^ (lk % 8u); // swizzled slot of group lg (lg + 8q goes to ls + 8q)
-  var pa0 = load_a4(m0 + 4u * lg, k_begin + lk);
-  var pa1 = load_a4(m0 + 4u * lg + 32u, k_begin + lk);
-  var pb0 = load_b4(n0 + 4u * lg, k_begin + lk);
-  var pb1 = load_b4(n0 + 4u * lg + 32u, k_begin + lk);
-  var pb2 = load_b4(n0 + 4u * lg + 64u, k_begin + lk);
-  var pb3 = load_b4(n0 + 4u * lg + 96u, k_begin + lk);
+  var pa0 = load_a4(m0 + 4u * lg, lk);
+  var pa1 = load_a4(m0 + 4u * lg + 32u, lk);
+  var pb0 = load_b4(n0 + 4u * lg, lk);
+  var pb1 = load_b4(n0 + 4u * lg + 32u, lk);
+  var pb2 = load_b4(n0 + 4u * lg + 64u, lk);
+  var pb3 = load_b4(n0 + 4u * lg + 96u, lk);
   var acc = array<vec4<f32>, 16>(); // [row i][half h] at 2i + h
-  for (var k0 = k_begin; k0 < k_end; k0 += 16u) {
+  for (var k0 = 0u; k0 < params.k; k0 += 16u) {
     a_tile[lk * 16u + ls] = pa0;
     a_tile[lk * 16u + ls + 8u] = pa1;
     b_tile[lk * 32u + ls] = pb0;
@@ -118,9 +111,7 @@ fn main(
           let col = col0 + j;
           if (col < params.n) {
             let at = r * params.n + col;
-            if (params.splits > 1u) {
-              c[split * params.m * params.n + at] = v[j]; // this split's partial
-            } else if (params.accumulate != 0u) {
+            if (params.accumulate != 0u) {
               c[at] += v[j];
             } else {
               c[at] = v[j];

@@ -35,7 +35,6 @@ import * as embedding from "../../kernels/embedding.ts";
 import * as rmsnorm from "../../kernels/rmsnorm.ts";
 import * as gemv from "../../kernels/gemv.ts";
 import * as gemm from "../../kernels/gemm.ts";
-import * as splitSum from "../../kernels/split_sum.ts";
 import * as qkNormRopeCache from "../../kernels/qk_norm_rope_cache.ts";
 import * as pagedAttention from "../../kernels/paged_attention.ts";
 import * as pagedAttentionDecode from "../../kernels/paged_attention_decode.ts";
@@ -107,9 +106,8 @@ export interface GpuModelOptions {
    */
   readonly linearFewRows?: string;
   /**
-   * The form for more rows, up to stagedMaxRows: a GEMV form (default "staged"; a lane-group
-   * form such as "dec8-w32c2" takes its rows RT a pass) or "split", the 64 x 128 GEMM split
-   * along k (planGemmSplits) with its partials added by split_sum.
+   * The GEMV form for more rows, up to stagedMaxRows (default "staged"; a lane-group form
+   * such as "dec8-w32c2" takes its rows RT a pass).
    */
   readonly linearManyRows?: string;
   /** The MoE block's decode forms instead of its own choice (MoeBlockOptions.decodeForms). */
@@ -177,10 +175,6 @@ type LinearKind = "qkv" | "o" | "router" | "gateUp" | "down" | "lmHead";
 interface LinearCall {
   readonly gemv: KernelCall<typeof gemv.spec.params.fields>;
   readonly gemm: KernelCall<typeof gemm.spec.params.fields>;
-  /** Adds split-K partials into the output (linearManyRows "split"). */
-  readonly sum: KernelCall<typeof splitSum.spec.params.fields>;
-  /** Splits of the GEMM in the current step (1: it writes the output itself). */
-  splits: number;
   readonly n: number;
   readonly k: number;
   readonly accumulate: boolean;
@@ -211,8 +205,6 @@ export class GpuModel implements ForwardModel {
   private readonly timer: PassTimer;
   private readonly sampleStaging: GPUBuffer[] = [];
   private partials: { o: GPUBuffer; lse: GPUBuffer; elements: number } | null = null;
-  /** split-K partials of the linear layers (linearManyRows "split"). */
-  private splitPart: GPUBuffer | null = null;
   /** Spans of the last profiled step. */
   private spans: Promise<KernelSpan[]> | null = null;
   /** Time every dispatch of the following steps in its own pass (slower; for profiles). */
@@ -448,9 +440,7 @@ export class GpuModel implements ForwardModel {
         this.calls.fewRowsVariant
           ? `, ${this.calls.fewRowsVariant} up to ${this.calls.fewRows}`
           : ""
-      }, then ${
-        this.calls.manySplit ? `${this.calls.gemmVariant} split-K` : this.calls.stagedVariant
-      } up to ${this.opts.stagedMaxRows})`,
+      }, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows})`,
       gemm:
         `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)`,
       decodeAttention:
@@ -522,7 +512,6 @@ export class GpuModel implements ForwardModel {
     for (const b of this.buf.all) b.destroy();
     this.partials?.o.destroy();
     this.partials?.lse.destroy();
-    this.splitPart?.destroy();
     this.timer.destroy();
   }
 
@@ -789,27 +778,15 @@ export class GpuModel implements ForwardModel {
     if (rows <= this.opts.gemvMaxRows) return this.calls.gemvVariant;
     const few = this.calls.fewRowsVariant;
     if (few && rows <= Math.min(this.calls.fewRows, this.opts.stagedMaxRows)) return few;
-    if (rows <= this.opts.stagedMaxRows && !this.calls.manySplit) return this.calls.stagedVariant;
+    if (rows <= this.opts.stagedMaxRows) return this.calls.stagedVariant;
     return null;
   }
 
   private setLinear(kind: LinearKind, rows: number): void {
     const l = this.calls.linear[kind];
     const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0 };
-    l.splits = 1;
-    if (this.gemvFor(rows)) {
-      l.gemv.setParams(values);
-      return;
-    }
-    const plan = this.calls.manySplit && rows <= this.opts.stagedMaxRows
-      ? gemm.planGemmSplits(rows, l.n, l.k)
-      : { kChunk: l.k, splits: 1 };
-    l.gemm.setParams({ ...values, k_chunk: plan.kChunk, splits: plan.splits });
-    if (plan.splits > 1) {
-      this.ensureSplitPart(plan.splits * rows * l.n);
-      l.sum.setParams({ count: rows * l.n, splits: plan.splits, accumulate: values.accumulate });
-      l.splits = plan.splits;
-    }
+    if (this.gemvFor(rows)) l.gemv.setParams(values);
+    else l.gemm.setParams(values);
   }
 
   private linear(
@@ -829,15 +806,6 @@ export class GpuModel implements ForwardModel {
         w,
         y,
       });
-    } else if (l.splits > 1) {
-      // split-K: the 64 x 128 form writes its partials, split_sum adds them into y
-      const part = this.splitPart!;
-      l.gemm.dispatch(step.pass(`linear ${kind}`, "gemm"), this.calls.gemmVariant, key, {
-        a: x,
-        b: w,
-        c: part,
-      });
-      l.sum.dispatch(step.pass(`linear ${kind}`, "split_sum"), "f32", key, { part, c: y });
     } else {
       const variant = rows <= this.opts.gemmSmallMaxRows
         ? this.calls.gemmSmallVariant
@@ -847,22 +815,6 @@ export class GpuModel implements ForwardModel {
         b: w,
         c: y,
       });
-    }
-  }
-
-  /** The split-K partials buffer, at least `elements` f32; grows, never shrinks. */
-  private ensureSplitPart(elements: number): void {
-    if (this.splitPart && this.splitPart.size >= elements * 4) return;
-    const grow = Math.max(elements * 4, (this.splitPart?.size ?? 0) * 2);
-    const limit = this.gpu.limits.maxStorageBufferBindingSize;
-    if (elements * 4 > limit) {
-      throw new Error(`model: split-K partials need ${elements * 4} bytes (> ${limit})`);
-    }
-    this.splitPart?.destroy();
-    this.splitPart = createStorage(this.gpu.device, "linear.split_part", Math.min(grow, limit));
-    for (const l of Object.values(this.calls.linear)) {
-      l.gemm.forget();
-      l.sum.forget();
     }
   }
 
@@ -948,8 +900,7 @@ async function createCalls(
     : dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
     ? `f16-sg${packed}`
     : dtype + packed;
-  const manySplit = rowForms.many === "split";
-  const stagedVariant = rowForms.many === "staged" || manySplit
+  const stagedVariant = rowForms.many === "staged"
     ? `${dtype}-staged${packed}`
     : linearForm(gpu, dtype, rowForms.many, "linearManyRows");
   // dec8 reads each weight row once per 8 rows in one workgroup's loop: past 8 rows (one
@@ -994,15 +945,12 @@ async function createCalls(
         [gemmVariant, gemmSmallVariant],
         `gemm ${kind}`,
       ),
-      sum: await KernelCall.create(gpu, splitSum.spec, ["f32"], `split_sum ${kind}`),
-      splits: 1,
       n,
       k,
       accumulate,
     };
   }
   return {
-    manySplit,
     gemvVariant,
     fewRowsVariant,
     fewRows,

@@ -300,8 +300,9 @@ test("the GEMM forms by rows per expert: decode forms, then staged (f16 words wh
     "f16-staged",
     "f16",
   ]);
-  // up to 16: dec8 for both
+  // up to 16: gate/up dec-w32-wg256, down dec8
   assert.equal(moeGemmVariantFor("f16", 128, 8, 128, true), [
+    "f16-dec-w32-wg256",
     "f16-dec8",
     "f16-dec-w32",
     "f16-staged-packed",
