@@ -24,6 +24,10 @@ function decodeVariants(): Variant[] {
     ["dec8", { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 }],
     ["dec8-w32", { WG: 128, LG: 32, GC: 1, RT: 8, UNR: 4 }],
     ["dec8-w32c2", { WG: 128, LG: 32, GC: 2, RT: 8, UNR: 2 }],
+    // dec8-w32c2 with its 8-row blocks side by side in grid z (9-128 rows: parallel blocks,
+    // where the loop over passes in one workgroup left too few workgroups)
+    ["dec8-w32c2-rb", { WG: 128, LG: 32, GC: 2, RT: 8, UNR: 2, RB: 1 }],
+    ["dec8-rb", { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2, RB: 1 }],
   ]);
 }
 
@@ -92,11 +96,18 @@ export const spec: KernelSpec<typeof params.fields> = {
     v.consts?.RMAX
       ? [Math.ceil(p.n / v.consts.RPW), Math.ceil(p.m / v.consts.RMAX), 1]
       : laneGroupColumns(v) !== null
-      ? grid1d(Math.ceil(p.n / laneGroupColumns(v)!), gpu)
+      ? withRowBlocks(grid1d(Math.ceil(p.n / laneGroupColumns(v)!), gpu), v, p.m)
       : v.consts?.ROWS_PER_INVOCATION
       ? grid1d(Math.ceil(p.n / v.consts.WG), gpu)
       : grid1d(Math.ceil(p.n / (v.consts?.RPW ?? 1)), gpu),
 };
+
+/** A lane-group grid with its row blocks in z (RB = 1: RT rows a workgroup). */
+function withRowBlocks(grid: readonly number[], v: Variant, m: number): [number, number, number] {
+  const z = v.consts?.RB === 1 ? Math.ceil(m / v.consts.RT) : 1;
+  if (z > 65535) throw new Error(`gemv/${v.name}: ${m} rows need ${z} row blocks (> 65535)`);
+  return [grid[0], grid[1], z];
+}
 
 /** CPU reference: y = x w^T with f64 accumulation. */
 export function matmulTransposedRef(

@@ -19,6 +19,8 @@ export interface LaneGroupConsts {
   readonly GC: number;
   readonly RT: number;
   readonly UNR: number;
+  /** 1: one RT-row block a workgroup, the blocks in grid z (else every row in a loop). */
+  readonly RB?: number;
 }
 
 /** `f16-FORM` and `f32-FORM` for each named form, over one shader file. */
@@ -31,7 +33,7 @@ export function laneGroupVariants(
       name: `${dtype}-${form}`,
       dtype,
       packed: dtype === "f16",
-      consts: { ...consts },
+      consts: { RB: 0, ...consts },
       subgroups: true,
       minSubgroupSize: consts.LG,
       shader,

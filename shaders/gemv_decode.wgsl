@@ -30,7 +30,10 @@ fn main(
   for (var c = 0u; c < GC; c++) {
     wo[c] = min(c0 + c, n - 1u) * k4;
   }
-  for (var r0 = 0u; r0 < params.m; r0 += RT) {
+  // RB = 1: workgroup z takes rows [RT z, RT z + RT) (row blocks side by side); else every row
+  let r_first = select(0u, wid.z * RT, RB == 1u);
+  let r_last = select(params.m, min(params.m, r_first + RT), RB == 1u);
+  for (var r0 = r_first; r0 < r_last; r0 += RT) {
     let nr = min(RT, params.m - r0);
     var xo = array<u32, RT>();
     for (var r = 0u; r < RT; r++) {

@@ -88,6 +88,10 @@ const SPEC = {
     help: "MoE gate/up decode form instead of the block's choice (dec, dec-w32, dec8, ...)",
   },
   moeDown: { type: "string", help: "MoE down decode form instead of the block's choice" },
+  lmHeadMany: {
+    type: "string",
+    help: "the LM head's form for 9-128 rows: a GEMV form or gemm (default: --linear-many's)",
+  },
   linearFew: {
     type: "string",
     help: "GEMV form of linear layers with 2-8 rows (default dec8-w32c2 on 32-wide " +
@@ -155,6 +159,7 @@ await runCli(async () => {
     moeDecodeForms: { gateUp: o.moeGateUp, down: o.moeDown },
     linearFewRows: o.linearFew,
     linearManyRows: o.linearMany,
+    lmHeadManyRows: o.lmHeadMany,
   }, (m) => console.log(m));
   const model = model0;
   const lv = model.linearVariants;

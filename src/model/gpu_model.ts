@@ -110,6 +110,11 @@ export interface GpuModelOptions {
    * such as "dec8-w32c2" takes its rows RT a pass).
    */
   readonly linearManyRows?: string;
+  /**
+   * The LM head's form for those rows: a GEMV form, or "gemm" (the 64 x 64 GEMM from the
+   * few-row form's rows on); default linearManyRows.
+   */
+  readonly lmHeadManyRows?: string;
   /** The MoE block's decode forms instead of its own choice (MoeBlockOptions.decodeForms). */
   readonly moeDecodeForms?: { readonly gateUp?: string; readonly down?: string };
   /**
@@ -325,6 +330,7 @@ export class GpuModel implements ForwardModel {
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       linearFewRows: options.linearFewRows ?? (decodeForms ? defaultFewRowsForm(gpu, dtype) : ""),
       linearManyRows: options.linearManyRows ?? "staged",
+      lmHeadManyRows: options.lmHeadManyRows ?? options.linearManyRows ?? "staged",
       moeDecodeForms: options.moeDecodeForms ?? {},
       decodeSplit: {
         workgroups: options.decodeSplit?.workgroups ?? 1024,
@@ -341,7 +347,7 @@ export class GpuModel implements ForwardModel {
       opts.decodeAttention,
       opts.packedF16,
       gemvForms,
-      { few: opts.linearFewRows, many: opts.linearManyRows },
+      { few: opts.linearFewRows, many: opts.linearManyRows, lmHead: opts.lmHeadManyRows },
     );
     const moe = config.layerKinds.includes("moe")
       ? await MoeBlock.create(gpu, {
@@ -440,7 +446,9 @@ export class GpuModel implements ForwardModel {
         this.calls.fewRowsVariant
           ? `, ${this.calls.fewRowsVariant} up to ${this.calls.fewRows}`
           : ""
-      }, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows})`,
+      }, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows}; the LM head ${
+        this.calls.lmHeadVariant ?? "the GEMM"
+      } there)`,
       gemm:
         `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)`,
       decodeAttention:
@@ -773,19 +781,19 @@ export class GpuModel implements ForwardModel {
     });
   }
 
-  /** The GEMV variant for `rows` rows, or null when the GEMM takes them. */
-  private gemvFor(rows: number): string | null {
+  /** The GEMV variant of `kind` for `rows` rows, or null when the GEMM takes them. */
+  private gemvFor(kind: LinearKind, rows: number): string | null {
     if (rows <= this.opts.gemvMaxRows) return this.calls.gemvVariant;
     const few = this.calls.fewRowsVariant;
     if (few && rows <= Math.min(this.calls.fewRows, this.opts.stagedMaxRows)) return few;
-    if (rows <= this.opts.stagedMaxRows) return this.calls.stagedVariant;
-    return null;
+    if (rows > this.opts.stagedMaxRows) return null;
+    return kind === "lmHead" ? this.calls.lmHeadVariant : this.calls.stagedVariant;
   }
 
   private setLinear(kind: LinearKind, rows: number): void {
     const l = this.calls.linear[kind];
     const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0 };
-    if (this.gemvFor(rows)) l.gemv.setParams(values);
+    if (this.gemvFor(kind, rows)) l.gemv.setParams(values);
     else l.gemm.setParams(values);
   }
 
@@ -799,7 +807,7 @@ export class GpuModel implements ForwardModel {
     y: BufferArg,
   ): void {
     const l = this.calls.linear[kind];
-    const gemvVariant = this.gemvFor(rows);
+    const gemvVariant = this.gemvFor(kind, rows);
     if (gemvVariant) {
       l.gemv.dispatch(step.pass(`linear ${kind}`, "gemv"), gemvVariant, key, {
         x,
@@ -883,7 +891,7 @@ async function createCalls(
   decodeAttention: DecodeAttentionForm,
   packedF16: boolean,
   gemvForms: "decode" | "rows" | "classic",
-  rowForms: { few: string; many: string },
+  rowForms: { few: string; many: string; lmHead: string },
 ) {
   const packed = packedF16 ? "-packed" : "";
   const decodeVariant = decodeAttention === "lanes"
@@ -908,6 +916,12 @@ async function createCalls(
   const fewRowsVariant = rowForms.few
     ? linearForm(gpu, dtype, rowForms.few, "linearFewRows")
     : null;
+  // the LM head's many-row form: null for the GEMM
+  const lmHeadVariant = rowForms.lmHead === "gemm"
+    ? null
+    : rowForms.lmHead === "staged"
+    ? `${dtype}-staged${packed}`
+    : linearForm(gpu, dtype, rowForms.lmHead, "lmHeadManyRows");
   // its rows a pass: past them, staged
   const fewRows = fewRowsVariant ? variantByName(gemv.spec, fewRowsVariant).consts?.RT ?? 0 : 0;
   // The tiled GEMM, not the tensor-core form: on the H200 (2026-11-30) f16-sgmat passed
@@ -936,7 +950,13 @@ async function createCalls(
       gemv: await KernelCall.create(
         gpu,
         gemv.spec,
-        [...new Set([gemvVariant, stagedVariant, ...(fewRowsVariant ? [fewRowsVariant] : [])])],
+        [
+          ...new Set([
+            gemvVariant,
+            kind === "lmHead" ? lmHeadVariant ?? gemvVariant : stagedVariant,
+            ...(fewRowsVariant ? [fewRowsVariant] : []),
+          ]),
+        ],
         `gemv ${kind}`,
       ),
       gemm: await KernelCall.create(
@@ -951,6 +971,7 @@ async function createCalls(
     };
   }
   return {
+    lmHeadVariant,
     gemvVariant,
     fewRowsVariant,
     fewRows,
