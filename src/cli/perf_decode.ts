@@ -88,9 +88,10 @@ const SPEC = {
     help: "MoE gate/up decode form instead of the block's choice (dec, dec-w32, dec8, ...)",
   },
   moeDown: { type: "string", help: "MoE down decode form instead of the block's choice" },
-  lmHeadMany: {
-    type: "string",
-    help: "the LM head's form for 9-128 rows: a GEMV form or gemm (default: --linear-many's)",
+  manyByKind: {
+    type: "list",
+    help: "per linear kind, its 9-128-row form (GEMV form or gemm), e.g. " +
+      "router=dec8-w32c2-rb,lmHead=gemm (the default on 32-wide subgroups)",
   },
   linearFew: {
     type: "string",
@@ -110,6 +111,19 @@ const SPEC = {
     help: "write the profile as JSON (several points: FILE-BxC.json each)",
   },
 } as const;
+
+/** `kind=form` pairs of --many-by-kind. */
+function kindForms(pairs: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of pairs) {
+    const m = /^(qkv|o|router|lmHead)=(\S+)$/.exec(pair.trim());
+    if (!m) {
+      throw new UsageError(`--many-by-kind: '${pair}' is not KIND=FORM (qkv, o, router, lmHead)`);
+    }
+    out[m[1]] = m[2];
+  }
+  return out;
+}
 
 interface PeerPoint {
   batch: number;
@@ -159,7 +173,7 @@ await runCli(async () => {
     moeDecodeForms: { gateUp: o.moeGateUp, down: o.moeDown },
     linearFewRows: o.linearFew,
     linearManyRows: o.linearMany,
-    lmHeadManyRows: o.lmHeadMany,
+    manyRowsByKind: o.manyByKind ? kindForms(o.manyByKind) : undefined,
   }, (m) => console.log(m));
   const model = model0;
   const lv = model.linearVariants;

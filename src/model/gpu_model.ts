@@ -111,10 +111,12 @@ export interface GpuModelOptions {
    */
   readonly linearManyRows?: string;
   /**
-   * The LM head's form for those rows: a GEMV form, or "gemm" (the 64 x 64 GEMM from the
-   * few-row form's rows on); default linearManyRows.
+   * Per linear kind, its form for those rows instead of linearManyRows: a GEMV form or "gemm"
+   * (the 64 x 64 GEMM). Default with the decode forms on 32-wide subgroups: the router
+   * "dec8-w32c2-rb" and the LM head "gemm" (H200, 64 x 1024: router 2.67 -> 1.39 ms, LM head
+   * 3.14 -> 2.40 ms; the same row blocks made qkv and o slower, 6.06 -> 6.98 and 5.20 -> 5.67).
    */
-  readonly lmHeadManyRows?: string;
+  readonly manyRowsByKind?: Partial<Record<"qkv" | "o" | "router" | "lmHead", string>>;
   /** The MoE block's decode forms instead of its own choice (MoeBlockOptions.decodeForms). */
   readonly moeDecodeForms?: { readonly gateUp?: string; readonly down?: string };
   /**
@@ -330,7 +332,10 @@ export class GpuModel implements ForwardModel {
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       linearFewRows: options.linearFewRows ?? (decodeForms ? defaultFewRowsForm(gpu, dtype) : ""),
       linearManyRows: options.linearManyRows ?? "staged",
-      lmHeadManyRows: options.lmHeadManyRows ?? options.linearManyRows ?? "staged",
+      manyRowsByKind: options.manyRowsByKind ??
+        (decodeForms && defaultFewRowsForm(gpu, dtype) === "dec8-w32c2"
+          ? { router: "dec8-w32c2-rb", lmHead: "gemm" }
+          : {}),
       moeDecodeForms: options.moeDecodeForms ?? {},
       decodeSplit: {
         workgroups: options.decodeSplit?.workgroups ?? 1024,
@@ -347,7 +352,7 @@ export class GpuModel implements ForwardModel {
       opts.decodeAttention,
       opts.packedF16,
       gemvForms,
-      { few: opts.linearFewRows, many: opts.linearManyRows, lmHead: opts.lmHeadManyRows },
+      { few: opts.linearFewRows, many: opts.linearManyRows, byKind: opts.manyRowsByKind },
     );
     const moe = config.layerKinds.includes("moe")
       ? await MoeBlock.create(gpu, {
@@ -446,9 +451,9 @@ export class GpuModel implements ForwardModel {
         this.calls.fewRowsVariant
           ? `, ${this.calls.fewRowsVariant} up to ${this.calls.fewRows}`
           : ""
-      }, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows}; the LM head ${
-        this.calls.lmHeadVariant ?? "the GEMM"
-      } there)`,
+      }, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows}${
+        Object.entries(this.opts.manyRowsByKind).map(([k, f]) => `; ${k} ${f} there`).join("")
+      })`,
       gemm:
         `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)`,
       decodeAttention:
@@ -787,7 +792,7 @@ export class GpuModel implements ForwardModel {
     const few = this.calls.fewRowsVariant;
     if (few && rows <= Math.min(this.calls.fewRows, this.opts.stagedMaxRows)) return few;
     if (rows > this.opts.stagedMaxRows) return null;
-    return kind === "lmHead" ? this.calls.lmHeadVariant : this.calls.stagedVariant;
+    return this.calls.manyVariants[kind];
   }
 
   private setLinear(kind: LinearKind, rows: number): void {
@@ -891,7 +896,11 @@ async function createCalls(
   decodeAttention: DecodeAttentionForm,
   packedF16: boolean,
   gemvForms: "decode" | "rows" | "classic",
-  rowForms: { few: string; many: string; lmHead: string },
+  rowForms: {
+    few: string;
+    many: string;
+    byKind: Partial<Record<"qkv" | "o" | "router" | "lmHead", string>>;
+  },
 ) {
   const packed = packedF16 ? "-packed" : "";
   const decodeVariant = decodeAttention === "lanes"
@@ -908,20 +917,24 @@ async function createCalls(
     : dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
     ? `f16-sg${packed}`
     : dtype + packed;
-  const stagedVariant = rowForms.many === "staged"
-    ? `${dtype}-staged${packed}`
-    : linearForm(gpu, dtype, rowForms.many, "linearManyRows");
+  // a many-row form's variant (null: the GEMM)
+  const manyForm = (form: string, option: string) =>
+    form === "gemm"
+      ? null
+      : form === "staged"
+      ? `${dtype}-staged${packed}`
+      : linearForm(gpu, dtype, form, option);
+  const stagedVariant = manyForm(rowForms.many, "linearManyRows") ?? `${dtype}-staged${packed}`;
   // dec8 reads each weight row once per 8 rows in one workgroup's loop: past 8 rows (one
   // pass) too few workgroups share the work (the H200, 64 rows: 4-8x slower than staged).
   const fewRowsVariant = rowForms.few
     ? linearForm(gpu, dtype, rowForms.few, "linearFewRows")
     : null;
-  // the LM head's many-row form: null for the GEMM
-  const lmHeadVariant = rowForms.lmHead === "gemm"
-    ? null
-    : rowForms.lmHead === "staged"
-    ? `${dtype}-staged${packed}`
-    : linearForm(gpu, dtype, rowForms.lmHead, "lmHeadManyRows");
+  const manyVariants = {} as Record<LinearKind, string | null>;
+  for (const kind of ["qkv", "o", "router", "gateUp", "down", "lmHead"] as const) {
+    const form = (rowForms.byKind as Record<string, string | undefined>)[kind];
+    manyVariants[kind] = form ? manyForm(form, `manyRowsByKind.${kind}`) : stagedVariant;
+  }
   // its rows a pass: past them, staged
   const fewRows = fewRowsVariant ? variantByName(gemv.spec, fewRowsVariant).consts?.RT ?? 0 : 0;
   // The tiled GEMM, not the tensor-core form: on the H200 (2026-11-30) f16-sgmat passed
@@ -953,7 +966,7 @@ async function createCalls(
         [
           ...new Set([
             gemvVariant,
-            kind === "lmHead" ? lmHeadVariant ?? gemvVariant : stagedVariant,
+            manyVariants[kind] ?? gemvVariant,
             ...(fewRowsVariant ? [fewRowsVariant] : []),
           ]),
         ],
@@ -971,7 +984,7 @@ async function createCalls(
     };
   }
   return {
-    lmHeadVariant,
+    manyVariants,
     gemvVariant,
     fewRowsVariant,
     fewRows,

@@ -79,6 +79,15 @@ test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits"
     linearManyRows: "dec8",
   });
   laneMany.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: dec8 many`));
+  // per kind: the router's 8-row blocks side by side (grid z), the LM head on the GEMM
+  const byKind = await decodeLogits({
+    gemvForms: "decode",
+    gemvMaxRows: 1,
+    stagedMaxRows: 64,
+    linearFewRows: "dec",
+    manyRowsByKind: { router: "dec8-rb", lmHead: "gemm" },
+  });
+  byKind.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: by kind`));
   const one = { gemvMaxRows: 0, stagedMaxRows: 0 };
   const gemmOne = await decodeLogits(one, 1);
   const decOne = await decodeLogits({ gemvForms: "decode", gemvMaxRows: 1, stagedMaxRows: 0 }, 1);
