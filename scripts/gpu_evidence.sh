@@ -17,9 +17,12 @@
 # EVIDENCE_AB="NAME=FLAGS;NAME=FLAGS": perf-decode again per named set of extra flags at the
 # EVIDENCE_AB_POINTS (default --batch 1,8,64 --ctx 1024,8192), writing h200-decode-NAME.json
 # and profile-NAME*.json (kernel forms compared in one call); EVIDENCE_PREFILL=off skips
-# perf-prefill.
+# perf-prefill (any other value runs it). The attention stage runs perf-attention at
+# EVIDENCE_ATTENTION_POINTS (default 64x8192,8x131072,64x1024) with EVIDENCE_ATTENTION_FLAGS
+# (default: two split-plan lists).
 # Every stage writes its logs and JSON under OUTDIR and never stops the next stage.
 set -uo pipefail
+set -f # flags in EVIDENCE_* values are split on spaces, never globbed
 out=${1:?usage: scripts/gpu_evidence.sh OUTDIR STAGE...}
 shift
 mkdir -p "$out"
@@ -115,6 +118,7 @@ for stage in "$@"; do
       fi
       IFS=';' read -ra ab_sets <<<"${EVIDENCE_AB:-}"
       for ab in "${ab_sets[@]}"; do
+        [[ "$ab" =~ ^[A-Za-z0-9_-]+= ]] || { [ -z "$ab" ] || echo "EVIDENCE_AB: '$ab' is not NAME=FLAGS" >&2; continue; }
         name=${ab%%=*}
         log "perf-decode A/B $name: ${ab#*=}"
         # shellcheck disable=SC2086
@@ -123,7 +127,7 @@ for stage in "$@"; do
           --json "$out/h200-decode-$name.json" --profile "$profile" \
           --profile-json "$out/profile-$name.json" 2>&1 | tee "$out/perf-decode-$name.txt" | tail -30
       done
-      [ "${EVIDENCE_PREFILL:-on}" = on ] || continue
+      [ "${EVIDENCE_PREFILL:-on}" = off ] && continue
       log "PyTorch peer (prefill) and webfpm perf-prefill"
       [ "$peer_from" = on ] && timeout -k 10 "$limit" python3 \
         scripts/peers/torch_moe_peer.py prefill --out "$out/peer-prefill.json" 2>&1 |
@@ -135,7 +139,7 @@ for stage in "$@"; do
     attention)
       log "perf-attention: decode attention alone at deep KV, per form and split plan"
       # shellcheck disable=SC2086
-      run perf-attention --points ${EVIDENCE_ATTENTION_POINTS:-64x8192,8x131072,64x1024,8x1024,1x1024} \
+      run perf-attention --points ${EVIDENCE_ATTENTION_POINTS:-64x8192,8x131072,64x1024} \
         ${EVIDENCE_ATTENTION_FLAGS:---split-workgroups 1024,4096 --split-min-tokens 32,128} \
         --json "$out/h200-attention.json" 2>&1 | tee "$out/perf-attention.txt" | tail -60
       ;;

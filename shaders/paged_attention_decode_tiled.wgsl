@@ -9,6 +9,7 @@
 //   2. every (key, head) score of the GQA group, one an invocation (TK * GMAX = WG), head
 //      fastest (q rows padded by one vec4, so the 8 heads of a key hit distinct banks);
 //   3. the tile's max per head in two steps (GMAX * TK / 4 invocations take 4 keys each,
+//      part p keys p, p + TK / 4, ...,
 //      then every invocation its head's parts), the new running max kept per tile parity,
 //      each score's probability exp(s - max);
 //   4. P V per (head, column), rescaled by exp(old max - new max); the running sum of the
@@ -26,12 +27,17 @@ const QS: u32 = HD4 + 1u; // padded row stride of q_sh
 const LPT: u32 = TK * HD4 / WG; // K (and V) elements a thread loads per tile
 const NPART: u32 = TK / 4u; // parts of 4 keys of the max
 const NEG: f32 = -1.0e30;
+// the shape this shader assumes of its variant constants
+const_assert TK * GMAX == WG; // one score an invocation
+const_assert (TK * HD4) % WG == 0u; // whole loads a thread per tile
+const_assert TK % 4u == 0u; // parts of 4 keys
+const_assert OUT_PER_THREAD * WG >= GMAX * HD4; // every output owned
 
 var<workgroup> q_sh: array<vec4<f32>, GMAX * QS>; // [g][c], scaled, 0 beyond the group
 var<workgroup> k_sh: array<T4, TK * KS>; // [key][c] of the current K tile, as stored
 var<workgroup> v_sh: array<T4, TK * HD4>; // [key][c] of the current V tile, as stored
 var<workgroup> p_sh: array<f32, TK * GMAX>; // [key][g]: scores, then probabilities
-var<workgroup> part_sh: array<f32, NPART * GMAX>; // [part][g]: max of 4 keys' scores
+var<workgroup> part_sh: array<f32, NPART * GMAX>; // [part][g]: max of its 4 keys' scores
 var<workgroup> m_sh: array<f32, 2u * GMAX>; // [tile parity][g]: running max before the tile
 
 // A thread's share of one tile: element e = lid + i * WG is (key e / HD4, column e % HD4).
@@ -140,7 +146,7 @@ fn main(
       let g = lid % GMAX;
       var mx = NEG;
       for (var j = 0u; j < 4u; j++) {
-        mx = max(mx, p_sh[(part * 4u + j) * GMAX + g]);
+        mx = max(mx, p_sh[(part + j * NPART) * GMAX + g]); // consecutive lanes: no conflict
       }
       part_sh[lid] = mx;
     }

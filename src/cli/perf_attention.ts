@@ -106,6 +106,13 @@ const SPEC = {
   },
 } as const;
 
+/**
+ * Below this many K and V bytes a point may stay in the GPU's last-level cache between
+ * repetitions (the H200's L2 is 50 MB; twice over, with room for larger caches): its rows
+ * are marked.
+ */
+export const CACHE_SUSPECT_BYTES = 128 * 2 ** 20;
+
 /** The issue's target: this share of the read roof on the KV bytes. */
 export const TARGET_ROOF_SHARE = 0.8;
 
@@ -194,6 +201,14 @@ export interface AttentionRow {
   readonly variant: string;
   readonly split_tokens: number;
   readonly num_splits: number;
+  /** The split plan's inputs (planDecodeSplits' targetWorkgroups and minSplitTokens). */
+  readonly split_workgroups: number;
+  readonly split_min_tokens: number;
+  /**
+   * The K and V bytes are under CACHE_SUSPECT_BYTES: back-to-back repetitions may read them
+   * from the GPU's cache, and GB/s may exceed the HBM roof (a real step's 48 layers would not).
+   */
+  readonly cache_suspect: boolean;
   /** GPU µs per repetition of split kernel + merge (null when the check failed). */
   readonly gpu_us: number | null;
   /** GPU µs per repetition of the split kernel alone. */
@@ -597,7 +612,10 @@ async function benchVariant(
       variant: variant.name,
       split_tokens: plan.splitTokens,
       num_splits: splits,
+      split_workgroups: splitPlan.workgroups,
+      split_min_tokens: splitPlan.minTokens,
       kv_bytes: kvBytes(state.seqs, o, variant),
+      cache_suspect: kvBytes(state.seqs, o, variant) < CACHE_SUSPECT_BYTES,
       check,
       check_error: checkError,
     };
@@ -688,7 +706,9 @@ export function formatRows(rows: readonly AttentionRow[]): string {
       num(r.split_us, 1),
       String(r.kv_bytes),
       r.gbps === null ? "-" : gbpsText(r.gbps),
-      r.roof_share === null ? "-" : (r.roof_share * 100).toFixed(1) + "%",
+      r.roof_share === null
+        ? "-"
+        : (r.roof_share * 100).toFixed(1) + "%" + (r.cache_suspect ? " (cache?)" : ""),
       r.check === "off" ? "off" : `${r.check} ${r.check_error!.toExponential(1)}`,
     ]),
   );
@@ -708,6 +728,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     throw new UsageError(`--q-heads ${o.qHeads} is not a multiple of --kv-heads ${o.kvHeads}`);
   }
   if (o.headDim % 4 !== 0) throw new UsageError(`--head-dim ${o.headDim} is not a multiple of 4`);
+  const splitPlans = intList("--split-workgroups", o.splitWorkgroups).flatMap((workgroups) =>
+    intList("--split-min-tokens", o.splitMinTokens).map((minTokens) => ({ workgroups, minTokens }))
+  );
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
   const variants = selectVariants(gpu, dtype, o.variant);
@@ -734,12 +757,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     headDim: o.headDim,
     check: o.check,
     bytesPerSecond: bw?.bytesPerSecond ?? null,
-    splitPlans: intList("--split-workgroups", o.splitWorkgroups).flatMap((workgroups) =>
-      intList("--split-min-tokens", o.splitMinTokens).map((minTokens) => ({
-        workgroups,
-        minTokens,
-      }))
-    ),
+    splitPlans,
   });
   console.log("");
   console.log(
@@ -750,6 +768,13 @@ export async function main(argv: readonly string[]): Promise<number> {
   );
   console.log(formatRows(result.rows));
   console.log(`target: >= ${TARGET_ROOF_SHARE * 100}% of read bandwidth`);
+  if (result.rows.some((r) => r.cache_suspect)) {
+    console.log(
+      `(cache?): under ${
+        CACHE_SUSPECT_BYTES / 2 ** 20
+      } MiB of K and V, repetitions may read them from cache, not HBM`,
+    );
+  }
   if (result.rows.length === 0) console.log("no point was measured (see the skips above)");
   if (o.json) {
     writeJsonAtomic(userPath(o.json), {

@@ -90,8 +90,8 @@ const SPEC = {
   moeDown: { type: "string", help: "MoE down decode form instead of the block's choice" },
   manyByKind: {
     type: "list",
-    help: "per linear kind, its 9-128-row form (GEMV form or gemm), e.g. " +
-      "router=dec8-w32c2-rb,lmHead=gemm (the default on 32-wide subgroups)",
+    help: "per linear kind (qkv, o, router, lmHead), its 9-128-row form (a GEMV form or " +
+      "gemm), over the defaults (on 32-wide subgroups router=dec8-w32c2-rb,lmHead=gemm)",
   },
   linearFew: {
     type: "string",
@@ -100,7 +100,8 @@ const SPEC = {
   },
   linearMany: {
     type: "string",
-    help: "GEMV form of linear layers with 9-128 rows (default staged; dec8-w32c2, ...)",
+    help: "form of linear layers with 9-128 rows: a GEMV form (default staged; dec8-w32c2-rb, " +
+      "...) or gemm",
   },
   profile: {
     type: "string",

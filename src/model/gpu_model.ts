@@ -34,6 +34,7 @@ import { type BufferArg, unsupportedReason, variantByName } from "../../kernels/
 import * as embedding from "../../kernels/embedding.ts";
 import * as rmsnorm from "../../kernels/rmsnorm.ts";
 import * as gemv from "../../kernels/gemv.ts";
+import { laneGroupColumns } from "../../kernels/lane_group_variants.ts";
 import * as gemm from "../../kernels/gemm.ts";
 import * as qkNormRopeCache from "../../kernels/qk_norm_rope_cache.ts";
 import * as pagedAttention from "../../kernels/paged_attention.ts";
@@ -96,8 +97,9 @@ export interface GpuModelOptions {
   readonly decodeSplit?: { readonly workgroups?: number; readonly minTokens?: number };
   /**
    * Linear layers with more rows than gemvMaxRows and at most this many take a several-row
-   * GEMV: with the decode forms `dec8` up to 8 rows (each weight row read once), then the
-   * staged form (once per 16 rows); default 128 on GPUs, 0 on CPU adapters; GEMM above.
+   * GEMV: with the decode forms linearFewRows up to its rows a pass (8: each weight row read
+   * once), then linearManyRows / manyRowsByKind; default 128 on GPUs, 0 on CPU adapters;
+   * the GEMM above.
    */
   readonly stagedMaxRows?: number;
   /**
@@ -112,7 +114,8 @@ export interface GpuModelOptions {
   readonly linearManyRows?: string;
   /**
    * Per linear kind, its form for those rows instead of linearManyRows: a GEMV form or "gemm"
-   * (the 64 x 64 GEMM). Default with the decode forms on 32-wide subgroups: the router
+   * (the 64 x 64 GEMM), merged over the defaults. Default with the decode forms on 32-wide
+   * subgroups: the router
    * "dec8-w32c2-rb" and the LM head "gemm" (H200, 64 x 1024: router 2.67 -> 1.39 ms, LM head
    * 3.14 -> 2.40 ms; the same row blocks made qkv and o slower, 6.06 -> 6.98 and 5.20 -> 5.67).
    */
@@ -332,10 +335,13 @@ export class GpuModel implements ForwardModel {
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       linearFewRows: options.linearFewRows ?? (decodeForms ? defaultFewRowsForm(gpu, dtype) : ""),
       linearManyRows: options.linearManyRows ?? "staged",
-      manyRowsByKind: options.manyRowsByKind ??
-        (decodeForms && defaultFewRowsForm(gpu, dtype) === "dec8-w32c2"
+      // the defaults, then what the caller names (a kind it leaves out keeps its default)
+      manyRowsByKind: {
+        ...(decodeForms && defaultFewRowsForm(gpu, dtype) === "dec8-w32c2"
           ? { router: "dec8-w32c2-rb", lmHead: "gemm" }
           : {}),
+        ...options.manyRowsByKind,
+      },
       moeDecodeForms: options.moeDecodeForms ?? {},
       decodeSplit: {
         workgroups: options.decodeSplit?.workgroups ?? 1024,
@@ -449,9 +455,11 @@ export class GpuModel implements ForwardModel {
     return {
       gemv: `${this.calls.gemvVariant} (up to ${this.opts.gemvMaxRows} rows${
         this.calls.fewRowsVariant
-          ? `, ${this.calls.fewRowsVariant} up to ${this.calls.fewRows}`
+          ? `, ${this.calls.fewRowsVariant} up to ${
+            Math.min(this.calls.fewRows, this.opts.stagedMaxRows)
+          }`
           : ""
-      }, then ${this.calls.stagedVariant} up to ${this.opts.stagedMaxRows}${
+      }, then ${this.calls.stagedVariant ?? "the GEMM"} up to ${this.opts.stagedMaxRows}${
         Object.entries(this.opts.manyRowsByKind).map(([k, f]) => `; ${k} ${f} there`).join("")
       })`,
       gemm:
@@ -924,19 +932,30 @@ async function createCalls(
       : form === "staged"
       ? `${dtype}-staged${packed}`
       : linearForm(gpu, dtype, form, option);
-  const stagedVariant = manyForm(rowForms.many, "linearManyRows") ?? `${dtype}-staged${packed}`;
+  // the many-row form of every kind without its own (null: the GEMM)
+  const stagedVariant = manyForm(rowForms.many, "linearManyRows");
   // dec8 reads each weight row once per 8 rows in one workgroup's loop: past 8 rows (one
   // pass) too few workgroups share the work (the H200, 64 rows: 4-8x slower than staged).
   const fewRowsVariant = rowForms.few
     ? linearForm(gpu, dtype, rowForms.few, "linearFewRows")
     : null;
+  const fewRt = fewRowsVariant ? variantByName(gemv.spec, fewRowsVariant).consts?.RT ?? 0 : 0;
+  if (
+    fewRowsVariant && (laneGroupColumns(variantByName(gemv.spec, fewRowsVariant)) === null ||
+      fewRt < 2)
+  ) {
+    throw new Error(
+      `model: linearFewRows '${rowForms.few}' is no several-row lane-group form (dec8, ` +
+        "dec8-w32, dec8-w32c2, ...)",
+    );
+  }
   const manyVariants = {} as Record<LinearKind, string | null>;
   for (const kind of ["qkv", "o", "router", "gateUp", "down", "lmHead"] as const) {
     const form = (rowForms.byKind as Record<string, string | undefined>)[kind];
     manyVariants[kind] = form ? manyForm(form, `manyRowsByKind.${kind}`) : stagedVariant;
   }
-  // its rows a pass: past them, staged
-  const fewRows = fewRowsVariant ? variantByName(gemv.spec, fewRowsVariant).consts?.RT ?? 0 : 0;
+  // its rows a pass: past them, the many-row forms
+  const fewRows = fewRt;
   // The tiled GEMM, not the tensor-core form: on the H200 (2026-11-30) f16-sgmat passed
   // validation but ran 4x slower (1024^3: 3750 us against 850 us), so it stays a validated
   // variant to improve, not the model's choice.

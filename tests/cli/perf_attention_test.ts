@@ -63,6 +63,9 @@ for (const dtype of ["f32", "f16"] as const) {
       assert.ok(row.check_error! <= CHECK_TOLERANCE, what);
       assert.ok(row.gpu_us! > 0 && row.split_us! > 0, `${what}: ${row.gpu_us} µs`);
       assert.is(row.kv_bytes, row.batch * row.ctx * SHAPE.numKvHeads * SHAPE.headDim * 2 * elem);
+      // tiny KV: flagged as possibly read from cache; the model's split plan by default
+      assert.is(row.cache_suspect, true);
+      assert.equal([row.split_workgroups, row.split_min_tokens], [1024, 64]);
       assert.ok(Math.abs(row.gbps! - row.kv_bytes / (row.gpu_us! * 1e3)) < 1e-9 * row.gbps!);
       assert.ok(Math.abs(row.roof_share! - row.gbps!) < 1e-12, "a roof of 1 GB/s");
       assert.ok(row.split_tokens * row.num_splits >= row.ctx, `${what}: splits cover ctx`);

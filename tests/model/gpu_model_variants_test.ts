@@ -70,12 +70,11 @@ test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits"
   // the decode forms: several rows a step (dec8), then one row a step (dec)
   const dec = await decodeLogits({ gemvForms: "decode", gemvMaxRows: 1, stagedMaxRows: 64 });
   dec.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: decode vs gemm`));
-  // a lane-group form for many rows (the prompt's 40 rows: dec8's passes of 8), dec for few
+  // a lane-group form for many rows (the prompt's 40 rows: dec8's passes of 8)
   const laneMany = await decodeLogits({
     gemvForms: "decode",
     gemvMaxRows: 1,
     stagedMaxRows: 64,
-    linearFewRows: "dec",
     linearManyRows: "dec8",
   });
   laneMany.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: dec8 many`));
@@ -84,7 +83,6 @@ test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits"
     gemvForms: "decode",
     gemvMaxRows: 1,
     stagedMaxRows: 64,
-    linearFewRows: "dec",
     manyRowsByKind: { router: "dec8-rb", lmHead: "gemm" },
   });
   byKind.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}: by kind`));
@@ -107,6 +105,37 @@ test("a linear form that does not exist or cannot run here is refused by name", 
     refused = e.message
   );
   assert.match(refused, /linearFewRows needs the decode GEMV forms/);
+  refused = "";
+  await decodeLogits({ gemvForms: "decode", linearFewRows: "staged" }).catch((e) =>
+    refused = e.message
+  );
+  assert.match(refused, /linearFewRows 'staged' is no several-row lane-group form/);
+});
+
+test("linearManyRows gemm sends every kind's 9-128 rows to the GEMM", async () => {
+  const gpu = await sharedGpu();
+  const { dir } = ensureFixture("tiny-qwen3-moe");
+  const model = await GpuModel.load(gpu, dir, {
+    dtype: "f32",
+    numBlocks: 32,
+    maxModelLen: 64,
+    gemvForms: "decode",
+    stagedMaxRows: 64,
+    linearManyRows: "gemm",
+    manyRowsByKind: { router: "dec8-rb" },
+  });
+  try {
+    assert.match(model.linearVariants.gemv, /then the GEMM up to 64; router dec8-rb there/);
+  } finally {
+    model.destroy();
+  }
+  const viaGemm = await decodeLogits({
+    gemvForms: "decode",
+    stagedMaxRows: 64,
+    linearManyRows: "gemm",
+  });
+  const gemm = await decodeLogits({ gemvMaxRows: 0, stagedMaxRows: 0 });
+  viaGemm.forEach((d, i) => assert.ok(maxAbsDiff(d, gemm[i]) < 1e-4, `step ${i}`));
 });
 
 test("the decode GEMV forms on f16 weights (read as 32-bit words) match the staged form", async () => {
