@@ -9,7 +9,6 @@
 //   2. every (key, head) score of the GQA group, one an invocation (TK * GMAX = WG), head
 //      fastest (q rows padded by one vec4, so the 8 heads of a key hit distinct banks);
 //   3. the tile's max per head in two steps (GMAX * TK / 4 invocations take 4 keys each,
-//      part p keys p, p + TK / 4, ...,
 //      then every invocation its head's parts), the new running max kept per tile parity,
 //      each score's probability exp(s - max);
 //   4. P V per (head, column), rescaled by exp(old max - new max); the running sum of the
@@ -146,7 +145,9 @@ fn main(
       let g = lid % GMAX;
       var mx = NEG;
       for (var j = 0u; j < 4u; j++) {
-        mx = max(mx, p_sh[(part + j * NPART) * GMAX + g]); // consecutive lanes: no conflict
+        // (lanes of one head 32 floats apart: a 4-way bank conflict; part + j * NPART would
+        // avoid it, not yet measured on the H200)
+        mx = max(mx, p_sh[(part * 4u + j) * GMAX + g]);
       }
       part_sh[lid] = mx;
     }
