@@ -471,25 +471,17 @@ async function readBlocks(
   return dtype === "f16" ? new Uint16Array(bytes) : new Float32Array(bytes);
 }
 
-let f16Table: Float32Array | null = null;
-
 /** Rows of kv head 0 out of blocks [n, block_size, kv_heads, head_dim], as f32 [rows, head_dim]. */
 function head0Rows(raw: Float32Array | Uint16Array, o: PerfAttentionOptions): Float32Array {
   const rows = raw.length / (o.numKvHeads * o.headDim);
-  const out = new Float32Array(rows * o.headDim);
-  if (raw instanceof Uint16Array) {
-    f16Table ??= f16BitsToF32(Uint16Array.from({ length: 65536 }, (_, i) => i));
-    for (let r = 0; r < rows; r++) {
-      const from = r * o.numKvHeads * o.headDim;
-      for (let d = 0; d < o.headDim; d++) out[r * o.headDim + d] = f16Table[raw[from + d]];
-    }
-  } else {
-    for (let r = 0; r < rows; r++) {
-      const from = r * o.numKvHeads * o.headDim;
-      out.set(raw.subarray(from, from + o.headDim), r * o.headDim);
-    }
+  const picked = raw instanceof Uint16Array
+    ? new Uint16Array(rows * o.headDim)
+    : new Float32Array(rows * o.headDim);
+  for (let r = 0; r < rows; r++) {
+    const from = r * o.numKvHeads * o.headDim;
+    picked.set(raw.subarray(from, from + o.headDim), r * o.headDim);
   }
-  return out;
+  return picked instanceof Uint16Array ? f16BitsToF32(picked) : picked;
 }
 
 /**

@@ -75,9 +75,17 @@ export function f32ToF16Bits(values: ArrayLike<number>): Uint16Array {
 /** Converts f16 bits back to f32. */
 export function f16BitsToF32(bits: ArrayLike<number>): Float32Array {
   const out = new Float32Array(bits.length);
-  for (let i = 0; i < bits.length; i++) out[i] = f16ToF32(bits[i]);
+  if (bits.length < 4096) {
+    for (let i = 0; i < bits.length; i++) out[i] = f16ToF32(bits[i]);
+    return out;
+  }
+  // large arrays (checkpoints, read-backs of KV blocks) through a table of all 65536 values
+  f16Table ??= Float32Array.from({ length: 65536 }, (_, i) => f16ToF32(i));
+  for (let i = 0; i < bits.length; i++) out[i] = f16Table[bits[i] & 0xffff];
   return out;
 }
+
+let f16Table: Float32Array | null = null;
 
 /**
  * The f32 bits `u` rounded to the nearest f16 normal (ties to even, 13 mantissa bits dropped),

@@ -5,7 +5,13 @@
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { f16ToF32, f32ToF16, f32ToF16Bits, roundToF16InPlace } from "../../src/util/f16.ts";
+import {
+  f16BitsToF32,
+  f16ToF32,
+  f32ToF16,
+  f32ToF16Bits,
+  roundToF16InPlace,
+} from "../../src/util/f16.ts";
 import { Rng } from "../../src/util/rng.ts";
 
 function samples(): Float32Array {
@@ -53,6 +59,17 @@ test("f32ToF16Bits equals f32ToF16 element-wise", () => {
     [0x3c00, 0xc000, 0x3800],
     "plain arrays too",
   );
+});
+
+test("f16BitsToF32 through its table equals f16ToF32 on every pattern", () => {
+  const all = f16BitsToF32(Uint16Array.from({ length: 65536 }, (_, i) => i));
+  let bad = 0;
+  for (let i = 0; i < 65536; i++) {
+    if (!Object.is(all[i], Math.fround(f16ToF32(i))) && !(isNaN(all[i]) && isNaN(f16ToF32(i)))) {
+      bad++;
+    }
+  }
+  assert.is(bad, 0);
 });
 
 test.run();
