@@ -133,3 +133,23 @@ export function intList(flag: string, values: readonly string[]): number[] {
     return n;
   });
 }
+
+/**
+ * Parses pairs of positive integers written AxB ("64x8192", "8x2048"); `what` names them
+ * in the error (e.g. "BATCHxCTX").
+ */
+export function sizePairs(
+  flag: string,
+  values: readonly string[],
+  what: string,
+): [number, number][] {
+  if (values.length === 0) throw new UsageError(`${flag}: nothing given`);
+  return values.map((v) => {
+    const m = /^(\d+)x(\d+)$/.exec(v.trim());
+    const a = m ? Number(m[1]) : 0, b = m ? Number(m[2]) : 0;
+    if (!(a >= 1 && b >= 1)) {
+      throw new UsageError(`${flag}: '${v}' is not ${what} with both at least 1`);
+    }
+    return [a, b];
+  });
+}

@@ -61,7 +61,7 @@ import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
 import { gitCommit } from "../util/git_commit.ts";
-import { intList, parseArgs, UsageError } from "./args.ts";
+import { intList, parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
 
 const SPEC = {
@@ -127,15 +127,7 @@ export interface AttentionPoint {
 
 /** Parses `BATCHxCTX` points ("64x8192"); a bad one is a UsageError naming it. */
 export function parsePoints(values: readonly string[]): AttentionPoint[] {
-  if (values.length === 0) throw new UsageError("--points: no point given");
-  return values.map((v) => {
-    const m = /^(\d+)x(\d+)$/.exec(v.trim());
-    const batch = m ? Number(m[1]) : 0, ctx = m ? Number(m[2]) : 0;
-    if (!(batch >= 1 && ctx >= 1)) {
-      throw new UsageError(`--points: '${v}' is not BATCHxCTX with both at least 1`);
-    }
-    return { batch, ctx };
-  });
+  return sizePairs("--points", values, "BATCHxCTX").map(([batch, ctx]) => ({ batch, ctx }));
 }
 
 /** A variant not run, and why. */

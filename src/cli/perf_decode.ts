@@ -17,7 +17,7 @@ import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
 import { gitCommit } from "../util/git_commit.ts";
-import { intList, parseArgs, UsageError } from "./args.ts";
+import { intList, parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
 
 const SPEC = {
@@ -142,11 +142,7 @@ await runCli(async () => {
   );
   const batches = intList("--batch", o.batch);
   // the profile points, checked before minutes of GPU work
-  const profilePoints = (o.profile ? o.profile.split(",") : []).map((point) => {
-    const m = /^(\d+)x(\d+)$/.exec(point.trim());
-    if (!m) throw new UsageError(`--profile: '${point}' is not BATCHxCTX`);
-    return [Number(m[1]), Number(m[2])] as const;
-  });
+  const profilePoints = o.profile ? sizePairs("--profile", o.profile.split(","), "BATCHxCTX") : [];
   const ctxs = intList("--ctx", o.ctx);
   const peer: PeerPoint[] = o.peer ? readPeer(userPath(o.peer)) : [];
   const gpu = await openGpu();

@@ -15,7 +15,7 @@ import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
 import { gitCommit } from "../util/git_commit.ts";
-import { parseArgs, UsageError } from "./args.ts";
+import { parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
 
 const SPEC = {
@@ -60,11 +60,10 @@ await runCli(async () => {
     SPEC,
     process.argv.slice(2),
   );
-  const shapes = o.shapes.map((s) => {
-    const m = /^(\d+)x(\d+)$/.exec(s);
-    if (!m) throw new UsageError(`--shapes: '${s}' is not BATCHxTOKENS`);
-    return { batch: Number(m[1]), tokens: Number(m[2]) };
-  });
+  const shapes = sizePairs("--shapes", o.shapes, "BATCHxTOKENS").map(([batch, tokens]) => ({
+    batch,
+    tokens,
+  }));
   const peer: PeerPoint[] = o.peer ? readPeer(userPath(o.peer)) : [];
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
