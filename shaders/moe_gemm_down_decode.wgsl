@@ -6,6 +6,7 @@
 //   y[r, c] = act[r] . w[e, c]
 //#include "lib/lane_group_sum.wgsl"
 //#include "lib/lane_group_dots.wgsl"
+//#include "lib/moe_work_item.wgsl"
 const CPW: u32 = (WG / LG) * GC; // output columns a workgroup owns
 const WC: u32 = GC; // weight rows a lane group reads
 
@@ -19,11 +20,10 @@ fn main(
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let item = wid.y + wid.z * nwg.y;
-  if (item >= min(work_items[0].x, params.max_items)) {
+  let info = moe_work_item(wid, nwg);
+  if (info.x == NO_ITEM) {
     return;
   }
-  let info = work_items[1u + item];
   let e = info.x;
   let hidden = params.hidden;
   let k4 = params.inter / 4u;

@@ -4,6 +4,7 @@
 // its row of w[e] once with vec4 loads, applying every loaded weight to all staged rows;
 // the KP partial sums meet in the same workgroup memory behind a single barrier.
 //   y[r, c] = act[r] . w[e, c]
+//#include "lib/moe_work_item.wgsl"
 const RM4: u32 = RMAX / 4u;
 // Staged act [row][k / 4], then the partial sums [invocation][row / 4].
 var<workgroup> shm: array<vec4<f32>, max(RMAX * KC / 4u, WG * RM4)>;
@@ -14,11 +15,10 @@ fn main(
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let item = wid.y + wid.z * nwg.y;
-  if (item >= min(work_items[0].x, params.max_items)) {
+  let info = moe_work_item(wid, nwg);
+  if (info.x == NO_ITEM) {
     return;
   }
-  let info = work_items[1u + item];
   let e = info.x;
   let row_end = info.z;
   let hidden = params.hidden;

@@ -5,6 +5,7 @@
 //   y[r, n] = act[r, :] . w[e, n, :]
 // Bytes: touched experts' weights once per work item, rows * inter * 4 read (from cache
 // after the first column), rows * hidden * 4 written.
+//#include "lib/moe_work_item.wgsl"
 var<workgroup> sg_partial: array<f32, MT * WG>; // [MT values][subgroups]
 
 @compute @workgroup_size(WG)
@@ -15,11 +16,10 @@ fn main(
   @builtin(subgroup_invocation_id) lane: u32,
   @builtin(subgroup_size) sg_size: u32,
 ) {
-  let item = wid.y + wid.z * nwg.y;
-  if (item >= min(work_items[0].x, params.max_items)) {
+  let info = moe_work_item(wid, nwg);
+  if (info.x == NO_ITEM) {
     return;
   }
-  let info = work_items[1u + item];
   let e = info.x;
   let row_end = info.z;
   let hidden = params.hidden;

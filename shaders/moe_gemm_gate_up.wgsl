@@ -19,6 +19,7 @@
 // Bytes: each touched expert's weights once per work item (2 * inter * hidden * sizeof T),
 // rows * hidden * 4 gathered, rows * inter * 4 written.
 //#include "lib/tile_64x128.wgsl"
+//#include "lib/moe_work_item.wgsl"
 
 // The tiles' row-group slot XOR at k, as this shader stores them.
 fn tile_swizzle(k: u32) -> u32 {
@@ -63,11 +64,10 @@ fn main(
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let item = wid.y + wid.z * nwg.y;
-  if (item >= min(work_items[0].x, params.max_items)) {
+  let info = moe_work_item(wid, nwg);
+  if (info.x == NO_ITEM) {
     return;
   }
-  let info = work_items[1u + item];
   let e = info.x;
   let row_end = info.z;
   let inter = params.inter;

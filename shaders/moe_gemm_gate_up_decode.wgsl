@@ -7,6 +7,7 @@
 //   act[r, c] = silu(x[tok(r)] . w[e, c]) * (x[tok(r)] . w[e, inter + c])
 //#include "lib/lane_group_sum.wgsl"
 //#include "lib/lane_group_dots.wgsl"
+//#include "lib/moe_work_item.wgsl"
 const CPW: u32 = (WG / LG) * GC; // act columns a workgroup owns
 const WC: u32 = 2u * GC; // weight rows a lane group reads: GC gate rows, then GC up rows
 
@@ -20,11 +21,10 @@ fn main(
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let item = wid.y + wid.z * nwg.y;
-  if (item >= min(work_items[0].x, params.max_items)) {
+  let info = moe_work_item(wid, nwg);
+  if (info.x == NO_ITEM) {
     return;
   }
-  let info = work_items[1u + item];
   let e = info.x;
   let inter = params.inter;
   let k4 = params.hidden / 4u;

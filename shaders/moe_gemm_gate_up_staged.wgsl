@@ -5,6 +5,7 @@
 // vec4 loads, applying every loaded weight to all staged rows; the KP partial sums meet
 // in the same workgroup memory behind a single barrier.
 //   act[r, c] = silu(x[tok(r)] . w[e, c]) * (x[tok(r)] . w[e, inter + c])
+//#include "lib/moe_work_item.wgsl"
 const RM4: u32 = RMAX / 4u;
 // Staged x [row][k / 4], then the partial sums [invocation][gate rows / 4, up rows / 4].
 var<workgroup> shm: array<vec4<f32>, max(RMAX * KC / 4u, 2u * WG * RM4)>;
@@ -15,11 +16,10 @@ fn main(
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let item = wid.y + wid.z * nwg.y;
-  if (item >= min(work_items[0].x, params.max_items)) {
+  let info = moe_work_item(wid, nwg);
+  if (info.x == NO_ITEM) {
     return;
   }
-  let info = work_items[1u + item];
   let e = info.x;
   let row_end = info.z;
   let inter = params.inter;

@@ -1,0 +1,14 @@
+// The work item of a grouped expert GEMM's workgroup: items run along grid y, then z; item i
+// is work_items[1 + i] = (expert, first row, row end) of the expert-sorted rows, as
+// moe_dispatch writes them (work_items[0].x: how many). Needs the `work_items` binding and
+// params.max_items.
+const NO_ITEM: u32 = 0xffffffffu;
+
+// This workgroup's item, or x = NO_ITEM past the step's items (the workgroup returns then).
+fn moe_work_item(wid: vec3<u32>, nwg: vec3<u32>) -> vec4<u32> {
+  let item = wid.y + wid.z * nwg.y;
+  if (item >= min(work_items[0].x, params.max_items)) {
+    return vec4<u32>(NO_ITEM);
+  }
+  return work_items[1u + item];
+}
