@@ -65,29 +65,19 @@ fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let ids = decode_ids(wid);
-  let split = ids.x;
-  let seq = ids.y;
-  let kvh = ids.z;
-  let group = params.num_q_heads / params.num_kv_heads;
-  let hd4 = params.head_dim / 4u;
-  let head0 = kvh * group;
-  let bounds = decode_seq(seq, lid);
-  let query_row = bounds.x;
-  let context_len = bounds.y;
-  let key_start = split * params.split_tokens;
-  if (key_start >= context_len) {
-    write_empty_split(seq, split, head0, group, hd4, lid);
+  let ds = decode_split(wid, lid);
+  if (ds.key_start >= ds.key_end) {
+    write_empty_split(ds, lid);
     return;
   }
-  let n_keys = min(context_len, key_start + params.split_tokens) - key_start;
+  let n_keys = ds.key_end - ds.key_start;
 
-  for (var i = lid; i < 8u * hd4; i += WG) {
-    let g = i / hd4;
-    let c = i % hd4;
+  for (var i = lid; i < 8u * ds.hd4; i += WG) {
+    let g = i / ds.hd4;
+    let c = i % ds.hd4;
     var v = vec4<f32>(0.0);
-    if (g < group) {
-      v = q[(query_row * params.num_q_heads + head0 + g) * hd4 + c] * params.scale;
+    if (g < ds.group) {
+      v = q[(ds.query_row * params.num_q_heads + ds.head0 + g) * ds.hd4 + c] * params.scale;
     }
     q_sh[g * HD4 + c] = v;
   }
@@ -97,10 +87,10 @@ fn main(
   var mx_lo = vec4<f32>(NEG);
   var mx_hi = vec4<f32>(NEG);
   for (var j = lid; j < n_keys; j += WG) {
-    let base = paged_kv_base(seq, key_start + j, kvh);
+    let base = paged_kv_base(ds.seq, ds.key_start + j, ds.kvh);
     var s_lo = vec4<f32>(0.0);
     var s_hi = vec4<f32>(0.0);
-    for (var c = 0u; c < hd4; c++) {
+    for (var c = 0u; c < ds.hd4; c++) {
       let kv = t4(k_cache[base + c]);
       s_lo += vec4<f32>(
         dot(q_sh[c], kv),
@@ -121,7 +111,7 @@ fn main(
     mx_hi = max(mx_hi, s_hi);
   }
 
-  // 2. Max and sum per head over the split.
+  // 2. Max and sum per head over the ds.split.
   red[2u * lid] = mx_lo;
   red[2u * lid + 1u] = mx_hi;
   workgroupBarrier();
@@ -158,10 +148,10 @@ fn main(
   let l_lo = red[0];
   let l_hi = red[1];
 
-  // 3. O = P V: thread (col, key group kg) over keys kg, kg + WG / hd4, ...
-  let col = lid % hd4;
-  let kg = lid / hd4;
-  let nkg = WG / hd4;
+  // 3. O = P V: thread (col, key ds.group kg) over keys kg, kg + WG / ds.hd4, ...
+  let col = lid % ds.hd4;
+  let kg = lid / ds.hd4;
+  let nkg = WG / ds.hd4;
   var o0 = vec4<f32>(0.0);
   var o1 = vec4<f32>(0.0);
   var o2 = vec4<f32>(0.0);
@@ -171,7 +161,7 @@ fn main(
   var o6 = vec4<f32>(0.0);
   var o7 = vec4<f32>(0.0);
   for (var j = kg; j < n_keys; j += nkg) {
-    let v = t4(v_cache[paged_kv_base(seq, key_start + j, kvh) + col]);
+    let v = t4(v_cache[paged_kv_base(ds.seq, ds.key_start + j, ds.kvh) + col]);
     let p_lo = scores[2u * j];
     let p_hi = scores[2u * j + 1u];
     o0 += p_lo.x * v;
@@ -183,26 +173,26 @@ fn main(
     o6 += p_hi.z * v;
     o7 += p_hi.w * v;
   }
-  write_head(0u, o0, l_lo.x, m_lo.x, lid, seq, split, head0, query_row);
-  if (group > 1u) {
-    write_head(1u, o1, l_lo.y, m_lo.y, lid, seq, split, head0, query_row);
+  write_head(0u, o0, l_lo.x, m_lo.x, lid, ds.seq, ds.split, ds.head0, ds.query_row);
+  if (ds.group > 1u) {
+    write_head(1u, o1, l_lo.y, m_lo.y, lid, ds.seq, ds.split, ds.head0, ds.query_row);
   }
-  if (group > 2u) {
-    write_head(2u, o2, l_lo.z, m_lo.z, lid, seq, split, head0, query_row);
+  if (ds.group > 2u) {
+    write_head(2u, o2, l_lo.z, m_lo.z, lid, ds.seq, ds.split, ds.head0, ds.query_row);
   }
-  if (group > 3u) {
-    write_head(3u, o3, l_lo.w, m_lo.w, lid, seq, split, head0, query_row);
+  if (ds.group > 3u) {
+    write_head(3u, o3, l_lo.w, m_lo.w, lid, ds.seq, ds.split, ds.head0, ds.query_row);
   }
-  if (group > 4u) {
-    write_head(4u, o4, l_hi.x, m_hi.x, lid, seq, split, head0, query_row);
+  if (ds.group > 4u) {
+    write_head(4u, o4, l_hi.x, m_hi.x, lid, ds.seq, ds.split, ds.head0, ds.query_row);
   }
-  if (group > 5u) {
-    write_head(5u, o5, l_hi.y, m_hi.y, lid, seq, split, head0, query_row);
+  if (ds.group > 5u) {
+    write_head(5u, o5, l_hi.y, m_hi.y, lid, ds.seq, ds.split, ds.head0, ds.query_row);
   }
-  if (group > 6u) {
-    write_head(6u, o6, l_hi.z, m_hi.z, lid, seq, split, head0, query_row);
+  if (ds.group > 6u) {
+    write_head(6u, o6, l_hi.z, m_hi.z, lid, ds.seq, ds.split, ds.head0, ds.query_row);
   }
-  if (group > 7u) {
-    write_head(7u, o7, l_hi.w, m_hi.w, lid, seq, split, head0, query_row);
+  if (ds.group > 7u) {
+    write_head(7u, o7, l_hi.w, m_hi.w, lid, ds.seq, ds.split, ds.head0, ds.query_row);
   }
 }

@@ -31,32 +31,21 @@ fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let ids = decode_ids(wid);
-  let split = ids.x;
-  let seq = ids.y;
-  let kvh = ids.z;
-  let group = params.num_q_heads / params.num_kv_heads;
-  let hd4 = params.head_dim / 4u;
-  let head0 = kvh * group;
   let lane = lid % SG;
   let w = lid / SG;
-  let bounds = decode_seq(seq, lid);
-  let query_row = bounds.x;
-  let context_len = bounds.y;
-  let key_start = split * params.split_tokens;
-  if (key_start >= context_len) {
-    write_empty_split(seq, split, head0, group, hd4, lid);
+  let ds = decode_split(wid, lid);
+  if (ds.key_start >= ds.key_end) {
+    write_empty_split(ds, lid);
     return;
   }
-  let key_end = min(context_len, key_start + params.split_tokens);
-  let chunks = (key_end - key_start + SG - 1u) / SG;
+  let chunks = (ds.key_end - ds.key_start + SG - 1u) / SG;
 
   for (var i = lid; i < GMAX * HD4; i += WG) {
     let g = i / HD4;
     let c = i % HD4;
     var v = vec4<f32>(0.0);
-    if (g < group && c < hd4) {
-      v = q[(query_row * params.num_q_heads + head0 + g) * hd4 + c] * params.scale;
+    if (g < ds.group && c < ds.hd4) {
+      v = q[(ds.query_row * params.num_q_heads + ds.head0 + g) * ds.hd4 + c] * params.scale;
     }
     q_sh[i] = v;
   }
@@ -68,19 +57,19 @@ fn main(
   for (var g = 0u; g < GMAX; g++) {
     m[g] = NEG;
   }
-  // chunk i0 + w of the split; the loop bound is the same for every subgroup
+  // chunk i0 + w of the ds.split; the loop bound is the same for every subgroup
   for (var i0 = 0u; i0 < chunks; i0 += NW) {
-    let first = key_start + (i0 + w) * SG; // this subgroup's chunk (may be past key_end)
+    let first = ds.key_start + (i0 + w) * SG; // this subgroup's chunk (may be past ds.key_end)
     let key = first + lane;
-    let valid = key < key_end;
+    let valid = key < ds.key_end;
     var s = array<f32, GMAX>();
     // this lane's key's row (K and V share it), passed to the others for P V below
-    let kb = select(0u, paged_kv_base(seq, key, kvh), valid);
+    let kb = select(0u, paged_kv_base(ds.seq, key, ds.kvh), valid);
     if (valid) {
-      for (var c = 0u; c < hd4; c++) {
+      for (var c = 0u; c < ds.hd4; c++) {
         let kv = t4(k_cache[kb + c]);
         for (var g = 0u; g < GMAX; g++) {
-          if (g < group) {
+          if (g < ds.group) {
             s[g] += dot(q_sh[g * HD4 + c], kv);
           }
         }
@@ -89,7 +78,7 @@ fn main(
     var p = array<f32, GMAX>();
     // constant trip counts with a uniform guard, so the per-head arrays stay in registers
     for (var g = 0u; g < GMAX; g++) {
-      if (g < group) {
+      if (g < ds.group) {
         let sc = select(NEG, s[g], valid);
         let mx = max(m[g], subgroupMax(sc));
         let alpha = exp(m[g] - mx);
@@ -104,18 +93,18 @@ fn main(
     for (var j = 0u; j < SG; j++) {
       var pj = array<f32, GMAX>();
       for (var g = 0u; g < GMAX; g++) {
-        if (g < group) {
+        if (g < ds.group) {
           pj[g] = subgroupShuffle(p[g], j);
         }
       }
       let base = subgroupShuffle(kb, j);
-      if (first + j < key_end) {
+      if (first + j < ds.key_end) {
         for (var d = 0u; d < DL; d++) {
           let c = lane + d * SG;
-          if (c < hd4) {
+          if (c < ds.hd4) {
             let vv = t4(v_cache[base + c]);
             for (var g = 0u; g < GMAX; g++) {
-              if (g < group) {
+              if (g < ds.group) {
                 o[g * DL + d] += pj[g] * vv;
               }
             }
@@ -142,7 +131,7 @@ fn main(
   for (var i = lid; i < GMAX * HD4; i += WG) {
     let g = i / HD4;
     let c = i % HD4;
-    if (g < group && c < hd4) {
+    if (g < ds.group && c < ds.hd4) {
       var mx = NEG;
       for (var u = 0u; u < NW; u++) {
         mx = max(mx, m_sh[u * GMAX + g]);
@@ -156,10 +145,10 @@ fn main(
       }
       let res = acc / sum;
       if (params.num_splits == 1u) {
-        out[(query_row * params.num_q_heads + head0 + g) * hd4 + c] = res;
+        out[(ds.query_row * params.num_q_heads + ds.head0 + g) * ds.hd4 + c] = res;
       } else {
-        let at = (seq * params.num_q_heads + head0 + g) * params.num_splits + split;
-        part_o[at * hd4 + c] = res;
+        let at = (ds.seq * params.num_q_heads + ds.head0 + g) * params.num_splits + ds.split;
+        part_o[at * ds.hd4 + c] = res;
         if (c == 0u) {
           part_lse[at] = mx + log(sum);
         }

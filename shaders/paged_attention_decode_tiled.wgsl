@@ -82,30 +82,20 @@ fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let ids = decode_ids(wid);
-  let split = ids.x;
-  let seq = ids.y;
-  let kvh = ids.z;
-  let group = params.num_q_heads / params.num_kv_heads;
-  let hd4 = params.head_dim / 4u;
-  let head0 = kvh * group;
-  let bounds = decode_seq(seq, lid);
-  let query_row = bounds.x;
-  let context_len = bounds.y;
-  let key_start = split * params.split_tokens;
-  if (key_start >= context_len) {
-    write_empty_split(seq, split, head0, group, hd4, lid);
+  let ds = decode_split(wid, lid);
+  if (ds.key_start >= ds.key_end) {
+    write_empty_split(ds, lid);
     return;
   }
-  let n_keys = min(context_len, key_start + params.split_tokens) - key_start;
-  var next = load_tile(seq, kvh, key_start, min(TK, n_keys), lid);
+  let n_keys = ds.key_end - ds.key_start;
+  var next = load_tile(ds.seq, ds.kvh, ds.key_start, min(TK, n_keys), lid);
 
   for (var i = lid; i < GMAX * HD4; i += WG) {
     let g = i / HD4;
     let c = i % HD4;
     var v = vec4<f32>(0.0);
-    if (g < group && c < hd4) {
-      v = q[(query_row * params.num_q_heads + head0 + g) * hd4 + c] * params.scale;
+    if (g < ds.group && c < ds.hd4) {
+      v = q[(ds.query_row * params.num_q_heads + ds.head0 + g) * ds.hd4 + c] * params.scale;
     }
     q_sh[g * QS + c] = v;
   }
@@ -127,13 +117,13 @@ fn main(
     store_tile(next, lid);
     workgroupBarrier();
     if (t0 + TK < n_keys) {
-      next = load_tile(seq, kvh, key_start + t0 + TK, min(TK, n_keys - t0 - TK), lid);
+      next = load_tile(ds.seq, ds.kvh, ds.key_start + t0 + TK, min(TK, n_keys - t0 - TK), lid);
     }
-    let live = s_g < group && s_key < nt;
+    let live = s_g < ds.group && s_key < nt;
     var score = NEG;
     if (live) {
       var d = vec4<f32>(0.0);
-      for (var c = 0u; c < hd4; c++) {
+      for (var c = 0u; c < ds.hd4; c++) {
         d += q_sh[s_g * QS + c] * t4(k_sh[s_key * KS + c]);
       }
       score = d.x + d.y + d.z + d.w;
@@ -165,7 +155,7 @@ fn main(
       let o = lid + r * WG;
       let g = o / HD4;
       let c = o % HD4;
-      if (g < group && c < hd4) {
+      if (g < ds.group && c < ds.hd4) {
         let alpha = exp(m_sh[parity * GMAX + g] - m_sh[(1u - parity) * GMAX + g]);
         var a = acc[r] * alpha;
         var sum = 0.0;
@@ -185,13 +175,13 @@ fn main(
     let o = lid + r * WG;
     let g = o / HD4;
     let c = o % HD4;
-    if (g < group && c < hd4) {
+    if (g < ds.group && c < ds.hd4) {
       let res = acc[r] / l[r];
       if (params.num_splits == 1u) {
-        out[(query_row * params.num_q_heads + head0 + g) * hd4 + c] = res;
+        out[(ds.query_row * params.num_q_heads + ds.head0 + g) * ds.hd4 + c] = res;
       } else {
-        let at = (seq * params.num_q_heads + head0 + g) * params.num_splits + split;
-        part_o[at * hd4 + c] = res;
+        let at = (ds.seq * params.num_q_heads + ds.head0 + g) * params.num_splits + ds.split;
+        part_o[at * ds.hd4 + c] = res;
         if (c == 0u) {
           part_lse[at] = m_sh[parity * GMAX + g] + log(l[r]);
         }
