@@ -38,3 +38,19 @@ export function moeDecodeVariants(shader: string): Variant[] {
 export function moeColumnsPerWorkgroup(v: Variant, tiled: number): number {
   return laneGroupColumns(v) ?? v.consts?.RPW ?? tiled;
 }
+
+/**
+ * The variants both grouped GEMMs validate at production shapes: f16 only (the storage type on
+ * GPUs with shader-f16), the forms from before the evening of 2026-11-30 (dec-w32c2, dec8c4
+ * and dec-w32-wg256 run the small cases only).
+ */
+export const MOE_PRODUCTION_VARIANTS: readonly string[] = [
+  "f16",
+  "f16-sg",
+  "f16-staged",
+  "f16-sg-packed",
+  "f16-staged-packed",
+  "f16-dec",
+  "f16-dec-w32",
+  "f16-dec8",
+];

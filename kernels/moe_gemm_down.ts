@@ -23,7 +23,11 @@ import {
   sampleRouting,
 } from "./moe_dispatch.ts";
 import { expertsTouched } from "./moe_gemm_gate_up.ts";
-import { moeColumnsPerWorkgroup, moeDecodeVariants } from "./moe_decode_variants.ts";
+import {
+  MOE_PRODUCTION_VARIANTS,
+  moeColumnsPerWorkgroup,
+  moeDecodeVariants,
+} from "./moe_decode_variants.ts";
 import { Rng } from "../src/util/rng.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
@@ -196,18 +200,6 @@ function downCase(
   };
 }
 
-// Production shapes run the f16 forms only (the storage type on GPUs with shader-f16).
-const F16_ONLY = [
-  "f16",
-  "f16-sg",
-  "f16-staged",
-  "f16-sg-packed",
-  "f16-staged-packed",
-  "f16-dec",
-  "f16-dec-w32",
-  "f16-dec8",
-];
-
 export const cases = [
   downCase(1, 8, 2, 64, 32, "spread"),
   downCase(5, 8, 2, 64, 32, "skewed"),
@@ -218,9 +210,20 @@ export const cases = [
   downCase(41, 4, 2, 132, 20, "skewed"),
   // inter / 4 = 66: the decode forms' unrolled loop (1-4 times by form), then their one-step tail.
   downCase(9, 8, 2, 36, 264, "skewed"),
-  downCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
-  downCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
+  downCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", MOE_PRODUCTION_VARIANTS),
+  downCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", MOE_PRODUCTION_VARIANTS),
   downCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),
-  downCase(1, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", F16_ONLY, MOE_BLOCK_M, 3),
-  downCase(16, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", F16_ONLY, MOE_BLOCK_M, 3),
+  downCase(1, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", MOE_PRODUCTION_VARIANTS, MOE_BLOCK_M, 3),
+  downCase(
+    16,
+    8,
+    2,
+    4096,
+    14336,
+    "spread",
+    "mixtral-8x7b",
+    MOE_PRODUCTION_VARIANTS,
+    MOE_BLOCK_M,
+    3,
+  ),
 ];

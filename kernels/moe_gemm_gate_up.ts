@@ -27,7 +27,11 @@ import {
   type RoutingPattern,
   sampleRouting,
 } from "./moe_dispatch.ts";
-import { moeColumnsPerWorkgroup, moeDecodeVariants } from "./moe_decode_variants.ts";
+import {
+  MOE_PRODUCTION_VARIANTS,
+  moeColumnsPerWorkgroup,
+  moeDecodeVariants,
+} from "./moe_decode_variants.ts";
 import { Rng } from "../src/util/rng.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
@@ -216,18 +220,6 @@ function gateUpCase(
   };
 }
 
-// Production shapes run the f16 forms only (the storage type on GPUs with shader-f16).
-const F16_ONLY = [
-  "f16",
-  "f16-sg",
-  "f16-staged",
-  "f16-sg-packed",
-  "f16-staged-packed",
-  "f16-dec",
-  "f16-dec-w32",
-  "f16-dec8",
-];
-
 export const cases = [
   gateUpCase(1, 8, 2, 64, 32, "spread"),
   gateUpCase(5, 8, 2, 64, 32, "skewed"),
@@ -238,9 +230,31 @@ export const cases = [
   gateUpCase(41, 4, 2, 36, 68, "skewed"),
   // hidden / 4 = 66: the decode forms' unrolled loop (1-4 times by form), then their one-step tail.
   gateUpCase(9, 8, 2, 264, 40, "skewed"),
-  gateUpCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
-  gateUpCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", F16_ONLY),
+  gateUpCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", MOE_PRODUCTION_VARIANTS),
+  gateUpCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", MOE_PRODUCTION_VARIANTS),
   gateUpCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),
-  gateUpCase(1, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", F16_ONLY, MOE_BLOCK_M, 3),
-  gateUpCase(16, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", F16_ONLY, MOE_BLOCK_M, 3),
+  gateUpCase(
+    1,
+    8,
+    2,
+    4096,
+    14336,
+    "spread",
+    "mixtral-8x7b",
+    MOE_PRODUCTION_VARIANTS,
+    MOE_BLOCK_M,
+    3,
+  ),
+  gateUpCase(
+    16,
+    8,
+    2,
+    4096,
+    14336,
+    "spread",
+    "mixtral-8x7b",
+    MOE_PRODUCTION_VARIANTS,
+    MOE_BLOCK_M,
+    3,
+  ),
 ];
