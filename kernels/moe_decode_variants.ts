@@ -41,8 +41,8 @@ export function moeColumnsPerWorkgroup(v: Variant, tiled: number): number {
 
 /**
  * The variants both grouped GEMMs validate at production shapes: f16 only (the storage type on
- * GPUs with shader-f16), the forms from before the evening of 2026-11-30 (dec-w32c2, dec8c4
- * and dec-w32-wg256 run the small cases only).
+ * GPUs with shader-f16), every form the model may choose (moeGemmVariantFor) and the others
+ * that have a production use.
  */
 export const MOE_PRODUCTION_VARIANTS: readonly string[] = [
   "f16",
@@ -52,5 +52,8 @@ export const MOE_PRODUCTION_VARIANTS: readonly string[] = [
   "f16-staged-packed",
   "f16-dec",
   "f16-dec-w32",
+  "f16-dec-w32c2",
+  "f16-dec-w32-wg256",
   "f16-dec8",
+  "f16-dec8c4",
 ];
