@@ -19,6 +19,11 @@ import { sharedGpu } from "../shared_gpu.ts";
 // Tiny shapes of the brief: hidden 64, 8 experts top-2, expert width 32.
 const H = 64, I = 32, E = 8, K = 2;
 
+/** The test block's shape: H, I, E experts, top-K. */
+function blockShape(maxTokens: number, dtype: "f16" | "f32", normTopk = true): MoeBlockShape {
+  return { hidden: H, inter: I, experts: E, topK: K, normTopk, maxTokens, dtype };
+}
+
 interface Layer {
   wGateUp: Float32Array;
   wDown: Float32Array;
@@ -113,15 +118,7 @@ for (const pattern of ["spread", "skewed"] as const) {
       const dtype = gemm.startsWith("f16") ? "f16" : "f32";
       for (const tokens of [1, 5, 37]) {
         for (const normTopk of [true, false]) {
-          const shape: MoeBlockShape = {
-            hidden: H,
-            inter: I,
-            experts: E,
-            topK: K,
-            normTopk,
-            maxTokens: 40,
-            dtype,
-          };
+          const shape = blockShape(40, dtype, normTopk);
           const rng = Rng.fromSeed(`moe block ${pattern} ${tokens}`);
           const logits = makeLogits(rng, tokens, pattern);
           const x = rng.fillNormal(new Float32Array(tokens * H));
@@ -161,15 +158,7 @@ test("auto picks each stage's form by rows per expert (gate/up and down may diff
   // gate/up would take dec-w32 (the choice is tested below)
   const tokens = (3 * E) / K;
   for (const dtype of ["f32", "f16"] as const) {
-    const shape: MoeBlockShape = {
-      hidden: H,
-      inter: I,
-      experts: E,
-      topK: K,
-      normTopk: true,
-      maxTokens: tokens,
-      dtype,
-    };
+    const shape = blockShape(tokens, dtype);
     const rng = Rng.fromSeed(`moe auto ${dtype}`);
     const logits = makeLogits(rng, tokens, "spread");
     const x = rng.fillNormal(new Float32Array(tokens * H));
@@ -193,15 +182,7 @@ test("auto picks each stage's form by rows per expert (gate/up and down may diff
 test("decodeForms replaces a stage's decode form by name; a form that is none is refused", async () => {
   const gpu = await sharedGpu();
   const tokens = (3 * E) / K;
-  const shape: MoeBlockShape = {
-    hidden: H,
-    inter: I,
-    experts: E,
-    topK: K,
-    normTopk: true,
-    maxTokens: tokens,
-    dtype: "f32",
-  };
+  const shape = blockShape(tokens, "f32");
   const block = await MoeBlock.create(gpu, shape, {
     decodeForms: { gateUp: "dec8c4", down: "dec" },
   });
@@ -223,15 +204,7 @@ test("two MoE layers encoded in one pass update the residual like two CPU blocks
   for (const gemm of names) {
     const dtype = gemm.startsWith("f16") ? "f16" : "f32";
     const tokens = 5;
-    const shape: MoeBlockShape = {
-      hidden: H,
-      inter: I,
-      experts: E,
-      topK: K,
-      normTopk: true,
-      maxTokens: 8,
-      dtype,
-    };
+    const shape = blockShape(8, dtype);
     const rng = Rng.fromSeed(`moe two layers ${gemm}`);
     const logits = [makeLogits(rng, tokens, "spread"), makeLogits(rng, tokens, "skewed")];
     const xs = [0, 1].map(() => rng.fillNormal(new Float32Array(tokens * H)));
@@ -252,15 +225,7 @@ test("two MoE layers encoded in one pass update the residual like two CPU blocks
 
 test("the MoE block refuses a step larger than its scratch and encode before setTokens", async () => {
   const gpu = await sharedGpu();
-  const shape: MoeBlockShape = {
-    hidden: H,
-    inter: I,
-    experts: E,
-    topK: K,
-    normTopk: true,
-    maxTokens: 4,
-    dtype: "f32",
-  };
+  const shape = blockShape(4, "f32");
   const block = await MoeBlock.create(gpu, shape);
   assert.throws(() => block.setTokens(5), /tokens = 5 must be in 0..4/);
   const enc = gpu.device.createCommandEncoder();

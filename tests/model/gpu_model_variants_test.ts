@@ -5,13 +5,10 @@ import { ensureFixture } from "../../scripts/fixtures.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 import { maxAbsDiff, runStep, type StepPart } from "./gpu_model_step.ts";
 
-// A prompt of 20 tokens prefilled, then three decode steps fed from the GPU, for two
-// sequences at once (or one: one-row decode steps): the decode attention forms and
-// linear-layer forms must agree.
-async function decodeLogits(options: GpuModelOptions, seqs = 2): Promise<Float32Array[]> {
-  const gpu = await sharedGpu();
+/** tiny-qwen3-moe in f32 with room for these tests, and `options`. */
+async function loadTiny(options: GpuModelOptions): Promise<GpuModel> {
   const { dir } = ensureFixture("tiny-qwen3-moe");
-  const model = await GpuModel.load(gpu, dir, {
+  return await GpuModel.load(await sharedGpu(), dir, {
     dtype: "f32",
     numBlocks: 32,
     maxModelLen: 64,
@@ -19,6 +16,13 @@ async function decodeLogits(options: GpuModelOptions, seqs = 2): Promise<Float32
     maxNumTokens: 64,
     ...options,
   });
+}
+
+// A prompt of 20 tokens prefilled, then three decode steps fed from the GPU, for two
+// sequences at once (or one: one-row decode steps): the decode attention forms and
+// linear-layer forms must agree.
+async function decodeLogits(options: GpuModelOptions, seqs = 2): Promise<Float32Array[]> {
+  const model = await loadTiny(options);
   try {
     if (options.packedF16) {
       const v = model.linearVariants;
@@ -113,12 +117,7 @@ test("a linear form that does not exist or cannot run here is refused by name", 
 });
 
 test("linearManyRows gemm sends every kind's 9-128 rows to the GEMM", async () => {
-  const gpu = await sharedGpu();
-  const { dir } = ensureFixture("tiny-qwen3-moe");
-  const model = await GpuModel.load(gpu, dir, {
-    dtype: "f32",
-    numBlocks: 32,
-    maxModelLen: 64,
+  const model = await loadTiny({
     gemvForms: "decode",
     stagedMaxRows: 64,
     linearManyRows: "gemm",
