@@ -41,6 +41,7 @@ import { createStorage, readBuffer, uploadBuffer } from "../gpu/buffers.ts";
 import { paced } from "../gpu/event_pacing.ts";
 import { PassTimer } from "../gpu/timestamps.ts";
 import { KernelCall } from "../model/kernel_call.ts";
+import { submitRandomFill } from "../model/random_fill.ts";
 import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
 import * as fillRandom from "../../kernels/fill_random.ts";
 import * as decode from "../../kernels/paged_attention_decode.ts";
@@ -412,7 +413,7 @@ class PointState {
   }
 }
 
-/** fill_random over `elements` of `buffer` in chunks (u32 offsets, 1-D grid limits). */
+/** fill_random over all `elements` of `buffer`, waited for. */
 async function fillBuffer(
   gpu: Gpu,
   fill: KernelCall<typeof fillRandom.spec.params.fields>,
@@ -422,17 +423,7 @@ async function fillBuffer(
   seed: number,
   scale: number,
 ): Promise<void> {
-  const chunk = 1 << 26;
-  fill.forget();
-  for (let offset = 0; offset < elements; offset += chunk) {
-    const count = Math.min(chunk, elements - offset);
-    fill.setParams({ offset, count, seed, base: 0, scale });
-    const enc = gpu.device.createCommandEncoder();
-    const pass = enc.beginComputePass({ label: "perf-attention fill" });
-    fill.dispatch(pass, dtype, "cache", { out: buffer });
-    pass.end();
-    gpu.device.queue.submit([enc.finish()]);
-  }
+  submitRandomFill(gpu, fill, dtype, buffer, { offset: 0, count: elements, seed, base: 0, scale });
   await paced(gpu.device.queue.onSubmittedWorkDone());
 }
 

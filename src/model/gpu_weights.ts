@@ -13,8 +13,9 @@ import { paced } from "../gpu/event_pacing.ts";
 import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage } from "../gpu/device.ts";
 import { writeBuffer } from "../gpu/buffers.ts";
-import { getPipeline, grid1d, makeBindGroup, variantByName } from "../../kernels/kernel.ts";
 import * as fillRandom from "../../kernels/fill_random.ts";
+import { KernelCall } from "./kernel_call.ts";
+import { submitRandomFill } from "./random_fill.ts";
 import type { Checkpoint } from "./checkpoint.ts";
 import type { ModelConfig } from "./config.ts";
 import {
@@ -103,47 +104,27 @@ export class GpuWeights {
 
   /** Draws every weight on the GPU (deterministic per tensor name): no host traffic. */
   static async synthetic(gpu: Gpu, config: ModelConfig, dtype: StorageDtype): Promise<GpuWeights> {
-    const variant = variantByName(fillRandom.spec, dtype);
-    const pipe = await getPipeline(gpu, fillRandom.spec, variant);
-    const params = gpu.device.createBuffer({
-      label: "fill_random.params",
-      size: fillRandom.spec.params.size,
-      usage: BufferUsage.UNIFORM | BufferUsage.COPY_DST,
-    });
+    const fill = await KernelCall.create(gpu, fillRandom.spec, [dtype]);
     const overflow: F16Overflow = { count: 0, maxAbs: 0 };
     let queued = 0;
     const weights = await build(gpu, config, dtype, overflow, async (buffer, plan) => {
-      const bind = makeBindGroup(gpu, pipe, params, { out: buffer });
       for (const piece of plan.pieces) {
-        const first = piece.offset / (dtype === "f16" ? 2 : 4);
-        const maxChunk = 1 << 26;
-        for (let done = 0; done < piece.elements; done += maxChunk) {
-          const count = Math.min(maxChunk, piece.elements - done);
-          const values = {
-            offset: first + done,
-            count,
-            seed: seedOf(piece.tensor),
-            base: piece.base,
-            scale: piece.scale,
-          };
-          writeBuffer(gpu.device, params, 0, fillRandom.spec.params.pack(values));
-          const enc = gpu.device.createCommandEncoder();
-          const pass = enc.beginComputePass();
-          pass.setPipeline(pipe.pipeline);
-          pass.setBindGroup(0, bind);
-          pass.dispatchWorkgroups(...grid1d(Math.ceil(count / 256), gpu));
-          pass.end();
-          gpu.device.queue.submit([enc.finish()]);
-          queued += count;
-          if (queued > 1 << 28) {
-            await paced(gpu.device.queue.onSubmittedWorkDone());
-            queued = 0;
-          }
+        submitRandomFill(gpu, fill, dtype, buffer, {
+          offset: piece.offset / (dtype === "f16" ? 2 : 4),
+          count: piece.elements,
+          seed: seedOf(piece.tensor),
+          base: piece.base,
+          scale: piece.scale,
+        });
+        queued += piece.elements;
+        if (queued > 1 << 28) {
+          await paced(gpu.device.queue.onSubmittedWorkDone());
+          queued = 0;
         }
       }
     });
     await paced(gpu.device.queue.onSubmittedWorkDone());
-    params.destroy();
+    fill.destroy();
     return weights;
   }
 
