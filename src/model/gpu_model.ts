@@ -305,6 +305,7 @@ export class GpuModel implements ForwardModel {
       throw new Error(`model: gemvForms "decode" needs subgroups of 8 or more on this adapter`);
     }
     const decodeForms = gemvForms === "decode";
+    const rowForms = decodeForms ? defaultRowForms(gpu, dtype) : null;
     const kvBytes = options.kvCacheBytes ?? (cpu ? 256 * 2 ** 20 : 16 * 2 ** 30);
     const maxModelLen = options.maxModelLen ?? config.maxPositionEmbeddings;
     if (maxModelLen > config.maxPositionEmbeddings) {
@@ -333,15 +334,10 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
-      linearFewRows: options.linearFewRows ?? (decodeForms ? defaultFewRowsForm(gpu, dtype) : ""),
+      linearFewRows: options.linearFewRows ?? rowForms?.few ?? "",
       linearManyRows: options.linearManyRows ?? "staged",
       // the defaults, then what the caller names (a kind it leaves out keeps its default)
-      manyRowsByKind: {
-        ...(decodeForms && defaultFewRowsForm(gpu, dtype) === "dec8-w32c2"
-          ? { router: "dec8-w32c2-rb", lmHead: "gemm" }
-          : {}),
-        ...options.manyRowsByKind,
-      },
+      manyRowsByKind: { ...rowForms?.byKind, ...options.manyRowsByKind },
       moeDecodeForms: options.moeDecodeForms ?? {},
       decodeSplit: {
         workgroups: options.decodeSplit?.workgroups ?? 1024,
@@ -1027,14 +1023,20 @@ async function createCalls(
 }
 
 /**
- * The GEMV form of 2-8 rows: a 32-wide subgroup per 2 weight rows (`dec8-w32c2`) where
- * subgroups are 32 wide, else `dec8`. On the H200 (2026-11-30, 8 x 1024) dec8 gave the o
- * projection 64 workgroups and read at 113 GB/s; dec8-w32c2 took the step from 29.3 to 18.7 ms
- * (dec8-w32 18.8).
+ * The default forms of decode's several-row linear layers. Where subgroups are 32 wide:
+ * 2-8 rows on `dec8-w32c2` (a subgroup per 2 weight rows; on the H200, 2026-11-30, 8 x 1024,
+ * dec8 gave the o projection 64 workgroups and read at 113 GB/s, dec8-w32c2 took the step from
+ * 29.3 to 18.7 ms), the router's 9-128 on `dec8-w32c2-rb` and the LM head's on the GEMM (see
+ * GpuModelOptions.manyRowsByKind); else `dec8` and the staged GEMV.
  */
-function defaultFewRowsForm(gpu: Gpu, dtype: StorageDtype): string {
-  const w32 = variantByName(gemv.spec, `${dtype}-dec8-w32c2`);
-  return unsupportedReason(gpu, w32) === null ? "dec8-w32c2" : "dec8";
+function defaultRowForms(
+  gpu: Gpu,
+  dtype: StorageDtype,
+): { few: string; byKind: Partial<Record<"qkv" | "o" | "router" | "lmHead", string>> } {
+  const w32 = unsupportedReason(gpu, variantByName(gemv.spec, `${dtype}-dec8-w32c2`)) === null;
+  return w32
+    ? { few: "dec8-w32c2", byKind: { router: "dec8-w32c2-rb", lmHead: "gemm" } }
+    : { few: "dec8", byKind: {} };
 }
 
 /** `${dtype}-${form}` of the GEMV when it exists and runs here, else an error naming `option`. */
