@@ -24,7 +24,7 @@ import {
 } from "./moe_dispatch.ts";
 import { expertsTouched } from "./moe_gemm_gate_up.ts";
 import {
-  MOE_PRODUCTION_VARIANTS,
+  MOE_PRODUCTION_VARIANTS as PRODUCTION,
   moeColumnsPerWorkgroup,
   moeDecodeVariants,
 } from "./moe_decode_variants.ts";
@@ -210,20 +210,9 @@ export const cases = [
   downCase(41, 4, 2, 132, 20, "skewed"),
   // inter / 4 = 66: the decode forms' unrolled loop (1-4 times by form), then their one-step tail.
   downCase(9, 8, 2, 36, 264, "skewed"),
-  downCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", MOE_PRODUCTION_VARIANTS),
-  downCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", MOE_PRODUCTION_VARIANTS),
+  downCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", PRODUCTION),
+  downCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", PRODUCTION),
   downCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),
-  downCase(1, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", MOE_PRODUCTION_VARIANTS, MOE_BLOCK_M, 3),
-  downCase(
-    16,
-    8,
-    2,
-    4096,
-    14336,
-    "spread",
-    "mixtral-8x7b",
-    MOE_PRODUCTION_VARIANTS,
-    MOE_BLOCK_M,
-    3,
-  ),
+  downCase(1, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", PRODUCTION, MOE_BLOCK_M, 3),
+  downCase(16, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", PRODUCTION, MOE_BLOCK_M, 3),
 ];

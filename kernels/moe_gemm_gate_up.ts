@@ -28,7 +28,7 @@ import {
   sampleRouting,
 } from "./moe_dispatch.ts";
 import {
-  MOE_PRODUCTION_VARIANTS,
+  MOE_PRODUCTION_VARIANTS as PRODUCTION,
   moeColumnsPerWorkgroup,
   moeDecodeVariants,
 } from "./moe_decode_variants.ts";
@@ -230,31 +230,9 @@ export const cases = [
   gateUpCase(41, 4, 2, 36, 68, "skewed"),
   // hidden / 4 = 66: the decode forms' unrolled loop (1-4 times by form), then their one-step tail.
   gateUpCase(9, 8, 2, 264, 40, "skewed"),
-  gateUpCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", MOE_PRODUCTION_VARIANTS),
-  gateUpCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", MOE_PRODUCTION_VARIANTS),
+  gateUpCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", PRODUCTION),
+  gateUpCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", PRODUCTION),
   gateUpCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),
-  gateUpCase(
-    1,
-    8,
-    2,
-    4096,
-    14336,
-    "spread",
-    "mixtral-8x7b",
-    MOE_PRODUCTION_VARIANTS,
-    MOE_BLOCK_M,
-    3,
-  ),
-  gateUpCase(
-    16,
-    8,
-    2,
-    4096,
-    14336,
-    "spread",
-    "mixtral-8x7b",
-    MOE_PRODUCTION_VARIANTS,
-    MOE_BLOCK_M,
-    3,
-  ),
+  gateUpCase(1, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", PRODUCTION, MOE_BLOCK_M, 3),
+  gateUpCase(16, 8, 2, 4096, 14336, "spread", "mixtral-8x7b", PRODUCTION, MOE_BLOCK_M, 3),
 ];

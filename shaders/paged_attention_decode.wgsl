@@ -24,18 +24,8 @@ var<workgroup> red: array<vec4<f32>, 2u * WG>; // [thread, g / 4]
 var<workgroup> red_o: array<vec4<f32>, WG>; // [key group, d / 4]
 
 // Sums one head's output over the key groups and writes it (every invocation calls it).
-fn write_head(
-  g: u32,
-  o: vec4<f32>,
-  l: f32,
-  m: f32,
-  lid: u32,
-  seq: u32,
-  split: u32,
-  head0: u32,
-  query_row: u32,
-) {
-  let hd4 = params.head_dim / 4u;
+fn write_head(g: u32, o: vec4<f32>, l: f32, m: f32, lid: u32, d: DecodeSplit) {
+  let hd4 = d.hd4;
   let col = lid % hd4;
   let kg = lid / hd4;
   red_o[lid] = o;
@@ -46,11 +36,11 @@ fn write_head(
       acc += red_o[k * hd4 + col];
     }
     let res = acc / l;
-    let head = head0 + g;
+    let head = d.head0 + g;
     if (params.num_splits == 1u) {
-      out[(query_row * params.num_q_heads + head) * hd4 + col] = res;
+      out[(d.query_row * params.num_q_heads + head) * hd4 + col] = res;
     } else {
-      let at = (seq * params.num_q_heads + head) * params.num_splits + split;
+      let at = (d.seq * params.num_q_heads + head) * params.num_splits + d.split;
       part_o[at * hd4 + col] = res;
       if (col == 0u) {
         part_lse[at] = m + log(l);
@@ -173,26 +163,26 @@ fn main(
     o6 += p_hi.z * v;
     o7 += p_hi.w * v;
   }
-  write_head(0u, o0, l_lo.x, m_lo.x, lid, ds.seq, ds.split, ds.head0, ds.query_row);
+  write_head(0u, o0, l_lo.x, m_lo.x, lid, ds);
   if (ds.group > 1u) {
-    write_head(1u, o1, l_lo.y, m_lo.y, lid, ds.seq, ds.split, ds.head0, ds.query_row);
+    write_head(1u, o1, l_lo.y, m_lo.y, lid, ds);
   }
   if (ds.group > 2u) {
-    write_head(2u, o2, l_lo.z, m_lo.z, lid, ds.seq, ds.split, ds.head0, ds.query_row);
+    write_head(2u, o2, l_lo.z, m_lo.z, lid, ds);
   }
   if (ds.group > 3u) {
-    write_head(3u, o3, l_lo.w, m_lo.w, lid, ds.seq, ds.split, ds.head0, ds.query_row);
+    write_head(3u, o3, l_lo.w, m_lo.w, lid, ds);
   }
   if (ds.group > 4u) {
-    write_head(4u, o4, l_hi.x, m_hi.x, lid, ds.seq, ds.split, ds.head0, ds.query_row);
+    write_head(4u, o4, l_hi.x, m_hi.x, lid, ds);
   }
   if (ds.group > 5u) {
-    write_head(5u, o5, l_hi.y, m_hi.y, lid, ds.seq, ds.split, ds.head0, ds.query_row);
+    write_head(5u, o5, l_hi.y, m_hi.y, lid, ds);
   }
   if (ds.group > 6u) {
-    write_head(6u, o6, l_hi.z, m_hi.z, lid, ds.seq, ds.split, ds.head0, ds.query_row);
+    write_head(6u, o6, l_hi.z, m_hi.z, lid, ds);
   }
   if (ds.group > 7u) {
-    write_head(7u, o7, l_hi.w, m_hi.w, lid, ds.seq, ds.split, ds.head0, ds.query_row);
+    write_head(7u, o7, l_hi.w, m_hi.w, lid, ds);
   }
 }
