@@ -177,8 +177,11 @@ async function killMidSweep(victim: number): Promise<void> {
     ])
   );
   const victimOut = join(w.dir, `run_dp${victim}.json`);
+  // a rank that ends before the kill ends the wait, and its stderr says why
+  const ended: { rank: number; code: number | null; stderr: string }[] = [];
+  ranks.forEach((r, rank) => r.exit.then(({ code, stderr }) => ended.push({ rank, code, stderr })));
   let seen = 0;
-  for (let i = 0; i < 2400 && seen < 2; i++) {
+  for (let i = 0; i < 2400 && seen < 2 && ended.length === 0; i++) {
     await sleep(50);
     try {
       seen = read(victimOut).results.length;
@@ -186,7 +189,11 @@ async function killMidSweep(victim: number): Promise<void> {
       // not written yet, or being replaced
     }
   }
-  assert.ok(seen >= 2, "the victim measured two points");
+  assert.ok(
+    seen >= 2,
+    "the victim measured two points" +
+      ended.map((e) => ` (rank ${e.rank} exited first, code ${e.code}: ${e.stderr})`).join(""),
+  );
   const killedAt = performance.now();
   ranks[victim].child.kill("SIGKILL");
   const survivor = 1 - victim;
