@@ -6,10 +6,12 @@
  * ```
  */
 import type { KernelModule } from "./case.ts";
+import * as castF16 from "./cast_f16.ts";
 import * as embedding from "./embedding.ts";
 import * as fillRandom from "./fill_random.ts";
 import * as gatherRows from "./gather_rows.ts";
 import * as gemm from "./gemm.ts";
+import * as gemmTc from "./gemm_tc.ts";
 import * as gemv from "./gemv.ts";
 import * as moeCombine from "./moe_combine.ts";
 import * as moeDispatch from "./moe_dispatch.ts";
@@ -33,6 +35,8 @@ export const KERNELS: readonly KernelModule[] = [
   rmsnorm,
   gemv,
   gemm,
+  castF16,
+  gemmTc,
   softmax,
   rope,
   siluMul,

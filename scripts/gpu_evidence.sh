@@ -2,8 +2,8 @@
 # Collects the figures the issues ask for on a GPU host, through the offline bundle. Run from
 # the repository root with the bundle at dist/webfpm-linux-x64.tar (`deno task bundle`):
 #   scripts/gpu_evidence.sh OUTDIR STAGE...
-# stages: validate perf attention bench kvwarm library fidelity dp, and validate=KERNEL,KERNEL (validate
-# for those kernels only) (fidelity scores the libraries that
+# stages: validate perf attention bench kvwarm library fidelity dp tasks, and validate=KERNEL,KERNEL
+# (validate for those kernels only; tasks: EVIDENCE_TASKS, see there) (fidelity scores the libraries that
 # kvwarm and library wrote into the same OUTDIR; elsewhere, run `deno task fidelity` later)
 # On a two-GPU host, scripts/gpu_evidence_pair.sh runs two of these side by side, one per GPU.
 # Seen on the H200 (2026-11-30): validate took over 200 s (production-shaped CPU references;
@@ -78,9 +78,9 @@ for stage in "$@"; do
       WEBFPM_NO_SUBGROUP_MATRIX=1 limit=${EVIDENCE_VALIDATE_LIMIT:-420} run validate "${only[@]}" \
         --json "$out/validate.json" 2>&1 | tee "$out/validate.txt" | tail -8
       [ "${EVIDENCE_SGMAT:-on}" = on ] || continue
-      # the tensor-core rows are gemm's: only in the part of a split run that has gemm
+      # the tensor-core rows are gemm's and gemm_tc's: only in the part of a split run with gemm
       [ -z "$only_kernels" ] || [[ ",$only_kernels," == *,gemm,* ]] || continue
-      if limit=${EVIDENCE_SGMAT_LIMIT:-120} run validate --variant f16-sgmat \
+      if limit=${EVIDENCE_SGMAT_LIMIT:-120} run validate --variant "${EVIDENCE_SGMAT_VARIANTS:-f16-sgmat,f16-tc16,f16-tc32,f16-tc64}" \
         --json "$out/validate-sgmat.json" >"$out/validate-sgmat.txt" 2>&1; then
         echo "subgroup-matrix forms: all pass"
       else
@@ -187,6 +187,21 @@ for stage in "$@"; do
           tail -12
       done
       ;;
+    tasks)
+      # EVIDENCE_TASKS="TASK ARGS;TASK ARGS": any deno tasks through the bundle, in order, each
+      # logged to OUTDIR/task-N-TASK.txt (kernel forms and model options A/B'd in one call);
+      # "OUT" in ARGS is replaced by OUTDIR.
+      IFS=';' read -ra task_lines <<<"${EVIDENCE_TASKS:-}"
+      i=0
+      for line in "${task_lines[@]}"; do
+        [ -n "${line// /}" ] || continue
+        i=$((i + 1))
+        line=${line//OUT/$out}
+        read -ra words <<<"$line"
+        log "task $i: ${line}"
+        run "${words[@]}" 2>&1 | tee "$out/task-$i-${words[0]}.txt" | tail -${EVIDENCE_TASK_TAIL:-40}
+      done
+      ;;
     dp)
       log "two ranks in lockstep (one GPU each where the host has two)"
       nvidia-smi -L >"$out/gpus.txt" 2>&1
@@ -195,7 +210,7 @@ for stage in "$@"; do
         --dp 2 --kvwarm on --content text $limits --out "$out/bench-dp.json" 2>&1 | tee "$out/bench-dp.txt" | tail -20
       ;;
     *)
-      echo "unknown stage $stage (validate perf attention bench kvwarm library fidelity dp)" >&2
+      echo "unknown stage $stage (validate perf attention bench kvwarm library fidelity dp tasks)" >&2
       ;;
   esac
 done

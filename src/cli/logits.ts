@@ -23,6 +23,7 @@ import { parseArgs, UsageError } from "./args.ts";
 import { openModelSpec, parseTokenIds, promptTokenIds } from "./model_spec.ts";
 import { logitsChunkSize, promptLogits } from "./prompt_logits.ts";
 import { InputError, runCli } from "./run_cli.ts";
+import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
 
 const SPEC = {
   model: {
@@ -44,6 +45,7 @@ const SPEC = {
     min: 1,
     help: "most prompt tokens per prefill step (default: as many as one step returns)",
   },
+  ...TENSOR_CORE_OPTIONS,
 } as const;
 
 await runCli(async () => {
@@ -84,6 +86,7 @@ await runCli(async () => {
     blockSize: 16,
     maxNumSeqs: 1,
     maxNumTokens: Math.min(ids.length, opts.maxStepTokens ?? 2048),
+    ...tensorCoreOptions(opts),
   }, (m) => console.error(m));
   const vocab = gpuModel.vocabSize;
   const chunk = logitsChunkSize(gpuModel, opts.maxStepTokens);

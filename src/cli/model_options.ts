@@ -53,6 +53,34 @@ export const MODEL_OPTIONS = {
   },
 } as const satisfies Record<string, OptionSpec>;
 
+/** The tensor-core GEMM's options (GpuModelOptions.tensorCoreRows / tensorCoreTile). */
+export const TENSOR_CORE_OPTIONS = {
+  tensorCoreRows: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "linear layers with at least this many rows run on the tensor cores (f16 subgroup " +
+      "matrices), 0 never (default: the model's)",
+  },
+  tensorCoreTile: {
+    type: "string",
+    values: ["0", "16", "32", "64"],
+    help: "the tensor-core GEMM's rows a workgroup (0: by rows)",
+  },
+} as const satisfies Record<string, OptionSpec>;
+
+/** GpuModelOptions' tensor-core fields from TENSOR_CORE_OPTIONS' values. */
+export function tensorCoreOptions(
+  o: { readonly tensorCoreRows?: number; readonly tensorCoreTile?: string },
+): { tensorCoreRows?: number; tensorCoreTile?: 0 | 16 | 32 | 64 } {
+  return {
+    tensorCoreRows: o.tensorCoreRows,
+    tensorCoreTile: o.tensorCoreTile === undefined
+      ? undefined
+      : Number(o.tensorCoreTile) as 0 | 16 | 32 | 64,
+  };
+}
+
 /** The parsed values of MODEL_OPTIONS. */
 export interface ModelOptionValues {
   readonly model?: string;

@@ -19,6 +19,7 @@ import { userPath } from "../util/user_path.ts";
 import { gitCommit } from "../util/git_commit.ts";
 import { intList, parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
 
 const SPEC = {
   model: {
@@ -103,6 +104,7 @@ const SPEC = {
     help: "form of linear layers with 9-128 rows: a GEMV form (default staged; dec8-w32c2-rb, " +
       "...) or gemm",
   },
+  ...TENSOR_CORE_OPTIONS,
   profile: {
     type: "string",
     help: "also profile one step per kernel at BATCHxCTX points (e.g. 1x1024,64x1024)",
@@ -171,10 +173,13 @@ await runCli(async () => {
     linearFewRows: o.linearFew,
     linearManyRows: o.linearMany,
     manyRowsByKind: o.manyByKind ? kindForms(o.manyByKind) : undefined,
+    ...tensorCoreOptions(o),
   }, (m) => console.log(m));
   const model = model0;
   const lv = model.linearVariants;
-  console.log(`kernels: linear ${lv.gemv}, decode attention ${lv.decodeAttention}, moe by step`);
+  console.log(
+    `kernels: linear ${lv.gemv}, GEMM ${lv.gemm}, decode attention ${lv.decodeAttention}, moe by step`,
+  );
   console.log(
     `KV cache: ${model.numBlocks} blocks of ${model.blockSize} (${
       (model.kv.bytes / 2 ** 30).toFixed(1)

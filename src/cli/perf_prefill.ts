@@ -17,6 +17,8 @@ import { userPath } from "../util/user_path.ts";
 import { gitCommit } from "../util/git_commit.ts";
 import { parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
+import { formatKernelProfile, summarizeSpans } from "../perf/kernel_profile.ts";
 
 const SPEC = {
   model: {
@@ -44,6 +46,16 @@ const SPEC = {
     help: "JSON written by scripts/peers/torch_moe_peer.py prefill in the same session",
   },
   json: { type: "string", help: "write the points as JSON (benchmarks/h200-prefill.json)" },
+  ...TENSOR_CORE_OPTIONS,
+  profile: {
+    type: "string",
+    help: "also profile one step per kernel at BATCHxTOKENS shapes (one step each: at most " +
+      "--max-num-tokens tokens)",
+  },
+  profileJson: {
+    type: "string",
+    help: "write the profile as JSON (several shapes: FILE-BxT.json each)",
+  },
 } as const;
 
 interface PeerPoint {
@@ -64,12 +76,24 @@ await runCli(async () => {
     batch,
     tokens,
   }));
+  // the profiled shapes, checked before minutes of GPU work
+  const profileShapes = o.profile
+    ? sizePairs("--profile", o.profile.split(","), "BATCHxTOKENS")
+    : [];
+  for (const [b, t] of profileShapes) {
+    if (b * t > o.maxNumTokens) {
+      throw new UsageError(
+        `--profile ${b}x${t}: more than --max-num-tokens ${o.maxNumTokens} tokens`,
+      );
+    }
+  }
   const peer: PeerPoint[] = o.peer ? readPeer(userPath(o.peer)) : [];
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
-  const maxSeqTokens = Math.max(...shapes.map((s) => s.tokens));
+  const maxSeqTokens = Math.max(...shapes.map((s) => s.tokens), ...profileShapes.map(([, t]) => t));
   const maxSeqs = Math.max(
     ...shapes.map((s) => Math.min(s.batch, Math.floor(o.maxNumTokens / s.tokens))),
+    ...profileShapes.map(([b]) => b),
   );
   if (maxSeqTokens > o.maxNumTokens) {
     throw new UsageError(
@@ -82,6 +106,7 @@ await runCli(async () => {
     maxNumTokens: o.maxNumTokens,
     maxNumSeqs: Math.max(maxSeqs, 1),
     maxModelLen: maxSeqTokens + 16,
+    ...tensorCoreOptions(o),
   }, (m) => console.log(m));
   console.log(`kernels: linear ${model.linearVariants.gemm} (GEMM), moe auto`);
   const rows: string[][] = [];
@@ -159,6 +184,37 @@ await runCli(async () => {
     ],
     rows,
   ));
+  for (const [pb, pt] of profileShapes) {
+    await model.forward(syntheticPrefill(model, pb, pt)).sampled; // this shape's pipelines
+    model.profile = true;
+    await model.forward(syntheticPrefill(model, pb, pt)).sampled;
+    model.profile = false;
+    const spans = await model.lastStepSpans();
+    const cost = stepCost(model.config, model.weights.dtype, {
+      seqs: Array.from({ length: pb }, () => ({ queryLen: pt, contextLen: pt })),
+      sampledRows: pb,
+    });
+    const rows = summarizeSpans(spans, cost, null);
+    const sum = spans.reduce((s, x) => s + x.us, 0);
+    console.log(
+      `\nkernel profile of one prefill step at ${pb} x ${pt} (each dispatch in its own timed pass: ${
+        (sum / 1000).toFixed(1)
+      } ms summed)`,
+    );
+    console.log(formatKernelProfile(rows));
+    if (o.profileJson) {
+      const file = profileShapes.length > 1
+        ? o.profileJson.replace(/(\.json)?$/, `-${pb}x${pt}.json`)
+        : o.profileJson;
+      writeJsonAtomic(userPath(file), {
+        batch: pb,
+        tokens: pt,
+        summed_ms: sum / 1000,
+        rows,
+        spans,
+      });
+    }
+  }
   if (o.json) {
     writeJsonAtomic(userPath(o.json), {
       date: new Date().toISOString().slice(0, 10),

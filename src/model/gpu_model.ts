@@ -36,6 +36,8 @@ import * as rmsnorm from "../../kernels/rmsnorm.ts";
 import * as gemv from "../../kernels/gemv.ts";
 import { laneGroupColumns } from "../../kernels/lane_group_variants.ts";
 import * as gemm from "../../kernels/gemm.ts";
+import * as gemmTc from "../../kernels/gemm_tc.ts";
+import * as castF16 from "../../kernels/cast_f16.ts";
 import * as qkNormRopeCache from "../../kernels/qk_norm_rope_cache.ts";
 import * as pagedAttention from "../../kernels/paged_attention.ts";
 import * as pagedAttentionDecode from "../../kernels/paged_attention_decode.ts";
@@ -129,6 +131,18 @@ export interface GpuModelOptions {
    */
   readonly gemmSmallMaxRows?: number;
   /**
+   * Linear layers with at least this many rows take the tensor-core GEMM (`cast_f16` of
+   * the activations, then `gemm_tc`) where the device has f16 16x16x16 subgroup matrices
+   * on 32-wide subgroups, the weights are f16 and the layer's n and k are multiples of 16;
+   * 0: never. Default 0 (not yet measured against the forms above).
+   */
+  readonly tensorCoreRows?: number;
+  /**
+   * The tensor-core GEMM's row tile (16, 32 or 64 rows a workgroup), or 0 for its own choice
+   * by rows (see tensorCoreTileFor).
+   */
+  readonly tensorCoreTile?: 0 | 16 | 32 | 64;
+  /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
    * environment sets WEBFPM_F16_PACKED=1. On the H200 it moved no decode point by more than
@@ -185,6 +199,11 @@ type LinearKind = "qkv" | "o" | "router" | "gateUp" | "down" | "lmHead";
 interface LinearCall {
   readonly gemv: KernelCall<typeof gemv.spec.params.fields>;
   readonly gemm: KernelCall<typeof gemm.spec.params.fields>;
+  /** The tensor-core path (f16 copy, then GEMM), where this layer fits it and it is on. */
+  readonly tc: {
+    readonly cast: KernelCall<typeof castF16.spec.params.fields>;
+    readonly gemm: KernelCall<typeof gemmTc.spec.params.fields>;
+  } | null;
   readonly n: number;
   readonly k: number;
   readonly accumulate: boolean;
@@ -332,6 +351,8 @@ export class GpuModel implements ForwardModel {
       decodeAttention: options.decodeAttention ?? (cpu ? "direct" : "tiled"),
       stagedMaxRows: options.stagedMaxRows ?? (cpu ? 0 : 128),
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
+      tensorCoreRows: options.tensorCoreRows ?? 0,
+      tensorCoreTile: options.tensorCoreTile ?? 0,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       linearFewRows: options.linearFewRows ?? rowForms?.few ?? "",
@@ -355,6 +376,7 @@ export class GpuModel implements ForwardModel {
       opts.packedF16,
       gemvForms,
       { few: opts.linearFewRows, many: opts.linearManyRows, byKind: opts.manyRowsByKind },
+      opts.tensorCoreRows > 0,
     );
     const moe = config.layerKinds.includes("moe")
       ? await MoeBlock.create(gpu, {
@@ -367,7 +389,7 @@ export class GpuModel implements ForwardModel {
         dtype,
       }, { packedF16: opts.packedF16, decodeForms: opts.moeDecodeForms })
       : null;
-    const buf = createScratch(gpu, config, opts);
+    const buf = createScratch(gpu, config, opts, calls.tensorCoreK);
     const model = new GpuModel(gpu, config, weights, kv, opts, calls, moe, buf);
     model.ensurePartials(opts.maxNumSeqs * config.numHeads * 4);
     return model;
@@ -459,7 +481,13 @@ export class GpuModel implements ForwardModel {
         Object.entries(this.opts.manyRowsByKind).map(([k, f]) => `; ${k} ${f} there`).join("")
       })`,
       gemm:
-        `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)`,
+        `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)${
+          this.opts.tensorCoreRows > 0
+            ? `; from ${this.opts.tensorCoreRows} rows the tensor cores (gemm_tc, ${
+              this.opts.tensorCoreTile ? `${this.opts.tensorCoreTile}-row tiles` : "tile by rows"
+            }) where n and k fit`
+            : ""
+        }`,
       decodeAttention:
         `${this.calls.decodeVariant} (splits for ~${this.opts.decodeSplit.workgroups} ` +
         `workgroups, >= ${this.opts.decodeSplit.minTokens} keys)`,
@@ -799,10 +827,23 @@ export class GpuModel implements ForwardModel {
     return this.calls.manyVariants[kind];
   }
 
+  /** The tensor-core GEMM variant of `kind` for `rows` rows, or null when another form takes them. */
+  private tensorCoreFor(kind: LinearKind, rows: number): string | null {
+    const l = this.calls.linear[kind];
+    const min = this.opts.tensorCoreRows;
+    if (!l.tc || min <= 0 || rows < min) return null;
+    return `f16-tc${this.opts.tensorCoreTile || tensorCoreTileFor(rows)}`;
+  }
+
   private setLinear(kind: LinearKind, rows: number): void {
     const l = this.calls.linear[kind];
     const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0 };
-    if (this.gemvFor(kind, rows)) l.gemv.setParams(values);
+    const tc = this.tensorCoreFor(kind, rows);
+    if (tc && l.tc) {
+      const rowsPad = gemmTc.gemmTcRowsPad(rows, variantByName(gemmTc.spec, tc));
+      l.tc.cast.setParams(castF16.castF16Params(rows, rowsPad, l.k));
+      l.tc.gemm.setParams(values);
+    } else if (this.gemvFor(kind, rows)) l.gemv.setParams(values);
     else l.gemm.setParams(values);
   }
 
@@ -816,6 +857,19 @@ export class GpuModel implements ForwardModel {
     y: BufferArg,
   ): void {
     const l = this.calls.linear[kind];
+    const tc = this.tensorCoreFor(kind, rows);
+    if (tc && l.tc) {
+      l.tc.cast.dispatch(step.pass(`linear ${kind}`, "cast_f16"), "f16", key, {
+        x,
+        out: this.buf.a16!,
+      });
+      l.tc.gemm.dispatch(step.pass(`linear ${kind}`, "gemm_tc"), tc, key, {
+        a: this.buf.a16!,
+        b: w,
+        c: y,
+      });
+      return;
+    }
     const gemvVariant = this.gemvFor(kind, rows);
     if (gemvVariant) {
       l.gemv.dispatch(step.pass(`linear ${kind}`, "gemv"), gemvVariant, key, {
@@ -905,6 +959,7 @@ async function createCalls(
     many: string;
     byKind: Partial<Record<"qkv" | "o" | "router" | "lmHead", string>>;
   },
+  tensorCores: boolean,
 ) {
   const packed = packedF16 ? "-packed" : "";
   const decodeVariant = decodeAttention === "lanes"
@@ -967,6 +1022,16 @@ async function createCalls(
     lmHead: [config.vocabSize, H, false],
   };
   const linear = {} as Record<LinearKind, LinearCall>;
+  if (tensorCores) {
+    const why = dtype === "f16"
+      ? unsupportedReason(gpu, gemmTc.spec.variants[0])
+      : "the weights are not f16";
+    if (why) {
+      throw new Error(
+        `model: tensorCoreRows needs the tensor-core GEMM, which cannot run here: ${why}`,
+      );
+    }
+  }
   for (
     const [kind, [n, k, accumulate]] of Object.entries(linearShapes) as [
       LinearKind,
@@ -993,12 +1058,26 @@ async function createCalls(
         [gemmVariant, gemmSmallVariant],
         `gemm ${kind}`,
       ),
+      tc: tensorCores && gemmTc.gemmTcFits(n, k)
+        ? {
+          cast: await KernelCall.create(gpu, castF16.spec, ["f16"], `cast_f16 ${kind}`),
+          gemm: await KernelCall.create(
+            gpu,
+            gemmTc.spec,
+            gemmTc.spec.variants.map((v) => v.name),
+            `gemm_tc ${kind}`,
+          ),
+        }
+        : null,
       n,
       k,
       accumulate,
     };
   }
+  // the widest input of a linear layer on the tensor cores (its f16 copy's row width)
+  const tensorCoreK = Math.max(0, ...Object.values(linear).map((l) => l.tc ? l.k : 0));
   return {
+    tensorCoreK,
     manyVariants,
     gemvVariant,
     fewRowsVariant,
@@ -1020,6 +1099,15 @@ async function createCalls(
     gather: await KernelCall.create(gpu, gatherRows.spec, ["f32"]),
     sample: await KernelCall.create(gpu, sample.spec, ["f32"]),
   };
+}
+
+/**
+ * The tensor-core GEMM's row tile for `rows` rows: 16 up to 64 rows (four times the
+ * workgroups of the 64-row tile, so a decode-sized step still fills the GPU), 32 up to 256,
+ * then 64 (the most reuse of each loaded tile).
+ */
+export function tensorCoreTileFor(rows: number): 16 | 32 | 64 {
+  return rows <= 64 ? 16 : rows <= 256 ? 32 : 64;
 }
 
 /**
@@ -1058,6 +1146,7 @@ function createScratch(
   gpu: Gpu,
   config: ModelConfig,
   opts: { maxNumTokens: number; maxNumSeqs: number; maxModelLen: number; blockSize: number },
+  tensorCoreK: number,
 ) {
   const d = gpu.device;
   const T = opts.maxNumTokens, S = opts.maxNumSeqs;
@@ -1107,6 +1196,10 @@ function createScratch(
     logits: f32("logits", maxRows * config.vocabSize),
     sampled: [f32("sampled_a", maxRows), f32("sampled_b", maxRows)] as const,
     ropeTable: rope,
+    // the f16 copy of a tensor-core linear's input, its rows padded to the largest row tile
+    a16: tensorCoreK > 0
+      ? f32("a16", (Math.ceil(Math.max(S, T, maxRows) / 64) * 64 * tensorCoreK) / 2)
+      : null,
   };
   return { ...bufs, all, maxRows };
 }

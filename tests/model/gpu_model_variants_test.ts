@@ -3,6 +3,8 @@ import * as assert from "uvu/assert";
 import { GpuModel, type GpuModelOptions } from "../../src/model/gpu_model.ts";
 import { ensureFixture } from "../../scripts/fixtures.ts";
 import { sharedGpu } from "../shared_gpu.ts";
+import { unsupportedReason } from "../../kernels/kernel.ts";
+import * as gemmTc from "../../kernels/gemm_tc.ts";
 import { maxAbsDiff, runStep, type StepPart } from "./gpu_model_step.ts";
 
 /** tiny-qwen3-moe in f32 with room for these tests, and `options`. */
@@ -155,6 +157,37 @@ test("f16 read as 32-bit words (packedF16) gives the same logits as 16-bit loads
     loads16.forEach((d, i) =>
       assert.is(maxAbsDiff(d, words[i]), 0, `${decodeAttention} step ${i}: bit-identical`)
     );
+  }
+});
+
+// The tensor-core GEMM needs f16 subgroup matrices: on adapters without them (lavapipe) this
+// is skipped, and the model refuses the option by name (the next test).
+const tensorCores = unsupportedReason(await sharedGpu(), gemmTc.spec.variants[0]) === null;
+
+(tensorCores ? test : test.skip)(
+  "linear layers on the tensor cores give the logits of the FMA GEMM (f16 activations)",
+  async () => {
+    const f16 = { dtype: "f16" as const, gemvMaxRows: 0, stagedMaxRows: 0 };
+    const fma = await decodeLogits(f16);
+    // every linear of every step on the tensor cores, with each row tile
+    for (const tile of [0, 16, 32, 64] as const) {
+      const tc = await decodeLogits({ ...f16, tensorCoreRows: 1, tensorCoreTile: tile });
+      tc.forEach((d, i) => {
+        const diff = maxAbsDiff(d, fma[i]);
+        assert.ok(diff < 2e-2, `tile ${tile}, step ${i}: ${diff}`);
+      });
+    }
+  },
+);
+
+test("tensorCoreRows is refused by name where the tensor cores cannot run", async () => {
+  let refused = "";
+  await decodeLogits({ dtype: "f32", tensorCoreRows: 1 }).catch((e) => refused = e.message);
+  assert.match(refused, /tensorCoreRows needs the tensor-core GEMM.*the weights are not f16/);
+  if (!tensorCores) {
+    refused = "";
+    await decodeLogits({ dtype: "f16", tensorCoreRows: 1 }).catch((e) => refused = e.message);
+    assert.match(refused, /tensorCoreRows needs the tensor-core GEMM.*subgroup matri/);
   }
 });
 

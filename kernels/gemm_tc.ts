@@ -1,0 +1,109 @@
+/**
+ * Tensor-core GEMM `c[m, n] (+)= sum_k a[m, k] * b[n, k]` (b in the Linear layout
+ * [out, in]): f16 16 x 16 x 16 subgroup matrices with f32 accumulation, both operands
+ * loaded straight from memory. `a` is the f16 copy of the activations that `cast_f16`
+ * writes, its rows padded with zeros to the variant's row tile (`gemmTcRowsPad`); n and k
+ * must be multiples of 16. A workgroup (one subgroup of 32) owns TM rows x 64 columns of c:
+ * `f16-tc16` (1 x 4 tiles, the most workgroups: decode-sized row counts), `f16-tc32`,
+ * `f16-tc64` (4 x 4 tiles, the most reuse: prefill).
+ */
+import type { KernelCase } from "./case.ts";
+import type { KernelSpec, Variant } from "./kernel.ts";
+import { linearRef } from "./gemv.ts";
+import { defineParams, type ParamValues } from "./params.ts";
+import { roundToF16InPlace } from "../src/util/f16.ts";
+
+const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
+
+function tcVariant(tm: 16 | 32 | 64): Variant {
+  return {
+    name: `f16-tc${tm}`,
+    dtype: "f16",
+    subgroupMatrix: { m: 16, n: 16, k: 16 },
+    consts: { MT: tm / 16, TM: tm },
+  };
+}
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "gemm_tc",
+  shader: "gemm_tc.wgsl",
+  params,
+  bindings: [
+    { name: "a", type: "T", access: "read", shape: "[rows padded to TM, k] (cast_f16)" },
+    { name: "b", type: "T", access: "read", shape: "[n, k]" },
+    { name: "c", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
+  ],
+  variants: [tcVariant(16), tcVariant(32), tcVariant(64)],
+  grid: (p, v) => [Math.ceil(p.n / 64), Math.ceil(p.m / (v.consts?.TM ?? 64)), 1],
+};
+
+/** Rows of `a` the variant reads for m rows of c: m rounded up to its row tile. */
+export function gemmTcRowsPad(m: number, variant: Variant): number {
+  const tm = variant.consts?.TM ?? 64;
+  return Math.ceil(m / tm) * tm;
+}
+
+/** Whether an n x k weight fits the tensor-core GEMM (both multiples of 16). */
+export function gemmTcFits(n: number, k: number): boolean {
+  return n >= 16 && k >= 16 && n % 16 === 0 && k % 16 === 0;
+}
+
+/** Validated params; throws naming the bad field. */
+export function gemmTcParams(
+  m: number,
+  n: number,
+  k: number,
+  accumulate: boolean,
+): ParamValues<typeof params.fields> {
+  if (!gemmTcFits(n, k)) {
+    throw new Error(`gemm_tc: n = ${n} and k = ${k} must be positive multiples of 16`);
+  }
+  if (!Number.isInteger(m) || m < 0) throw new Error(`gemm_tc: m = ${m} must be an integer >= 0`);
+  return { m, n, k, accumulate: accumulate ? 1 : 0 };
+}
+
+function tcCase(
+  m: number,
+  n: number,
+  k: number,
+  accumulate = false,
+): KernelCase<typeof params.fields> {
+  // every variant reads up to the largest row tile: pad for that one
+  const rowsPad = Math.ceil(m / 64) * 64;
+  return {
+    label: `m=${m} n=${n} k=${k}${accumulate ? " c+=" : ""}`,
+    params: gemmTcParams(m, n, k, accumulate),
+    inputs: (rng) => {
+      const a = new Float32Array(rowsPad * k);
+      a.set(rng.fillNormal(new Float32Array(m * k)));
+      return {
+        a,
+        b: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)),
+        ...(accumulate ? { c: rng.fillNormal(new Float32Array(m * n)) } : {}),
+      };
+    },
+    outputs: accumulate ? {} : { c: m * n },
+    reference: (inp) => {
+      const c0 = accumulate ? inp.c as Float32Array : undefined;
+      // a and b arrive rounded to f16 (T bindings); the products accumulate in f32
+      const a = roundToF16InPlace(new Float32Array(inp.a as Float32Array));
+      return { c: linearRef(a, inp.b as Float32Array, m, n, k, c0) };
+    },
+    tolerance: () => ({ atol: 2e-4, rtol: 2e-4 }),
+    bytes: () => n * k * 2 + m * k * 2 + m * n * 4 * (accumulate ? 2 : 1),
+    flops: 2 * m * n * k,
+  };
+}
+
+export const cases = [
+  tcCase(1, 16, 16),
+  // a partial row block, n not a multiple of 64 (the last column tiles clamped, not stored)
+  tcCase(37, 80, 48),
+  tcCase(70, 144, 112, true),
+  tcCase(64, 128, 2048, true),
+  // Qwen3-30B-A3B: qkv at 64 decode rows, o (accumulating) and a prefill-sized square
+  tcCase(64, 5120, 2048),
+  tcCase(130, 2048, 4096, true),
+  tcCase(1024, 1024, 1024),
+  tcCase(2000, 2048, 2048),
+];

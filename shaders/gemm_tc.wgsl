@@ -1,0 +1,309 @@
+// c[m, n] (+)= sum_k a[m, k] * b[n, k] on f16 subgroup matrices (tensor cores) with f32
+// accumulation, both operands loaded straight from memory into the matrices (no workgroup
+// staging): GPU.md measured 4 x 4 tiles a subgroup this way at 101 TFLOP/s (4096^3, H200),
+// where staging through workgroup memory (gemm_subgroup_matrix.wgsl) ran 4x slower than the
+// FMA GEMM. One workgroup is one subgroup of 32, so every matrix offset is workgroup-uniform
+// (Tint's uniformity rule for subgroup matrices). A workgroup owns MT x 4 tiles of 16 x 16:
+// rows m0 .. m0 + 16 MT, columns n0 .. n0 + 64; tile (i, j) accumulates in acc_ij (MT rows
+// of four; the rows past MT are constant-false branches).
+// Requires (gemmTcParams): n and k multiples of 16; a is the f16 copy of the activations
+// with its rows padded with zeros to a multiple of 16 MT (cast_f16), so loads never leave
+// it. Columns past n (n not a multiple of 64) read the last valid 16 rows of b again and
+// are not stored. A tile row block past m goes through workgroup memory, masked.
+var<workgroup> c_tile: array<f32, 16u * MT * 64u>; // [16 MT rows][64 columns]
+
+// Offset of b's 16-row block j of this workgroup (clamped to the last valid block).
+fn b_row(n0: u32, j: u32) -> u32 {
+  return min(n0 + 16u * j, params.n - 16u);
+}
+
+@compute @workgroup_size(32)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let m0 = wid.y * 16u * MT;
+  let n0 = wid.x * 64u;
+  let k = params.k;
+  let n = params.n;
+  // every row of this block is a row of c (else: through c_tile, masked)
+  let full = m0 + 16u * MT <= params.m;
+  let acc_on = params.accumulate != 0u;
+  var acc00 = subgroup_matrix_result<f32, 16, 16>();
+  var acc01 = subgroup_matrix_result<f32, 16, 16>();
+  var acc02 = subgroup_matrix_result<f32, 16, 16>();
+  var acc03 = subgroup_matrix_result<f32, 16, 16>();
+  var acc10 = subgroup_matrix_result<f32, 16, 16>();
+  var acc11 = subgroup_matrix_result<f32, 16, 16>();
+  var acc12 = subgroup_matrix_result<f32, 16, 16>();
+  var acc13 = subgroup_matrix_result<f32, 16, 16>();
+  var acc20 = subgroup_matrix_result<f32, 16, 16>();
+  var acc21 = subgroup_matrix_result<f32, 16, 16>();
+  var acc22 = subgroup_matrix_result<f32, 16, 16>();
+  var acc23 = subgroup_matrix_result<f32, 16, 16>();
+  var acc30 = subgroup_matrix_result<f32, 16, 16>();
+  var acc31 = subgroup_matrix_result<f32, 16, 16>();
+  var acc32 = subgroup_matrix_result<f32, 16, 16>();
+  var acc33 = subgroup_matrix_result<f32, 16, 16>();
+  if (acc_on && !full) {
+    for (var e = lid; e < 16u * MT * 64u; e += 32u) {
+      let r = m0 + e / 64u;
+      let col = n0 + e % 64u;
+      var v = 0.0;
+      if (r < params.m && col < n) {
+        v = c[r * n + col];
+      }
+      c_tile[e] = v;
+    }
+    workgroupBarrier();
+  }
+  if (acc_on) {
+    if (n0 + 0u < n) {
+      if (full) {
+        acc00 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 0u) * n + n0 + 0u, n);
+      } else {
+        acc00 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 0u, 64u);
+      }
+    }
+    if (n0 + 16u < n) {
+      if (full) {
+        acc01 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 0u) * n + n0 + 16u, n);
+      } else {
+        acc01 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 16u, 64u);
+      }
+    }
+    if (n0 + 32u < n) {
+      if (full) {
+        acc02 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 0u) * n + n0 + 32u, n);
+      } else {
+        acc02 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 32u, 64u);
+      }
+    }
+    if (n0 + 48u < n) {
+      if (full) {
+        acc03 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 0u) * n + n0 + 48u, n);
+      } else {
+        acc03 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 48u, 64u);
+      }
+    }
+    if (MT > 1u) {
+      if (n0 + 0u < n) {
+        if (full) {
+          acc10 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 16u) * n + n0 + 0u, n);
+        } else {
+          acc10 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 1024u, 64u);
+        }
+      }
+      if (n0 + 16u < n) {
+        if (full) {
+          acc11 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 16u) * n + n0 + 16u, n);
+        } else {
+          acc11 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 1040u, 64u);
+        }
+      }
+      if (n0 + 32u < n) {
+        if (full) {
+          acc12 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 16u) * n + n0 + 32u, n);
+        } else {
+          acc12 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 1056u, 64u);
+        }
+      }
+      if (n0 + 48u < n) {
+        if (full) {
+          acc13 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 16u) * n + n0 + 48u, n);
+        } else {
+          acc13 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 1072u, 64u);
+        }
+      }
+    }
+    if (MT > 2u) {
+      if (n0 + 0u < n) {
+        if (full) {
+          acc20 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 32u) * n + n0 + 0u, n);
+        } else {
+          acc20 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 2048u, 64u);
+        }
+      }
+      if (n0 + 16u < n) {
+        if (full) {
+          acc21 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 32u) * n + n0 + 16u, n);
+        } else {
+          acc21 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 2064u, 64u);
+        }
+      }
+      if (n0 + 32u < n) {
+        if (full) {
+          acc22 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 32u) * n + n0 + 32u, n);
+        } else {
+          acc22 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 2080u, 64u);
+        }
+      }
+      if (n0 + 48u < n) {
+        if (full) {
+          acc23 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 32u) * n + n0 + 48u, n);
+        } else {
+          acc23 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 2096u, 64u);
+        }
+      }
+    }
+    if (MT > 3u) {
+      if (n0 + 0u < n) {
+        if (full) {
+          acc30 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 48u) * n + n0 + 0u, n);
+        } else {
+          acc30 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 3072u, 64u);
+        }
+      }
+      if (n0 + 16u < n) {
+        if (full) {
+          acc31 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 48u) * n + n0 + 16u, n);
+        } else {
+          acc31 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 3088u, 64u);
+        }
+      }
+      if (n0 + 32u < n) {
+        if (full) {
+          acc32 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 48u) * n + n0 + 32u, n);
+        } else {
+          acc32 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 3104u, 64u);
+        }
+      }
+      if (n0 + 48u < n) {
+        if (full) {
+          acc33 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 48u) * n + n0 + 48u, n);
+        } else {
+          acc33 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 3120u, 64u);
+        }
+      }
+    }
+  }
+  let b0_at = b_row(n0, 0u) * k;
+  let b1_at = b_row(n0, 1u) * k;
+  let b2_at = b_row(n0, 2u) * k;
+  let b3_at = b_row(n0, 3u) * k;
+  let a0_at = (m0 + 0u) * k;
+  let a1_at = (m0 + 16u) * k;
+  let a2_at = (m0 + 32u) * k;
+  let a3_at = (m0 + 48u) * k;
+  for (var k0 = 0u; k0 < k; k0 += 16u) {
+    let b0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&b, b0_at + k0, k);
+    let b1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&b, b1_at + k0, k);
+    let b2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&b, b2_at + k0, k);
+    let b3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&b, b3_at + k0, k);
+    let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, a0_at + k0, k);
+    acc00 = subgroupMatrixMultiplyAccumulate(a0, b0, acc00);
+    acc01 = subgroupMatrixMultiplyAccumulate(a0, b1, acc01);
+    acc02 = subgroupMatrixMultiplyAccumulate(a0, b2, acc02);
+    acc03 = subgroupMatrixMultiplyAccumulate(a0, b3, acc03);
+    if (MT > 1u) {
+      let a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, a1_at + k0, k);
+      acc10 = subgroupMatrixMultiplyAccumulate(a1, b0, acc10);
+      acc11 = subgroupMatrixMultiplyAccumulate(a1, b1, acc11);
+      acc12 = subgroupMatrixMultiplyAccumulate(a1, b2, acc12);
+      acc13 = subgroupMatrixMultiplyAccumulate(a1, b3, acc13);
+    }
+    if (MT > 2u) {
+      let a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, a2_at + k0, k);
+      acc20 = subgroupMatrixMultiplyAccumulate(a2, b0, acc20);
+      acc21 = subgroupMatrixMultiplyAccumulate(a2, b1, acc21);
+      acc22 = subgroupMatrixMultiplyAccumulate(a2, b2, acc22);
+      acc23 = subgroupMatrixMultiplyAccumulate(a2, b3, acc23);
+    }
+    if (MT > 3u) {
+      let a3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, a3_at + k0, k);
+      acc30 = subgroupMatrixMultiplyAccumulate(a3, b0, acc30);
+      acc31 = subgroupMatrixMultiplyAccumulate(a3, b1, acc31);
+      acc32 = subgroupMatrixMultiplyAccumulate(a3, b2, acc32);
+      acc33 = subgroupMatrixMultiplyAccumulate(a3, b3, acc33);
+    }
+  }
+  if (full) {
+    if (n0 + 0u < n) {
+      subgroupMatrixStore<row_major>(&c, (m0 + 0u) * n + n0 + 0u, acc00, n);
+    }
+    if (n0 + 16u < n) {
+      subgroupMatrixStore<row_major>(&c, (m0 + 0u) * n + n0 + 16u, acc01, n);
+    }
+    if (n0 + 32u < n) {
+      subgroupMatrixStore<row_major>(&c, (m0 + 0u) * n + n0 + 32u, acc02, n);
+    }
+    if (n0 + 48u < n) {
+      subgroupMatrixStore<row_major>(&c, (m0 + 0u) * n + n0 + 48u, acc03, n);
+    }
+    if (MT > 1u) {
+      if (n0 + 0u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 16u) * n + n0 + 0u, acc10, n);
+      }
+      if (n0 + 16u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 16u) * n + n0 + 16u, acc11, n);
+      }
+      if (n0 + 32u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 16u) * n + n0 + 32u, acc12, n);
+      }
+      if (n0 + 48u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 16u) * n + n0 + 48u, acc13, n);
+      }
+    }
+    if (MT > 2u) {
+      if (n0 + 0u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 32u) * n + n0 + 0u, acc20, n);
+      }
+      if (n0 + 16u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 32u) * n + n0 + 16u, acc21, n);
+      }
+      if (n0 + 32u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 32u) * n + n0 + 32u, acc22, n);
+      }
+      if (n0 + 48u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 32u) * n + n0 + 48u, acc23, n);
+      }
+    }
+    if (MT > 3u) {
+      if (n0 + 0u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 48u) * n + n0 + 0u, acc30, n);
+      }
+      if (n0 + 16u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 48u) * n + n0 + 16u, acc31, n);
+      }
+      if (n0 + 32u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 48u) * n + n0 + 32u, acc32, n);
+      }
+      if (n0 + 48u < n) {
+        subgroupMatrixStore<row_major>(&c, (m0 + 48u) * n + n0 + 48u, acc33, n);
+      }
+    }
+    return;
+  }
+  // the last row block: through c_tile, only the rows of c stored
+  workgroupBarrier();
+  subgroupMatrixStore<row_major>(&c_tile, 0u, acc00, 64u);
+  subgroupMatrixStore<row_major>(&c_tile, 16u, acc01, 64u);
+  subgroupMatrixStore<row_major>(&c_tile, 32u, acc02, 64u);
+  subgroupMatrixStore<row_major>(&c_tile, 48u, acc03, 64u);
+  if (MT > 1u) {
+    subgroupMatrixStore<row_major>(&c_tile, 1024u, acc10, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, 1040u, acc11, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, 1056u, acc12, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, 1072u, acc13, 64u);
+  }
+  if (MT > 2u) {
+    subgroupMatrixStore<row_major>(&c_tile, 2048u, acc20, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, 2064u, acc21, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, 2080u, acc22, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, 2096u, acc23, 64u);
+  }
+  if (MT > 3u) {
+    subgroupMatrixStore<row_major>(&c_tile, 3072u, acc30, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, 3088u, acc31, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, 3104u, acc32, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, 3120u, acc33, 64u);
+  }
+  workgroupBarrier();
+  for (var e = lid; e < 16u * MT * 64u; e += 32u) {
+    let r = m0 + e / 64u;
+    let col = n0 + e % 64u;
+    if (r < params.m && col < n) {
+      c[r * n + col] = c_tile[e];
+    }
+  }
+}
