@@ -12,6 +12,12 @@
 // are not stored. A tile row block past m goes through workgroup memory, masked.
 var<workgroup> c_tile: array<f32, 16u * MT * 64u>; // [16 MT rows][64 columns]
 
+// Offset in c_tile of tile row i (always below MT: Tint checks constant offsets against
+// the array even in the branches a smaller MT never takes), column col.
+fn tile_at(i: u32, col: u32) -> u32 {
+  return (i % MT) * 16u * 64u + col;
+}
+
 // Offset of b's 16-row block j of this workgroup (clamped to the last valid block).
 fn b_row(n0: u32, j: u32) -> u32 {
   return min(n0 + 16u * j, params.n - 16u);
@@ -62,28 +68,28 @@ fn main(
       if (full) {
         acc00 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 0u) * n + n0 + 0u, n);
       } else {
-        acc00 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 0u, 64u);
+        acc00 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(0u, 0u), 64u);
       }
     }
     if (n0 + 16u < n) {
       if (full) {
         acc01 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 0u) * n + n0 + 16u, n);
       } else {
-        acc01 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 16u, 64u);
+        acc01 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(0u, 16u), 64u);
       }
     }
     if (n0 + 32u < n) {
       if (full) {
         acc02 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 0u) * n + n0 + 32u, n);
       } else {
-        acc02 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 32u, 64u);
+        acc02 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(0u, 32u), 64u);
       }
     }
     if (n0 + 48u < n) {
       if (full) {
         acc03 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 0u) * n + n0 + 48u, n);
       } else {
-        acc03 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 48u, 64u);
+        acc03 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(0u, 48u), 64u);
       }
     }
     if (MT > 1u) {
@@ -91,28 +97,28 @@ fn main(
         if (full) {
           acc10 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 16u) * n + n0 + 0u, n);
         } else {
-          acc10 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 1024u, 64u);
+          acc10 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(1u, 0u), 64u);
         }
       }
       if (n0 + 16u < n) {
         if (full) {
           acc11 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 16u) * n + n0 + 16u, n);
         } else {
-          acc11 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 1040u, 64u);
+          acc11 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(1u, 16u), 64u);
         }
       }
       if (n0 + 32u < n) {
         if (full) {
           acc12 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 16u) * n + n0 + 32u, n);
         } else {
-          acc12 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 1056u, 64u);
+          acc12 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(1u, 32u), 64u);
         }
       }
       if (n0 + 48u < n) {
         if (full) {
           acc13 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 16u) * n + n0 + 48u, n);
         } else {
-          acc13 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 1072u, 64u);
+          acc13 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(1u, 48u), 64u);
         }
       }
     }
@@ -121,28 +127,28 @@ fn main(
         if (full) {
           acc20 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 32u) * n + n0 + 0u, n);
         } else {
-          acc20 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 2048u, 64u);
+          acc20 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(2u, 0u), 64u);
         }
       }
       if (n0 + 16u < n) {
         if (full) {
           acc21 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 32u) * n + n0 + 16u, n);
         } else {
-          acc21 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 2064u, 64u);
+          acc21 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(2u, 16u), 64u);
         }
       }
       if (n0 + 32u < n) {
         if (full) {
           acc22 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 32u) * n + n0 + 32u, n);
         } else {
-          acc22 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 2080u, 64u);
+          acc22 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(2u, 32u), 64u);
         }
       }
       if (n0 + 48u < n) {
         if (full) {
           acc23 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 32u) * n + n0 + 48u, n);
         } else {
-          acc23 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 2096u, 64u);
+          acc23 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(2u, 48u), 64u);
         }
       }
     }
@@ -151,28 +157,28 @@ fn main(
         if (full) {
           acc30 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 48u) * n + n0 + 0u, n);
         } else {
-          acc30 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 3072u, 64u);
+          acc30 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(3u, 0u), 64u);
         }
       }
       if (n0 + 16u < n) {
         if (full) {
           acc31 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 48u) * n + n0 + 16u, n);
         } else {
-          acc31 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 3088u, 64u);
+          acc31 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(3u, 16u), 64u);
         }
       }
       if (n0 + 32u < n) {
         if (full) {
           acc32 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 48u) * n + n0 + 32u, n);
         } else {
-          acc32 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 3104u, 64u);
+          acc32 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(3u, 32u), 64u);
         }
       }
       if (n0 + 48u < n) {
         if (full) {
           acc33 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, (m0 + 48u) * n + n0 + 48u, n);
         } else {
-          acc33 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, 3120u, 64u);
+          acc33 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c_tile, tile_at(3u, 48u), 64u);
         }
       }
     }
@@ -276,27 +282,27 @@ fn main(
   }
   // the last row block: through c_tile, only the rows of c stored
   workgroupBarrier();
-  subgroupMatrixStore<row_major>(&c_tile, 0u, acc00, 64u);
-  subgroupMatrixStore<row_major>(&c_tile, 16u, acc01, 64u);
-  subgroupMatrixStore<row_major>(&c_tile, 32u, acc02, 64u);
-  subgroupMatrixStore<row_major>(&c_tile, 48u, acc03, 64u);
+  subgroupMatrixStore<row_major>(&c_tile, tile_at(0u, 0u), acc00, 64u);
+  subgroupMatrixStore<row_major>(&c_tile, tile_at(0u, 16u), acc01, 64u);
+  subgroupMatrixStore<row_major>(&c_tile, tile_at(0u, 32u), acc02, 64u);
+  subgroupMatrixStore<row_major>(&c_tile, tile_at(0u, 48u), acc03, 64u);
   if (MT > 1u) {
-    subgroupMatrixStore<row_major>(&c_tile, 1024u, acc10, 64u);
-    subgroupMatrixStore<row_major>(&c_tile, 1040u, acc11, 64u);
-    subgroupMatrixStore<row_major>(&c_tile, 1056u, acc12, 64u);
-    subgroupMatrixStore<row_major>(&c_tile, 1072u, acc13, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(1u, 0u), acc10, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(1u, 16u), acc11, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(1u, 32u), acc12, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(1u, 48u), acc13, 64u);
   }
   if (MT > 2u) {
-    subgroupMatrixStore<row_major>(&c_tile, 2048u, acc20, 64u);
-    subgroupMatrixStore<row_major>(&c_tile, 2064u, acc21, 64u);
-    subgroupMatrixStore<row_major>(&c_tile, 2080u, acc22, 64u);
-    subgroupMatrixStore<row_major>(&c_tile, 2096u, acc23, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(2u, 0u), acc20, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(2u, 16u), acc21, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(2u, 32u), acc22, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(2u, 48u), acc23, 64u);
   }
   if (MT > 3u) {
-    subgroupMatrixStore<row_major>(&c_tile, 3072u, acc30, 64u);
-    subgroupMatrixStore<row_major>(&c_tile, 3088u, acc31, 64u);
-    subgroupMatrixStore<row_major>(&c_tile, 3104u, acc32, 64u);
-    subgroupMatrixStore<row_major>(&c_tile, 3120u, acc33, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(3u, 0u), acc30, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(3u, 16u), acc31, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(3u, 32u), acc32, 64u);
+    subgroupMatrixStore<row_major>(&c_tile, tile_at(3u, 48u), acc33, 64u);
   }
   workgroupBarrier();
   for (var e = lid; e < 16u * MT * 64u; e += 32u) {
