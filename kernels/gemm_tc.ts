@@ -5,7 +5,10 @@
  * writes, its rows padded with zeros to the variant's row tile (`gemmTcRowsPad`); n and k
  * must be multiples of 16. A workgroup (one subgroup of 32) owns TM rows x 64 columns of c:
  * `f16-tc16` (1 x 4 tiles, the most workgroups: decode-sized row counts), `f16-tc32`,
- * `f16-tc64` (4 x 4 tiles, the most reuse: prefill).
+ * `f16-tc64` (4 x 4 tiles, the most reuse: prefill). Split-K: with `k_split < k` workgroup z
+ * sums its k_split of the reduction into slice z of c (`[splits, m, n]`, no accumulate) and
+ * `splitk_reduce` adds the slices: decode-sized steps have too few (row, column) tiles to
+ * keep the GPU's subgroups busy.
  */
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
@@ -13,7 +16,13 @@ import { linearRef } from "./gemv.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
 
-const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
+const params = defineParams({
+  m: "u32",
+  n: "u32",
+  k: "u32",
+  accumulate: "u32",
+  k_split: "u32",
+});
 
 function tcVariant(tm: 16 | 32 | 64): Variant {
   return {
@@ -34,7 +43,11 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "c", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
   ],
   variants: [tcVariant(16), tcVariant(32), tcVariant(64)],
-  grid: (p, v) => [Math.ceil(p.n / 64), Math.ceil(p.m / (v.consts?.TM ?? 64)), 1],
+  grid: (p, v) => [
+    Math.ceil(p.n / 64),
+    Math.ceil(p.m / (v.consts?.TM ?? 64)),
+    Math.ceil(p.k / p.k_split),
+  ],
 };
 
 /** Rows of `a` the variant reads for m rows of c: m rounded up to its row tile. */
@@ -54,12 +67,45 @@ export function gemmTcParams(
   n: number,
   k: number,
   accumulate: boolean,
+  splits = 1,
 ): ParamValues<typeof params.fields> {
   if (!gemmTcFits(n, k)) {
     throw new Error(`gemm_tc: n = ${n} and k = ${k} must be positive multiples of 16`);
   }
   if (!Number.isInteger(m) || m < 0) throw new Error(`gemm_tc: m = ${m} must be an integer >= 0`);
-  return { m, n, k, accumulate: accumulate ? 1 : 0 };
+  const kSplit = gemmTcSplitK(k, splits);
+  if (kSplit < k && accumulate) {
+    throw new Error("gemm_tc: split-K writes partial sums; splitk_reduce accumulates");
+  }
+  return { m, n, k, accumulate: accumulate ? 1 : 0, k_split: kSplit };
+}
+
+/** The k of one split for about `splits` splits: a multiple of 16 (k itself for 1). */
+export function gemmTcSplitK(k: number, splits: number): number {
+  if (!Number.isInteger(splits) || splits < 1) {
+    throw new Error(`gemm_tc: splits = ${splits} must be an integer >= 1`);
+  }
+  return Math.ceil(k / 16 / splits) * 16;
+}
+
+/**
+ * Splits for m x n on a variant: none while the (row, column) tiles already give `target`
+ * workgroups, else the fewest powers of two up to `max` that do, keeping at least
+ * `minSlices` 16-wide k slices a split.
+ */
+export function gemmTcSplits(
+  m: number,
+  n: number,
+  k: number,
+  variant: Variant,
+  target: number,
+  max = 16,
+  minSlices = 8,
+): number {
+  const tiles = Math.ceil(n / 64) * Math.ceil(m / (variant.consts?.TM ?? 64));
+  let s = 1;
+  while (tiles * s < target && s * 2 <= max && k / 16 / (s * 2) >= minSlices) s *= 2;
+  return s;
 }
 
 function tcCase(
@@ -67,12 +113,15 @@ function tcCase(
   n: number,
   k: number,
   accumulate = false,
+  splits = 1,
 ): KernelCase<typeof params.fields> {
   // every variant reads up to the largest row tile: pad for that one
   const rowsPad = Math.ceil(m / 64) * 64;
+  const p = gemmTcParams(m, n, k, accumulate, splits);
+  const slices = Math.ceil(k / p.k_split);
   return {
-    label: `m=${m} n=${n} k=${k}${accumulate ? " c+=" : ""}`,
-    params: gemmTcParams(m, n, k, accumulate),
+    label: `m=${m} n=${n} k=${k}${accumulate ? " c+=" : ""}${slices > 1 ? ` split ${slices}` : ""}`,
+    params: p,
     inputs: (rng) => {
       const a = new Float32Array(rowsPad * k);
       a.set(rng.fillNormal(new Float32Array(m * k)));
@@ -82,17 +131,42 @@ function tcCase(
         ...(accumulate ? { c: rng.fillNormal(new Float32Array(m * n)) } : {}),
       };
     },
-    outputs: accumulate ? {} : { c: m * n },
+    outputs: accumulate ? {} : { c: slices * m * n },
     reference: (inp) => {
       const c0 = accumulate ? inp.c as Float32Array : undefined;
       // a and b arrive rounded to f16 (T bindings); the products accumulate in f32
       const a = roundToF16InPlace(new Float32Array(inp.a as Float32Array));
-      return { c: linearRef(a, inp.b as Float32Array, m, n, k, c0) };
+      if (slices === 1) return { c: linearRef(a, inp.b as Float32Array, m, n, k, c0) };
+      return { c: splitPartialsRef(a, inp.b as Float32Array, m, n, k, p.k_split) };
     },
     tolerance: () => ({ atol: 2e-4, rtol: 2e-4 }),
     bytes: () => n * k * 2 + m * k * 2 + m * n * 4 * (accumulate ? 2 : 1),
     flops: 2 * m * n * k,
   };
+}
+
+/** Split-K partial sums: slice z = a[:, z ks .. (z+1) ks] . b[:, same]^T, [splits, m, n]. */
+function splitPartialsRef(
+  a: Float32Array,
+  b: Float32Array,
+  m: number,
+  n: number,
+  k: number,
+  ks: number,
+): Float32Array {
+  const slices = Math.ceil(k / ks);
+  const out = new Float32Array(slices * m * n);
+  for (let z = 0; z < slices; z++) {
+    const k0 = z * ks, k1 = Math.min(k, k0 + ks);
+    for (let r = 0; r < m; r++) {
+      for (let c = 0; c < n; c++) {
+        let s = 0;
+        for (let i = k0; i < k1; i++) s += a[r * k + i] * b[c * k + i];
+        out[(z * m + r) * n + c] = s;
+      }
+    }
+  }
+  return out;
 }
 
 export const cases = [
@@ -101,6 +175,9 @@ export const cases = [
   tcCase(37, 80, 48),
   tcCase(70, 144, 112, true),
   tcCase(64, 128, 2048, true),
+  // split-K: k 112 in 3 splits of 48 (the last one short: 16), and the decode qkv shape
+  tcCase(19, 96, 112, false, 3),
+  tcCase(64, 5120, 2048, false, 8),
   // Qwen3-30B-A3B: qkv at 64 decode rows, o (accumulating) and a prefill-sized square
   tcCase(64, 5120, 2048),
   tcCase(130, 2048, 4096, true),

@@ -28,6 +28,7 @@ import * as rmsnorm from "./rmsnorm.ts";
 import * as rope from "./rope.ts";
 import * as sample from "./sample.ts";
 import * as siluMul from "./silu_mul.ts";
+import * as splitkReduce from "./splitk_reduce.ts";
 import * as softmax from "./softmax.ts";
 
 export const KERNELS: readonly KernelModule[] = [
@@ -37,6 +38,7 @@ export const KERNELS: readonly KernelModule[] = [
   gemm,
   castF16,
   gemmTc,
+  splitkReduce,
   softmax,
   rope,
   siluMul,

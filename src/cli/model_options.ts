@@ -67,14 +67,26 @@ export const TENSOR_CORE_OPTIONS = {
     values: ["0", "16", "32", "64"],
     help: "the tensor-core GEMM's rows a workgroup (0: by rows)",
   },
+  tensorCoreSplitTarget: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "split-K of the tensor-core GEMM up to 128 rows: about this many workgroups a " +
+      "layer (default 2048; 0 never)",
+  },
 } as const satisfies Record<string, OptionSpec>;
 
 /** GpuModelOptions' tensor-core fields from TENSOR_CORE_OPTIONS' values. */
 export function tensorCoreOptions(
-  o: { readonly tensorCoreRows?: number; readonly tensorCoreTile?: string },
-): { tensorCoreRows?: number; tensorCoreTile?: 0 | 16 | 32 | 64 } {
+  o: {
+    readonly tensorCoreRows?: number;
+    readonly tensorCoreTile?: string;
+    readonly tensorCoreSplitTarget?: number;
+  },
+): { tensorCoreRows?: number; tensorCoreTile?: 0 | 16 | 32 | 64; tensorCoreSplitTarget?: number } {
   return {
     tensorCoreRows: o.tensorCoreRows,
+    tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreTile: o.tensorCoreTile === undefined
       ? undefined
       : Number(o.tensorCoreTile) as 0 | 16 | 32 | 64,

@@ -38,6 +38,7 @@ import { laneGroupColumns } from "../../kernels/lane_group_variants.ts";
 import * as gemm from "../../kernels/gemm.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
 import * as castF16 from "../../kernels/cast_f16.ts";
+import * as splitkReduce from "../../kernels/splitk_reduce.ts";
 import * as qkNormRopeCache from "../../kernels/qk_norm_rope_cache.ts";
 import * as pagedAttention from "../../kernels/paged_attention.ts";
 import * as pagedAttentionDecode from "../../kernels/paged_attention_decode.ts";
@@ -143,6 +144,13 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreTile?: 0 | 16 | 32 | 64;
   /**
+   * Split-K of the tensor-core GEMM for steps of at most 128 rows: about this many
+   * workgroups a linear layer (default 2048; 0: never split). Few rows give few (row, column)
+   * tiles, and each subgroup then waits on memory alone; k splits add subgroups, and
+   * `splitk_reduce` adds their partial sums.
+   */
+  readonly tensorCoreSplitTarget?: number;
+  /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
    * environment sets WEBFPM_F16_PACKED=1. On the H200 it moved no decode point by more than
@@ -203,6 +211,7 @@ interface LinearCall {
   readonly tc: {
     readonly cast: KernelCall<typeof castF16.spec.params.fields>;
     readonly gemm: KernelCall<typeof gemmTc.spec.params.fields>;
+    readonly reduce: KernelCall<typeof splitkReduce.spec.params.fields>;
   } | null;
   readonly n: number;
   readonly k: number;
@@ -218,6 +227,9 @@ interface StepPlan {
 }
 
 const SAMPLE_STAGING = 4;
+/** Split-K of the tensor-core GEMM: steps of at most these rows, at most these splits. */
+const TC_SPLIT_MAX_ROWS = 128;
+const TC_MAX_SPLITS = 16;
 
 export class GpuModel implements ForwardModel {
   readonly blockSize: number;
@@ -353,6 +365,7 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       tensorCoreRows: options.tensorCoreRows ?? 0,
       tensorCoreTile: options.tensorCoreTile ?? 0,
+      tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       linearFewRows: options.linearFewRows ?? rowForms?.few ?? "",
@@ -389,7 +402,7 @@ export class GpuModel implements ForwardModel {
         dtype,
       }, { packedF16: opts.packedF16, decodeForms: opts.moeDecodeForms })
       : null;
-    const buf = createScratch(gpu, config, opts, calls.tensorCoreK);
+    const buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
     const model = new GpuModel(gpu, config, weights, kv, opts, calls, moe, buf);
     model.ensurePartials(opts.maxNumSeqs * config.numHeads * 4);
     return model;
@@ -827,12 +840,30 @@ export class GpuModel implements ForwardModel {
     return this.calls.manyVariants[kind];
   }
 
-  /** The tensor-core GEMM variant of `kind` for `rows` rows, or null when another form takes them. */
-  private tensorCoreFor(kind: LinearKind, rows: number): string | null {
+  /**
+   * The tensor-core GEMM variant of `kind` for `rows` rows and its k splits, or null when
+   * another form takes them.
+   */
+  private tensorCoreFor(
+    kind: LinearKind,
+    rows: number,
+  ): { variant: string; splits: number } | null {
     const l = this.calls.linear[kind];
     const min = this.opts.tensorCoreRows;
     if (!l.tc || min <= 0 || rows < min) return null;
-    return `f16-tc${this.opts.tensorCoreTile || tensorCoreTileFor(rows)}`;
+    const variant = `f16-tc${this.opts.tensorCoreTile || tensorCoreTileFor(rows)}`;
+    const target = this.opts.tensorCoreSplitTarget;
+    const splits = target > 0 && kind !== "lmHead" && rows <= TC_SPLIT_MAX_ROWS
+      ? gemmTc.gemmTcSplits(
+        rows,
+        l.n,
+        l.k,
+        variantByName(gemmTc.spec, variant),
+        target,
+        TC_MAX_SPLITS,
+      )
+      : 1;
+    return { variant, splits };
   }
 
   private setLinear(kind: LinearKind, rows: number): void {
@@ -840,9 +871,16 @@ export class GpuModel implements ForwardModel {
     const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0 };
     const tc = this.tensorCoreFor(kind, rows);
     if (tc && l.tc) {
-      const rowsPad = gemmTc.gemmTcRowsPad(rows, variantByName(gemmTc.spec, tc));
+      const rowsPad = gemmTc.gemmTcRowsPad(rows, variantByName(gemmTc.spec, tc.variant));
       l.tc.cast.setParams(castF16.castF16Params(rows, rowsPad, l.k));
-      l.tc.gemm.setParams(values);
+      const split = tc.splits > 1;
+      l.tc.gemm.setParams(gemmTc.gemmTcParams(rows, l.n, l.k, l.accumulate && !split, tc.splits));
+      if (split) {
+        const kSplit = gemmTc.gemmTcSplitK(l.k, tc.splits);
+        l.tc.reduce.setParams(
+          splitkReduce.splitkReduceParams(rows * l.n, Math.ceil(l.k / kSplit), l.accumulate),
+        );
+      }
     } else if (this.gemvFor(kind, rows)) l.gemv.setParams(values);
     else l.gemm.setParams(values);
   }
@@ -863,11 +901,24 @@ export class GpuModel implements ForwardModel {
         x,
         out: this.buf.a16!,
       });
-      l.tc.gemm.dispatch(step.pass(`linear ${kind}`, "gemm_tc"), tc, key, {
-        a: this.buf.a16!,
-        b: w,
-        c: y,
-      });
+      const split = tc.splits > 1;
+      // split-K: partial sums into tcPartials, added up (and to the residual) by the reduce
+      l.tc.gemm.dispatch(
+        step.pass(`linear ${kind}`, "gemm_tc"),
+        tc.variant,
+        `${key}${split ? "s" : ""}`,
+        {
+          a: this.buf.a16!,
+          b: w,
+          c: split ? this.buf.tcPartials! : y,
+        },
+      );
+      if (split) {
+        l.tc.reduce.dispatch(step.pass(`linear ${kind}`, "splitk_reduce"), "f32", key, {
+          part: this.buf.tcPartials!,
+          out: y,
+        });
+      }
       return;
     }
     const gemvVariant = this.gemvFor(kind, rows);
@@ -1067,6 +1118,7 @@ async function createCalls(
             gemmTc.spec.variants.map((v) => v.name),
             `gemm_tc ${kind}`,
           ),
+          reduce: await KernelCall.create(gpu, splitkReduce.spec, ["f32"], `splitk ${kind}`),
         }
         : null,
       n,
@@ -1074,10 +1126,17 @@ async function createCalls(
       accumulate,
     };
   }
-  // the widest input of a linear layer on the tensor cores (its f16 copy's row width)
+  // the widest input of a linear layer on the tensor cores (its f16 copy's row width), and
+  // the widest output a split-K one writes partial sums of (not the LM head: its columns
+  // give workgroups enough)
   const tensorCoreK = Math.max(0, ...Object.values(linear).map((l) => l.tc ? l.k : 0));
+  const tensorCoreSplitN = Math.max(
+    0,
+    ...Object.entries(linear).map(([kind, l]) => l.tc && kind !== "lmHead" ? l.n : 0),
+  );
   return {
     tensorCoreK,
+    tensorCoreSplitN,
     manyVariants,
     gemvVariant,
     fewRowsVariant,
@@ -1147,6 +1206,7 @@ function createScratch(
   config: ModelConfig,
   opts: { maxNumTokens: number; maxNumSeqs: number; maxModelLen: number; blockSize: number },
   tensorCoreK: number,
+  tensorCoreSplitN: number,
 ) {
   const d = gpu.device;
   const T = opts.maxNumTokens, S = opts.maxNumSeqs;
@@ -1199,6 +1259,10 @@ function createScratch(
     // the f16 copy of a tensor-core linear's input, its rows padded to the largest row tile
     a16: tensorCoreK > 0
       ? f32("a16", (Math.ceil(Math.max(S, T, maxRows) / 64) * 64 * tensorCoreK) / 2)
+      : null,
+    // split-K partial sums of a tensor-core linear (steps of at most TC_SPLIT_MAX_ROWS rows)
+    tcPartials: tensorCoreSplitN > 0
+      ? f32("tc_partials", TC_MAX_SPLITS * Math.min(T, TC_SPLIT_MAX_ROWS) * tensorCoreSplitN)
       : null,
   };
   return { ...bufs, all, maxRows };

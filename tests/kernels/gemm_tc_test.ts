@@ -1,6 +1,13 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { gemmTcFits, gemmTcParams, gemmTcRowsPad, spec } from "../../kernels/gemm_tc.ts";
+import {
+  gemmTcFits,
+  gemmTcParams,
+  gemmTcRowsPad,
+  gemmTcSplitK,
+  gemmTcSplits,
+  spec,
+} from "../../kernels/gemm_tc.ts";
 import { castF16Params } from "../../kernels/cast_f16.ts";
 import { variantByName } from "../../kernels/kernel.ts";
 import { tensorCoreTileFor } from "../../src/model/gpu_model.ts";
@@ -27,6 +34,24 @@ test("shapes the tensor cores cannot take are refused by field", () => {
   );
   assert.throws(() => castF16Params(4, 2, 16), /rows_pad = 2 must be an integer >= rows = 4/);
   assert.throws(() => castF16Params(4, 16, 6), /width = 6 must be a positive multiple of 4/);
+});
+
+test("split-K adds k splits until the workgroups reach the target, keeping 8 slices a split", () => {
+  const tc16 = variantByName(spec, "f16-tc16"), tc64 = variantByName(spec, "f16-tc64");
+  // qkv at 64 decode rows: 80 x 4 tiles -> 8 splits of 256
+  assert.is(gemmTcSplits(64, 5120, 2048, tc16, 2048), 8);
+  assert.is(gemmTcSplitK(2048, 8), 256);
+  // o: 32 x 4 tiles, k 4096 -> 16 splits
+  assert.is(gemmTcSplits(64, 2048, 4096, tc16, 2048), 16);
+  // a prefill's tiles are enough
+  assert.is(gemmTcSplits(2048, 5120, 2048, tc64, 2048), 1);
+  // k 256: 16 slices, two splits of 8 at most
+  assert.is(gemmTcSplits(16, 64, 256, tc16, 2048), 2);
+  // the split k stays a multiple of 16; the last split may be short
+  assert.is(gemmTcSplitK(112, 3), 48);
+  const p = gemmTcParams(19, 96, 112, false, 3);
+  assert.equal(spec.grid(p, tc16, undefined as never), [2, 2, 3]);
+  assert.throws(() => gemmTcParams(19, 96, 112, true, 3), /split-K writes partial sums/);
 });
 
 test("the row tile grows with the rows: many workgroups for decode, reuse for prefill", () => {

@@ -171,11 +171,19 @@ const tensorCores = unsupportedReason(await sharedGpu(), gemmTc.spec.variants[0]
     const fma = await decodeLogits(f16);
     // every linear of every step on the tensor cores, with each row tile
     for (const tile of [0, 16, 32, 64] as const) {
-      const tc = await decodeLogits({ ...f16, tensorCoreRows: 1, tensorCoreTile: tile });
-      tc.forEach((d, i) => {
-        const diff = maxAbsDiff(d, fma[i]);
-        assert.ok(diff < 2e-2, `tile ${tile}, step ${i}: ${diff}`);
-      });
+      // split-K too: a target of 1e6 workgroups splits every layer as far as it goes
+      for (const split of [0, 1e6]) {
+        const tc = await decodeLogits({
+          ...f16,
+          tensorCoreRows: 1,
+          tensorCoreTile: tile,
+          tensorCoreSplitTarget: split,
+        });
+        tc.forEach((d, i) => {
+          const diff = maxAbsDiff(d, fma[i]);
+          assert.ok(diff < 2e-2, `tile ${tile}, split target ${split}, step ${i}: ${diff}`);
+        });
+      }
     }
   },
 );
