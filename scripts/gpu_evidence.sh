@@ -13,7 +13,8 @@
 # EVIDENCE_PEER=off skips the PyTorch peer (perf then compares with GPU.md's peer figures);
 # EVIDENCE_PEER=DIR takes the peer's peer-decode.json and peer-prefill.json from DIR (a run
 # earlier the same day on the same machine) instead of running it again.
-# EVIDENCE_PROFILE: the decode points perf profiles per kernel (default 1x1024,8x1024,64x1024).
+# EVIDENCE_PROFILE: the decode points perf profiles per kernel (default 1x1024,8x1024,64x1024);
+# EVIDENCE_PREFILL_PROFILE: the prefill shapes it profiles (default 1x2048).
 # EVIDENCE_AB="NAME=FLAGS;NAME=FLAGS": perf-decode again per named set of extra flags at the
 # EVIDENCE_AB_POINTS (default --batch 1,8,64 --ctx 1024,8192), writing h200-decode-NAME.json
 # and profile-NAME*.json (kernel forms compared in one call); EVIDENCE_PREFILL=off skips
@@ -134,7 +135,8 @@ for stage in "$@"; do
         tee "$out/peer-prefill.txt" | tail -5
       mapfile -t p < <(peer "$out/peer-prefill.json")
       run perf-prefill --model $model --kv-cache-gb ${EVIDENCE_KV_GB:-20} "${p[@]}" \
-        --json "$out/h200-prefill.json" 2>&1 | tee "$out/perf-prefill.txt" | tail -12
+        --json "$out/h200-prefill.json" --profile "${EVIDENCE_PREFILL_PROFILE:-1x2048}" \
+        --profile-json "$out/profile-prefill.json" 2>&1 | tee "$out/perf-prefill.txt" | tail -30
       ;;
     attention)
       log "perf-attention: decode attention alone at deep KV, per form and split plan"
