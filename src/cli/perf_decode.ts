@@ -12,7 +12,7 @@ import { rooflineBytes, stepCost } from "../model/step_cost.ts";
 import { GPU_MD_DECODE } from "../model/peer_reference.ts";
 import { measureReadBandwidth } from "../../kernels/read_bandwidth.ts";
 import { SyntheticDecode } from "../perf/synthetic_steps.ts";
-import { formatKernelProfile, summarizeSpans } from "../perf/kernel_profile.ts";
+import { reportStepProfile } from "../perf/kernel_profile.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
@@ -277,21 +277,20 @@ await runCli(async () => {
       seqs: Array.from({ length: pb }, () => ({ queryLen: 1, contextLen: pc + 2 })),
       sampledRows: pb,
     });
-    const rows = summarizeSpans(spans, cost, bw.bytesPerSecond);
-    const sum = spans.reduce((s, x) => s + x.us, 0);
-    console.log(
-      `\nkernel profile of one decode step at ${pb} x ${pc} (each dispatch in its own timed pass: ${
-        (sum / 1000).toFixed(2)
-      } ms summed)`,
+    reportStepProfile(
+      spans,
+      cost,
+      bw.bytesPerSecond,
+      `one decode step at ${pb} x ${pc}`,
+      o.profileJson
+        ? {
+          path: o.profileJson,
+          several: profilePoints.length > 1,
+          tag: `${pb}x${pc}`,
+          fields: { batch: pb, ctx: pc },
+        }
+        : undefined,
     );
-    console.log(formatKernelProfile(rows));
-    if (o.profileJson) {
-      // several points: one file each, named by point (FILE-BxC.json)
-      const file = profilePoints.length > 1
-        ? o.profileJson.replace(/(\.json)?$/, `-${pb}x${pc}.json`)
-        : o.profileJson;
-      writeJsonAtomic(userPath(file), { batch: pb, ctx: pc, summed_ms: sum / 1000, rows, spans });
-    }
   }
   if (o.json) {
     writeJsonAtomic(userPath(o.json), {

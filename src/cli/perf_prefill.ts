@@ -18,7 +18,7 @@ import { gitCommit } from "../util/git_commit.ts";
 import { parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
 import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
-import { formatKernelProfile, summarizeSpans } from "../perf/kernel_profile.ts";
+import { reportStepProfile } from "../perf/kernel_profile.ts";
 
 const SPEC = {
   model: {
@@ -194,26 +194,20 @@ await runCli(async () => {
       seqs: Array.from({ length: pb }, () => ({ queryLen: pt, contextLen: pt })),
       sampledRows: pb,
     });
-    const rows = summarizeSpans(spans, cost, null);
-    const sum = spans.reduce((s, x) => s + x.us, 0);
-    console.log(
-      `\nkernel profile of one prefill step at ${pb} x ${pt} (each dispatch in its own timed pass: ${
-        (sum / 1000).toFixed(1)
-      } ms summed)`,
+    reportStepProfile(
+      spans,
+      cost,
+      null,
+      `one prefill step at ${pb} x ${pt}`,
+      o.profileJson
+        ? {
+          path: o.profileJson,
+          several: profileShapes.length > 1,
+          tag: `${pb}x${pt}`,
+          fields: { batch: pb, tokens: pt },
+        }
+        : undefined,
     );
-    console.log(formatKernelProfile(rows));
-    if (o.profileJson) {
-      const file = profileShapes.length > 1
-        ? o.profileJson.replace(/(\.json)?$/, `-${pb}x${pt}.json`)
-        : o.profileJson;
-      writeJsonAtomic(userPath(file), {
-        batch: pb,
-        tokens: pt,
-        summed_ms: sum / 1000,
-        rows,
-        spans,
-      });
-    }
   }
   if (o.json) {
     writeJsonAtomic(userPath(o.json), {

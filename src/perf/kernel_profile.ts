@@ -10,6 +10,8 @@
 import type { KernelSpan } from "../model/gpu_model.ts";
 import type { StepCost } from "../model/step_cost.ts";
 import { formatTable } from "../util/table.ts";
+import { writeJsonAtomic } from "../util/atomic_file.ts";
+import { userPath } from "../util/user_path.ts";
 
 /** One row per dispatch label. */
 export interface KernelProfileRow {
@@ -75,4 +77,34 @@ export function formatKernelProfile(rows: readonly KernelProfileRow[]): string {
       f(r.tflops, 2),
     ]),
   );
+}
+
+/**
+ * Prints one profiled step (title, summed ms, the table) and, with `json`, writes it as
+ * `{...fields, summed_ms, rows, spans}`; with several profiled points each file is named
+ * by its point (`FILE-TAG.json`).
+ */
+export function reportStepProfile(
+  spans: readonly KernelSpan[],
+  cost: StepCost | null,
+  bandwidthBytesPerSecond: number | null,
+  what: string,
+  json?: {
+    readonly path: string;
+    readonly several: boolean;
+    readonly tag: string;
+    readonly fields: Readonly<Record<string, number>>;
+  },
+): void {
+  const rows = summarizeSpans(spans, cost, bandwidthBytesPerSecond);
+  const sum = spans.reduce((s, x) => s + x.us, 0);
+  console.log(
+    `\nkernel profile of ${what} (each dispatch in its own timed pass: ${
+      (sum / 1000).toFixed(2)
+    } ms summed)`,
+  );
+  console.log(formatKernelProfile(rows));
+  if (!json) return;
+  const file = json.several ? json.path.replace(/(\.json)?$/, `-${json.tag}.json`) : json.path;
+  writeJsonAtomic(userPath(file), { ...json.fields, summed_ms: sum / 1000, rows, spans });
 }
