@@ -1064,9 +1064,9 @@ async function createCalls(
   }
   // its rows a pass: past them, the many-row forms
   const fewRows = fewRt;
-  // The tiled GEMM, not the tensor-core form: on the H200 (2026-11-30) f16-sgmat passed
-  // validation but ran 4x slower (1024^3: 3750 us against 850 us), so it stays a validated
-  // variant to improve, not the model's choice.
+  // The FMA tiles where the tensor cores do not run (or a layer does not fit them). gemm's
+  // own tensor-core variant (f16-sgmat, staged through workgroup memory) ran 4x slower than
+  // these on the H200; the tensor-core path is gemm_tc (tensorCoreRows).
   const gemmVariant: string = dtype;
   const gemmSmallVariant = `${dtype}-t64`;
   const H = config.hiddenSize, hd = config.headDim;
