@@ -17,6 +17,9 @@ import * as moeCombine from "./moe_combine.ts";
 import * as moeDispatch from "./moe_dispatch.ts";
 import * as moeGemmDown from "./moe_gemm_down.ts";
 import * as moeGemmGateUp from "./moe_gemm_gate_up.ts";
+import * as moeGatherF16 from "./moe_gather_f16.ts";
+import * as moeGemmGateUpTc from "./moe_gemm_gate_up_tc.ts";
+import * as moeGemmDownTc from "./moe_gemm_down_tc.ts";
 import * as moeRouter from "./moe_router.ts";
 import * as kvBlockCopy from "./kv_block_copy.ts";
 import * as pagedAttention from "./paged_attention.ts";
@@ -54,6 +57,9 @@ export const KERNELS: readonly KernelModule[] = [
   moeDispatch,
   moeGemmGateUp,
   moeGemmDown,
+  moeGatherF16,
+  moeGemmGateUpTc,
+  moeGemmDownTc,
   moeCombine,
   sample,
 ] as unknown as KernelModule[];

@@ -7,6 +7,8 @@
  *                                                      work_items, dispatch_args
  *   3. moe_gemm_gate_up  indirect (dispatch_args+0)  x, w_gate_up -> act [N, inter]
  *   4. moe_gemm_down     indirect (dispatch_args+12) act, w_down -> y [N, hidden]
+ *   (3, 4 on the tensor cores, prefill-sized steps: moe_gather_f16 -> a16 [N + 64, hidden],
+ *    moe_gemm_gate_up_tc -> act16 [N + 64, inter] f16, moe_gemm_down_tc -> y)
  *   5. moe_combine       tokens * hidden / 4 invocations: residual += sum_j w * y[row]
  * Bytes (s = bytes per weight, U = experts that receive a token): router T*E*4 + N*8;
  * dispatch N*12 + (E+1)*4 + 16*(items+1) + 24; gate/up U*2*I*H*s + N*H*4 + N*I*4;
@@ -39,6 +41,10 @@ export type { MoeStage } from "./moe_cost.ts";
 import * as gateUp from "./moe_gemm_gate_up.ts";
 import * as down from "./moe_gemm_down.ts";
 import * as combine from "./moe_combine.ts";
+import * as gatherF16 from "./moe_gather_f16.ts";
+import * as gateUpTc from "./moe_gemm_gate_up_tc.ts";
+import * as downTc from "./moe_gemm_down_tc.ts";
+import { MOE_TC_PAD_ROWS } from "./moe_tc_routing.ts";
 
 /** Shape of one MoE block (all layers of a model share it). */
 export interface MoeBlockShape {
@@ -86,6 +92,13 @@ export interface MoeBlockOptions {
   readonly decodeForms?: { readonly gateUp?: string; readonly down?: string };
   /** "auto" falls back on the staged form's f16 words variant (`f16-staged-packed`). */
   readonly packedF16?: boolean;
+  /**
+   * With "auto", steps of more than this many rows an expert on average run the expert
+   * GEMMs on the tensor cores (moe_gather_f16, moe_gemm_gate_up_tc, moe_gemm_down_tc) where
+   * f16 subgroup matrices run, the weights are f16, work items have 64 rows and the shape
+   * fits (moeTcFits); 0 or below: never. Default 16 (the steps the tiled FMA form took).
+   */
+  readonly tensorCoreRowsPerExpert?: number;
 }
 
 /**
@@ -143,6 +156,16 @@ export interface MoeBlockScratch {
   readonly dispatchArgs: GPUBuffer;
   readonly act: GPUBuffer;
   readonly y: GPUBuffer;
+  /** The tensor-core path's f16 operands (null where it does not run). */
+  readonly a16: GPUBuffer | null;
+  readonly act16: GPUBuffer | null;
+}
+
+/** The tensor-core path's pipelines. */
+interface TcPipes {
+  readonly gather: KernelPipeline<ParamFields>;
+  readonly gateUp: KernelPipeline<ParamFields>;
+  readonly down: KernelPipeline<ParamFields>;
 }
 
 /** One MoE block's pipelines, params and scratch; encode() records its five dispatches. */
@@ -154,6 +177,9 @@ export class MoeBlock {
   private downName = "";
   private routerGrid: readonly number[] = [];
   private combineGrid: readonly number[] = [];
+  private gatherGrid: readonly number[] = [];
+  /** This step's expert GEMMs run on the tensor cores. */
+  private useTc = false;
 
   private constructor(
     private readonly gpu: Gpu,
@@ -165,9 +191,10 @@ export class MoeBlock {
       gateUp: ReadonlyMap<string, Pipe>;
       down: ReadonlyMap<string, Pipe>;
       combine: Pipe;
+      tc: TcPipes | null;
     },
     private readonly params: Record<
-      "router" | "dispatch" | "gateUp" | "down" | "combine",
+      "router" | "dispatch" | "gateUp" | "down" | "combine" | "gather" | "gateUpTc" | "downTc",
       GPUBuffer
     >,
     readonly scratch: MoeBlockScratch,
@@ -232,12 +259,14 @@ export class MoeBlock {
         })`,
       );
     }
+    const tc = await tensorCorePipes(gpu, shape, options, blockM);
     const pipes = {
       router: await pipe(router.spec, "f32"),
       dispatch: await pipe(dispatch.spec, "f32"),
       gateUp: gateUpPipes,
       down: downPipes,
       combine: await pipe(combine.spec, "f32"),
+      tc,
     };
     const d = gpu.device;
     const uniform = (label: string, size: number) =>
@@ -248,6 +277,9 @@ export class MoeBlock {
       gateUp: uniform("moe_gemm_gate_up.params", gateUp.spec.params.size),
       down: uniform("moe_gemm_down.params", down.spec.params.size),
       combine: uniform("moe_combine.params", combine.spec.params.size),
+      gather: uniform("moe_gather_f16.params", gatherF16.spec.params.size),
+      gateUpTc: uniform("moe_gemm_gate_up_tc.params", gateUpTc.spec.params.size),
+      downTc: uniform("moe_gemm_down_tc.params", downTc.spec.params.size),
     };
     const rows = maxTokens * topK;
     const maxItems = dispatch.moeMaxWorkItems(rows, experts, blockM);
@@ -261,6 +293,8 @@ export class MoeBlock {
       dispatchArgs: createStorage(d, "moe.dispatch_args", 24, STORAGE_USAGE | BufferUsage.INDIRECT),
       act: createStorage(d, "moe.act", rows * inter * 4),
       y: createStorage(d, "moe.y", rows * hidden * 4),
+      a16: tc ? createStorage(d, "moe.a16", (rows + MOE_TC_PAD_ROWS) * hidden * 2) : null,
+      act16: tc ? createStorage(d, "moe.act16", (rows + MOE_TC_PAD_ROWS) * inter * 2) : null,
     };
     return new MoeBlock(gpu, shape, options, pipes, params, scratch);
   }
@@ -307,6 +341,25 @@ export class MoeBlock {
     const maxItems = dispatch.moeMaxWorkItems(tokens * s.topK, s.experts, blockM);
     const guParams = gateUp.moeGemmGateUpParams(s.hidden, s.inter, maxItems);
     const dnParams = down.moeGemmDownParams(s.hidden, s.inter, maxItems);
+    const tcMin = this.options.tensorCoreRowsPerExpert ?? 16;
+    this.useTc = this.pipes.tc !== null && tcMin > 0 &&
+      (tokens * s.topK) / s.experts > tcMin;
+    // the tensor-core GEMMs' params and grid x (where this step runs them)
+    let tcGridX: [number, number] | null = null;
+    if (this.useTc) {
+      const tcGu = gateUpTc.moeGemmGateUpTcParams(s.hidden, s.inter, maxItems);
+      const tcDn = downTc.moeGemmDownTcParams(s.hidden, s.inter, maxItems);
+      tcGridX = [
+        gateUpTc.spec.grid(tcGu, this.pipes.tc!.gateUp.variant, this.gpu)[0],
+        downTc.spec.grid(tcDn, this.pipes.tc!.down.variant, this.gpu)[0],
+      ];
+      this.gateUpName = this.downName = "f16-tc";
+      const gp = gatherF16.moeGatherF16Params(s.hidden, tokens * s.topK + MOE_TC_PAD_ROWS);
+      writeBuffer(this.gpu.device, this.params.gather, 0, gatherF16.spec.params.pack(gp));
+      writeBuffer(this.gpu.device, this.params.gateUpTc, 0, gateUpTc.spec.params.pack(tcGu));
+      writeBuffer(this.gpu.device, this.params.downTc, 0, downTc.spec.params.pack(tcDn));
+      this.gatherGrid = gatherF16.spec.grid(gp, this.pipes.tc!.gather.variant, this.gpu);
+    }
     const write = <F extends ParamFields>(
       buffer: GPUBuffer,
       layout: { pack(v: ParamValues<F>): Uint8Array },
@@ -328,8 +381,8 @@ export class MoeBlock {
         topK: s.topK,
         experts: s.experts,
         blockM,
-        gridXGateUp: gateUp.spec.grid(guParams, gu.variant, this.gpu)[0],
-        gridXDown: down.spec.grid(dnParams, dn.variant, this.gpu)[0],
+        gridXGateUp: tcGridX?.[0] ?? gateUp.spec.grid(guParams, gu.variant, this.gpu)[0],
+        gridXDown: tcGridX?.[1] ?? down.spec.grid(dnParams, dn.variant, this.gpu)[0],
       }),
     );
     write(this.params.gateUp, gateUp.spec.params, guParams);
@@ -388,15 +441,37 @@ export class MoeBlock {
       work_items: sc.workItems,
       dispatch_args: sc.dispatchArgs,
     }, [1, 1, 1]);
-    run("gate_up", gu, params.gateUp, {
-      x: io.x,
-      w: io.wGateUp,
-      sorted_token: sc.sortedToken,
-      work_items: sc.workItems,
-      act: sc.act,
-    }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
-    run("down", dn, params.down, { act: sc.act, w: io.wDown, work_items: sc.workItems, y: sc.y })
-      .dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
+    if (this.useTc) {
+      const tc = pipes.tc!;
+      run("gate_up", tc.gather, params.gather, {
+        x: io.x,
+        sorted_token: sc.sortedToken,
+        work_items: sc.workItems,
+        out: sc.a16!,
+      }, this.gatherGrid);
+      run("gate_up", tc.gateUp, params.gateUpTc, {
+        a: sc.a16!,
+        w: io.wGateUp,
+        work_items: sc.workItems,
+        act: sc.act16!,
+      }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
+      run("down", tc.down, params.downTc, {
+        act: sc.act16!,
+        w: io.wDown,
+        work_items: sc.workItems,
+        y: sc.y,
+      }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
+    } else {
+      run("gate_up", gu, params.gateUp, {
+        x: io.x,
+        w: io.wGateUp,
+        sorted_token: sc.sortedToken,
+        work_items: sc.workItems,
+        act: sc.act,
+      }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
+      run("down", dn, params.down, { act: sc.act, w: io.wDown, work_items: sc.workItems, y: sc.y })
+        .dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
+    }
     run("combine", pipes.combine, params.combine, {
       y: sc.y,
       row_of: sc.rowOf,
@@ -407,8 +482,37 @@ export class MoeBlock {
 
   /** Frees the scratch and params buffers (pipelines stay cached). */
   destroy(): void {
-    for (const b of Object.values(this.scratch)) b.destroy();
+    for (const b of Object.values(this.scratch)) b?.destroy();
     for (const b of Object.values(this.params)) b.destroy();
+  }
+}
+
+/**
+ * The tensor-core expert GEMMs' pipelines, or null where they do not run (a reason is
+ * printed when they fail to compile; asked for with tensorCoreRowsPerExpert > 0 on a device
+ * without them, they are simply not used: the FMA forms serve every step).
+ */
+async function tensorCorePipes(
+  gpu: Gpu,
+  shape: MoeBlockShape,
+  options: MoeBlockOptions,
+  blockM: number,
+): Promise<TcPipes | null> {
+  if ((options.tensorCoreRowsPerExpert ?? 16) <= 0) return null;
+  if (options.gemm && options.gemm !== "auto") return null;
+  if (shape.dtype !== "f16" || blockM !== dispatch.MOE_BLOCK_M) return null;
+  if (!gateUpTc.moeTcFits(shape.hidden, shape.inter)) return null;
+  const v = gateUpTc.spec.variants[0];
+  if (unsupportedReason(gpu, v) !== null) return null;
+  try {
+    return {
+      gather: await getPipeline(gpu, gatherF16.spec, gatherF16.spec.variants[0]) as unknown as Pipe,
+      gateUp: await getPipeline(gpu, gateUpTc.spec, v) as unknown as Pipe,
+      down: await getPipeline(gpu, downTc.spec, downTc.spec.variants[0]) as unknown as Pipe,
+    };
+  } catch (err) {
+    console.error(`moe block: tensor-core expert GEMMs left out: ${(err as Error).message}`);
+    return null;
   }
 }
 

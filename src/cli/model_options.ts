@@ -67,6 +67,13 @@ export const TENSOR_CORE_OPTIONS = {
     values: ["0", "16", "32", "64"],
     help: "the tensor-core GEMM's rows a workgroup (0: by rows)",
   },
+  moeTensorCoreRows: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "MoE steps with more than this many rows an expert run the expert GEMMs on the " +
+      "tensor cores (default 16; 0 never)",
+  },
   tensorCoreSplitTarget: {
     type: "number",
     integer: true,
@@ -82,9 +89,16 @@ export function tensorCoreOptions(
     readonly tensorCoreRows?: number;
     readonly tensorCoreTile?: string;
     readonly tensorCoreSplitTarget?: number;
+    readonly moeTensorCoreRows?: number;
   },
-): { tensorCoreRows?: number; tensorCoreTile?: 0 | 16 | 32 | 64; tensorCoreSplitTarget?: number } {
+): {
+  tensorCoreRows?: number;
+  tensorCoreTile?: 0 | 16 | 32 | 64;
+  tensorCoreSplitTarget?: number;
+  moeTensorCoreRows?: number;
+} {
   return {
+    moeTensorCoreRows: o.moeTensorCoreRows,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreTile: o.tensorCoreTile === undefined

@@ -155,6 +155,12 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreSplitTarget?: number;
   /**
+   * MoE steps of more than this many rows an expert on average run the expert GEMMs on the
+   * tensor cores where they can (MoeBlockOptions.tensorCoreRowsPerExpert; default 16, 0
+   * never).
+   */
+  readonly moeTensorCoreRows?: number;
+  /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
    * environment sets WEBFPM_F16_PACKED=1. On the H200 it moved no decode point by more than
@@ -370,6 +376,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
+      moeTensorCoreRows: options.moeTensorCoreRows ?? 16,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       linearFewRows: options.linearFewRows ?? rowForms?.few ?? "",
@@ -404,7 +411,11 @@ export class GpuModel implements ForwardModel {
         normTopk: config.normTopkProb,
         maxTokens: opts.maxNumTokens,
         dtype,
-      }, { packedF16: opts.packedF16, decodeForms: opts.moeDecodeForms })
+      }, {
+        packedF16: opts.packedF16,
+        decodeForms: opts.moeDecodeForms,
+        tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
+      })
       : null;
     const buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
     const model = new GpuModel(gpu, config, weights, kv, opts, calls, moe, buf);

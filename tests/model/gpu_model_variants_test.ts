@@ -188,6 +188,32 @@ const tensorCores = unsupportedReason(await sharedGpu(), gemmTc.spec.variants[0]
   },
 );
 
+(tensorCores ? test : test.skip)(
+  "the MoE expert GEMMs on the tensor cores give the logits of the FMA forms",
+  async () => {
+    const f16 = { dtype: "f16" as const, gemvMaxRows: 0, stagedMaxRows: 0, tensorCoreRows: 0 };
+    const fma = await decodeLogits({ ...f16, moeTensorCoreRows: 0 });
+    // every MoE step on the tensor cores (the prompt's 40 rows: 10 an expert)
+    const model = await loadTiny({ ...f16, moeTensorCoreRows: 1 });
+    try {
+      await runStep(model, [{
+        tokens: [1, 2, 3, 4, 5, 6, 7, 8],
+        start: 0,
+        table: [1],
+        rows: "last",
+      }]);
+      assert.is(model.moeGemmVariant, "f16-tc");
+    } finally {
+      model.destroy();
+    }
+    const tc = await decodeLogits({ ...f16, moeTensorCoreRows: 1 });
+    tc.forEach((d, i) => {
+      const diff = maxAbsDiff(d, fma[i]);
+      assert.ok(diff < 2e-2, `step ${i}: ${diff}`);
+    });
+  },
+);
+
 test("tensorCoreRows is refused by name where the tensor cores cannot run", async () => {
   let refused = "";
   await decodeLogits({ dtype: "f32", tensorCoreRows: 1 }).catch((e) => refused = e.message);

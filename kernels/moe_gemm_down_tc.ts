@@ -1,0 +1,104 @@
+/**
+ * Grouped down GEMM of the MoE experts on the tensor cores (f16 16 x 16 x 16 subgroup
+ * matrices, f32 sums), for prefill-sized steps: `y[r, n] = act[r] . w[e, n]` for the rows r
+ * of each work item (expert e), with `act` the f16 activations of `moe_gemm_gate_up_tc`
+ * (64 rows of padding after the last item) and `w` `[experts, hidden, inter]`. A workgroup
+ * takes a work item's 64 rows x 64 columns; launch indirect after moe_dispatch (grid x
+ * `hidden / 64`, y the items). hidden must be a multiple of 64, inter of 32 (moeTcFits).
+ */
+import type { KernelCase } from "./case.ts";
+import type { KernelSpec } from "./kernel.ts";
+import { defineParams, type ParamValues } from "./params.ts";
+import { moeGemmDownRef } from "./moe_gemm_down.ts";
+import { moeTcFits } from "./moe_gemm_gate_up_tc.ts";
+import { moeTcRouting } from "./moe_tc_routing.ts";
+import type { RoutingPattern } from "./moe_dispatch.ts";
+import { roundToF16InPlace } from "../src/util/f16.ts";
+
+const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "moe_gemm_down_tc",
+  shader: "moe_gemm_down_tc.wgsl",
+  params,
+  bindings: [
+    { name: "act", type: "T", access: "read", shape: "[rows + 64, inter] (moe_gemm_gate_up_tc)" },
+    { name: "w", type: "T", access: "read", shape: "[experts, hidden, inter]" },
+    {
+      name: "work_items",
+      type: "vec4<u32>",
+      access: "read",
+      shape: "[1 + max_items] (count, rows, 0, 0), (expert, row start, row end, 0)",
+    },
+    { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
+  ],
+  variants: [{ name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } }],
+  grid: (p) => [p.hidden / 64, Math.max(1, p.max_items), 1],
+};
+
+/** Validated params; throws naming the bad field. */
+export function moeGemmDownTcParams(
+  hidden: number,
+  inter: number,
+  maxItems: number,
+): ParamValues<typeof params.fields> {
+  if (!moeTcFits(hidden, inter)) {
+    throw new Error(
+      `moe tensor-core GEMMs: hidden = ${hidden} must be a multiple of 64 and inter = ${inter} of 32`,
+    );
+  }
+  if (!Number.isInteger(maxItems) || maxItems < 0 || maxItems > 65535) {
+    throw new Error(`moe_gemm_down_tc: max_items = ${maxItems} must be in 0..65535`);
+  }
+  return { hidden, inter, max_items: maxItems };
+}
+
+function tcCase(
+  tokens: number,
+  experts: number,
+  topK: number,
+  hidden: number,
+  inter: number,
+  pattern: RoutingPattern,
+  stored = experts,
+): KernelCase<typeof params.fields> {
+  const r = moeTcRouting(tokens, experts, topK, pattern, `hidden=${hidden} inter=${inter}`, stored);
+  return {
+    label: r.label,
+    params: moeGemmDownTcParams(hidden, inter, r.maxItems),
+    inputs: (rng) => {
+      const act = new Float32Array(r.rowsPad * inter);
+      act.set(rng.fillNormal(new Float32Array(r.rows * inter)));
+      return {
+        act,
+        w: rng.fillUniform(
+          new Float32Array(stored * hidden * inter),
+          -Math.sqrt(3 / inter),
+          Math.sqrt(3 / inter),
+        ),
+        work_items: r.workItems,
+      };
+    },
+    outputs: { y: r.rows * hidden },
+    reference: (inp) => ({
+      y: moeGemmDownRef(
+        roundToF16InPlace(new Float32Array(inp.act as Float32Array)),
+        inp.w as Float32Array,
+        r.workItems,
+        hidden,
+        inter,
+      ),
+    }),
+    tolerance: () => ({ atol: 2e-4, rtol: 2e-4 }),
+    bytes: () => r.touched * hidden * inter * 2 + r.rows * inter * 2 + r.rows * hidden * 4,
+    flops: r.rows * 2 * hidden * inter,
+  };
+}
+
+export const cases = [
+  tcCase(1, 8, 2, 64, 32, "spread"),
+  tcCase(37, 8, 2, 64, 64, "skewed"),
+  tcCase(301, 4, 2, 192, 96, "skewed"),
+  tcCase(256, 128, 8, 2048, 768, "spread", 8),
+  tcCase(256, 128, 8, 2048, 768, "spread"),
+];

@@ -1,0 +1,117 @@
+/**
+ * Grouped gate/up GEMM of the MoE experts on the tensor cores (f16 16 x 16 x 16 subgroup
+ * matrices, f32 sums) with the SwiGLU epilogue, for prefill-sized steps:
+ * `act[r, c] = f16(silu(a[r] . w[e, c]) * (a[r] . w[e, inter + c]))` for the rows r of each
+ * work item (expert e), where `a` is the expert-sorted f16 copy of the token rows
+ * (`moe_gather_f16`, 64 rows of padding) and `w` is `[experts, 2 * inter, hidden]`. A
+ * workgroup takes a work item's 64 rows x 32 act columns; launch indirect after
+ * moe_dispatch (grid x `inter / 32`, y the items) or with `spec.grid` directly. hidden must
+ * be a multiple of 16, inter of 32; work items of at most 64 rows (MOE_BLOCK_M).
+ */
+import type { KernelCase } from "./case.ts";
+import type { KernelSpec } from "./kernel.ts";
+import { defineParams, type ParamValues } from "./params.ts";
+import { moeGemmGateUpRef } from "./moe_gemm_gate_up.ts";
+import { moeTcRouting } from "./moe_tc_routing.ts";
+import type { RoutingPattern } from "./moe_dispatch.ts";
+import { roundToF16InPlace } from "../src/util/f16.ts";
+
+const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "moe_gemm_gate_up_tc",
+  shader: "moe_gemm_gate_up_tc.wgsl",
+  params,
+  bindings: [
+    { name: "a", type: "T", access: "read", shape: "[rows + 64, hidden] (moe_gather_f16)" },
+    { name: "w", type: "T", access: "read", shape: "[experts, 2 * inter, hidden]" },
+    {
+      name: "work_items",
+      type: "vec4<u32>",
+      access: "read",
+      shape: "[1 + max_items] (count, rows, 0, 0), (expert, row start, row end, 0)",
+    },
+    { name: "act", type: "T", access: "read_write", shape: "[rows + 64, inter]" },
+  ],
+  variants: [{ name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } }],
+  grid: (p) => [p.inter / 32, Math.max(1, p.max_items), 1],
+};
+
+/** Whether an expert shape fits the tensor-core expert GEMMs (gate/up and down). */
+export function moeTcFits(hidden: number, inter: number): boolean {
+  return hidden >= 64 && inter >= 32 && hidden % 64 === 0 && inter % 32 === 0;
+}
+
+/** Validated params; throws naming the bad field. */
+export function moeGemmGateUpTcParams(
+  hidden: number,
+  inter: number,
+  maxItems: number,
+): ParamValues<typeof params.fields> {
+  if (!moeTcFits(hidden, inter)) {
+    throw new Error(
+      `moe tensor-core GEMMs: hidden = ${hidden} must be a multiple of 64 and inter = ${inter} of 32`,
+    );
+  }
+  if (!Number.isInteger(maxItems) || maxItems < 0 || maxItems > 65535) {
+    throw new Error(`moe_gemm_gate_up_tc: max_items = ${maxItems} must be in 0..65535`);
+  }
+  return { hidden, inter, max_items: maxItems };
+}
+
+function tcCase(
+  tokens: number,
+  experts: number,
+  topK: number,
+  hidden: number,
+  inter: number,
+  pattern: RoutingPattern,
+  stored = experts,
+): KernelCase<typeof params.fields> {
+  const r = moeTcRouting(tokens, experts, topK, pattern, `hidden=${hidden} inter=${inter}`, stored);
+  const identity = Uint32Array.from({ length: r.rowsPad }, (_, i) => i);
+  return {
+    label: r.label,
+    params: moeGemmGateUpTcParams(hidden, inter, r.maxItems),
+    inputs: (rng) => {
+      const a = new Float32Array(r.rowsPad * hidden);
+      a.set(rng.fillNormal(new Float32Array(r.rows * hidden)));
+      return {
+        a,
+        w: rng.fillUniform(
+          new Float32Array(stored * 2 * inter * hidden),
+          -Math.sqrt(3 / hidden),
+          Math.sqrt(3 / hidden),
+        ),
+        work_items: r.workItems,
+      };
+    },
+    outputs: { act: r.rowsPad * inter },
+    // a and w arrive rounded to f16; the sums are f32 and act is rounded to f16 once
+    reference: (inp) => ({
+      act: roundToF16InPlace(
+        moeGemmGateUpRef(
+          roundToF16InPlace(new Float32Array(inp.a as Float32Array)),
+          inp.w as Float32Array,
+          identity,
+          r.workItems,
+          hidden,
+          inter,
+        ),
+      ),
+    }),
+    tolerance: () => ({ atol: 1e-3, rtol: 2e-3 }),
+    bytes: () => r.touched * 2 * inter * hidden * 2 + r.rows * hidden * 2 + r.rows * inter * 2,
+    flops: r.rows * 2 * inter * (2 * hidden + 2),
+  };
+}
+
+export const cases = [
+  tcCase(1, 8, 2, 64, 32, "spread"),
+  tcCase(37, 8, 2, 64, 64, "skewed"),
+  // full 64-row items and short ones, three act-column tiles
+  tcCase(301, 4, 2, 128, 96, "skewed"),
+  // Qwen3-30B-A3B's expert shape: 2048 rows over 8 stored experts (full items)
+  tcCase(256, 128, 8, 2048, 768, "spread", 8),
+  tcCase(256, 128, 8, 2048, 768, "spread"),
+];

@@ -1,0 +1,69 @@
+/**
+ * The routing of a tensor-core MoE GEMM validation case (moe_gather_f16,
+ * moe_gemm_gate_up_tc, moe_gemm_down_tc): expert ids drawn as the other MoE cases draw
+ * them, dispatched by the CPU reference of moe_dispatch with 64-row work items, and the row
+ * counts the tensor-core kernels' buffers need.
+ */
+import {
+  MOE_BLOCK_M,
+  moeDispatchParams,
+  moeDispatchRef,
+  moeMaxWorkItems,
+  type RoutingPattern,
+  sampleRouting,
+} from "./moe_dispatch.ts";
+import { Rng } from "../src/util/rng.ts";
+
+/** Rows past the last work item that the tensor-core expert GEMMs read (a 64-row tile). */
+export const MOE_TC_PAD_ROWS = MOE_BLOCK_M;
+
+export interface MoeTcRouting {
+  readonly label: string;
+  readonly sortedToken: Uint32Array;
+  readonly workItems: Uint32Array;
+  /** tokens * topK */
+  readonly rows: number;
+  /** rows + MOE_TC_PAD_ROWS: the f16 operands' rows */
+  readonly rowsPad: number;
+  readonly maxItems: number;
+  /** Experts with at least one work item. */
+  readonly touched: number;
+}
+
+/** Routing of `tokens` tokens over the first `stored` of `experts` experts. */
+export function moeTcRouting(
+  tokens: number,
+  experts: number,
+  topK: number,
+  pattern: RoutingPattern,
+  shapeLabel: string,
+  stored = experts,
+): MoeTcRouting {
+  const label = `tokens=${tokens} E=${experts} k=${topK} ${shapeLabel} ${pattern}${
+    stored === experts ? "" : ` experts 0..${stored - 1} stored`
+  }`;
+  const ids = sampleRouting(Rng.fromSeed(`routing/${label}`), tokens, stored, topK, pattern);
+  const d = moeDispatchRef(
+    ids,
+    moeDispatchParams({
+      tokens,
+      topK,
+      experts,
+      blockM: MOE_BLOCK_M,
+      gridXGateUp: 1,
+      gridXDown: 1,
+    }),
+  );
+  const rows = tokens * topK;
+  const seen = new Set<number>();
+  for (let it = 0; it < d.workItems[0]; it++) seen.add(d.workItems[4 + 4 * it]);
+  return {
+    label,
+    sortedToken: d.sortedToken,
+    workItems: d.workItems,
+    rows,
+    rowsPad: rows + MOE_TC_PAD_ROWS,
+    maxItems: moeMaxWorkItems(rows, experts, MOE_BLOCK_M),
+    touched: seen.size,
+  };
+}
