@@ -96,7 +96,7 @@ export interface MoeBlockOptions {
    * With "auto", steps of more than this many rows an expert on average run the expert
    * GEMMs on the tensor cores (moe_gather_f16, moe_gemm_gate_up_tc, moe_gemm_down_tc) where
    * f16 subgroup matrices run, the weights are f16, work items have 64 rows and the shape
-   * fits (moeTcFits); 0 or below: never. Default 16 (the steps the tiled FMA form took).
+   * fits (moeTcFits); 0 or below: never. Default MOE_TC_ROWS_PER_EXPERT.
    */
   readonly tensorCoreRowsPerExpert?: number;
 }
@@ -141,6 +141,14 @@ export function moeGemmVariantFor(
   }
   return perExpert <= 1 ? [w32c2, w32, dec, dec8, staged, dtype] : [w32, dec, dec8, staged, dtype];
 }
+
+/**
+ * Rows an expert above which a step's expert GEMMs take the tensor cores by default. H200,
+ * Qwen3-30B-A3B, 2026-11-30, prefill GPU ms, the FMA forms -> the tensor cores: 1 x 2048 (128
+ * rows an expert) 581 -> 480, 1 x 256 (16) 115 -> 85, 1 x 128 (8) 65 -> 60; decode steps
+ * (at most 8 rows an expert up to batch 128) keep the decode forms until measured.
+ */
+export const MOE_TC_ROWS_PER_EXPERT = 8;
 
 type Pipe = KernelPipeline<ParamFields>;
 
@@ -341,7 +349,7 @@ export class MoeBlock {
     const maxItems = dispatch.moeMaxWorkItems(tokens * s.topK, s.experts, blockM);
     const guParams = gateUp.moeGemmGateUpParams(s.hidden, s.inter, maxItems);
     const dnParams = down.moeGemmDownParams(s.hidden, s.inter, maxItems);
-    const tcMin = this.options.tensorCoreRowsPerExpert ?? 16;
+    const tcMin = this.options.tensorCoreRowsPerExpert ?? MOE_TC_ROWS_PER_EXPERT;
     this.useTc = this.pipes.tc !== null && tcMin > 0 &&
       (tokens * s.topK) / s.experts > tcMin;
     // the tensor-core GEMMs' params and grid x (where this step runs them)
@@ -498,7 +506,7 @@ async function tensorCorePipes(
   options: MoeBlockOptions,
   blockM: number,
 ): Promise<TcPipes | null> {
-  if ((options.tensorCoreRowsPerExpert ?? 16) <= 0) return null;
+  if ((options.tensorCoreRowsPerExpert ?? MOE_TC_ROWS_PER_EXPERT) <= 0) return null;
   if (options.gemm && options.gemm !== "auto") return null;
   if (shape.dtype !== "f16" || blockM !== dispatch.MOE_BLOCK_M) return null;
   if (!gateUpTc.moeTcFits(shape.hidden, shape.inter)) return null;

@@ -72,7 +72,7 @@ export const TENSOR_CORE_OPTIONS = {
     integer: true,
     min: 0,
     help: "MoE steps with more than this many rows an expert run the expert GEMMs on the " +
-      "tensor cores (default 16; 0 never)",
+      "tensor cores (default 8; 0 never)",
   },
   tensorCoreSplitTarget: {
     type: "number",

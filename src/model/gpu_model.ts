@@ -48,7 +48,7 @@ import * as siluMul from "../../kernels/silu_mul.ts";
 import * as gatherRows from "../../kernels/gather_rows.ts";
 import * as sample from "../../kernels/sample.ts";
 import { ropeTable } from "../../kernels/rope.ts";
-import { MoeBlock } from "../../kernels/moe_block.ts";
+import { MOE_TC_ROWS_PER_EXPERT, MoeBlock } from "../../kernels/moe_block.ts";
 import { MOE_STAGE_KERNEL, MOE_STAGE_LABEL, type MoeStage } from "../../kernels/moe_cost.ts";
 import { Checkpoint } from "./checkpoint.ts";
 import { type ModelConfig, resolveModelConfig } from "./config.ts";
@@ -156,8 +156,8 @@ export interface GpuModelOptions {
   readonly tensorCoreSplitTarget?: number;
   /**
    * MoE steps of more than this many rows an expert on average run the expert GEMMs on the
-   * tensor cores where they can (MoeBlockOptions.tensorCoreRowsPerExpert; default 16, 0
-   * never).
+   * tensor cores where they can (MoeBlockOptions.tensorCoreRowsPerExpert; default
+   * MOE_TC_ROWS_PER_EXPERT = 8, 0 never).
    */
   readonly moeTensorCoreRows?: number;
   /**
@@ -376,7 +376,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
-      moeTensorCoreRows: options.moeTensorCoreRows ?? 16,
+      moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       linearFewRows: options.linearFewRows ?? rowForms?.few ?? "",
