@@ -79,9 +79,10 @@ for stage in "$@"; do
       WEBFPM_NO_SUBGROUP_MATRIX=1 limit=${EVIDENCE_VALIDATE_LIMIT:-420} run validate "${only[@]}" \
         --json "$out/validate.json" 2>&1 | tee "$out/validate.txt" | tail -8
       [ "${EVIDENCE_SGMAT:-on}" = on ] || continue
-      # the tensor-core rows are gemm's and gemm_tc's: only in the part of a split run with gemm
+      # the tensor-core rows of every kernel (gemm, gemm_tc, the MoE *_tc): in the part of a
+      # split run whose list has gemm
       [ -z "$only_kernels" ] || [[ ",$only_kernels," == *,gemm,* ]] || continue
-      if limit=${EVIDENCE_SGMAT_LIMIT:-120} run validate --variant "${EVIDENCE_SGMAT_VARIANTS:-f16-sgmat,f16-tc16,f16-tc32,f16-tc64}" \
+      if limit=${EVIDENCE_SGMAT_LIMIT:-240} run validate --variant "${EVIDENCE_SGMAT_VARIANTS:-f16-sgmat,f16-tc16,f16-tc32,f16-tc64,f16-tc}" \
         --json "$out/validate-sgmat.json" >"$out/validate-sgmat.txt" 2>&1; then
         echo "subgroup-matrix forms: all pass"
       else
