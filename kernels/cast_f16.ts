@@ -2,7 +2,9 @@
  * f32 activations to f16 for the tensor-core GEMM (`gemm_tc`), which loads its left
  * operand straight from memory as f16: `out[r] = f16(x[r])` for the `rows` rows, zero rows
  * up to `rows_pad` (the GEMM's row tile), so its loads stay inside the buffer and padded
- * rows produce zeros. width must be a multiple of 4.
+ * rows produce zeros. Values past f16's range are clamped to its largest finite value (an
+ * outlier stays finite instead of turning the products into inf and NaN). width must be a
+ * multiple of 4.
  */
 import type { KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec } from "./kernel.ts";
@@ -42,16 +44,33 @@ export function castF16Params(
   return { rows, rows_pad: rowsPad, width };
 }
 
+/** Clamps values to f16's finite range (in place), as cast_f16 and moe_gather_f16 do. */
+export function clampF16(values: Float32Array): Float32Array {
+  for (let i = 0; i < values.length; i++) {
+    values[i] = Math.min(F16_MAX, Math.max(-F16_MAX, values[i]));
+  }
+  return values;
+}
+
+const F16_MAX = 65504;
+
 function castCase(rows: number, rowsPad: number, width: number): KernelCase<typeof params.fields> {
   return {
     label: `rows=${rows} pad=${rowsPad} width=${width}`,
     params: castF16Params(rows, rowsPad, width),
-    inputs: (rng) => ({ x: rng.fillNormal(new Float32Array(rows * width), 3) }),
+    inputs: (rng) => {
+      const x = rng.fillNormal(new Float32Array(rows * width), 3);
+      // outliers past f16's range: clamped to its largest finite value, not inf
+      x[0] = 1e6;
+      if (x.length > 5) x[5] = -7e4;
+      return { x };
+    },
     outputs: { out: rowsPad * width },
-    // the comparison reads the f16 output back as f32: the reference is x rounded, then zeros
+    // the comparison reads the f16 output back as f32: the reference is x clamped to f16's
+    // range and rounded, then zeros
     reference: (inp) => {
       const out = new Float32Array(rowsPad * width);
-      out.set(roundToF16InPlace(new Float32Array(inp.x as Float32Array)));
+      out.set(roundToF16InPlace(clampF16(new Float32Array(inp.x as Float32Array))));
       return { out };
     },
     tolerance: () => ({ atol: 0, rtol: 0 }),

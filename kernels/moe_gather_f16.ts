@@ -1,14 +1,15 @@
 /**
  * The f16 operand of the tensor-core expert GEMMs: the token rows in expert-sorted order
  * (`out[r] = f16(x[sorted_token[r]])` for the step's `work_items[0].y` rows), then zero rows
- * up to `rows_pad` (the 64-row tiles of the last work item read past its end). hidden must
- * be a multiple of 4.
+ * up to `rows_pad` (the 64-row tiles of the last work item read past its end), clamped to
+ * f16's finite range as cast_f16 does. hidden must be a multiple of 4.
  */
 import type { KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
+import { clampF16 } from "./cast_f16.ts";
 import type { RoutingPattern } from "./moe_dispatch.ts";
 
 const params = defineParams({ hidden: "u32", rows_pad: "u32" });
@@ -73,7 +74,7 @@ function gatherCase(
         const t = r.sortedToken[row];
         out.set(x.subarray(t * hidden, (t + 1) * hidden), row * hidden);
       }
-      return { out: roundToF16InPlace(out) };
+      return { out: roundToF16InPlace(clampF16(out)) };
     },
     tolerance: () => ({ atol: 0, rtol: 0 }),
     bytes: () => r.rows * hidden * 4 + r.rowsPad * hidden * 2 + r.rows * 4,

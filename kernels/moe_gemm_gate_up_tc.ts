@@ -1,7 +1,8 @@
 /**
  * Grouped gate/up GEMM of the MoE experts on the tensor cores (f16 16 x 16 x 16 subgroup
  * matrices, f32 sums) with the SwiGLU epilogue, for prefill-sized steps:
- * `act[r, c] = f16(silu(a[r] . w[e, c]) * (a[r] . w[e, inter + c]))` for the rows r of each
+ * `act[r, c] = f16(silu(a[r] . w[e, c]) * (a[r] . w[e, inter + c]))` (clamped to f16's finite
+ * range) for the rows r of each
  * work item (expert e), where `a` is the expert-sorted f16 copy of the token rows
  * (`moe_gather_f16`, 64 rows of padding) and `w` is `[experts, 2 * inter, hidden]`. A
  * workgroup takes a work item's 64 rows x 32 act columns; launch indirect after
@@ -15,6 +16,7 @@ import { moeGemmGateUpRef } from "./moe_gemm_gate_up.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import type { RoutingPattern } from "./moe_dispatch.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
+import { clampF16 } from "./cast_f16.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
 
@@ -89,7 +91,7 @@ function tcCase(
     outputs: { act: r.rowsPad * inter },
     // a and w arrive rounded to f16; the sums are f32 and act is rounded to f16 once
     reference: (inp) => ({
-      act: roundToF16InPlace(
+      act: roundToF16InPlace(clampF16(
         moeGemmGateUpRef(
           roundToF16InPlace(new Float32Array(inp.a as Float32Array)),
           inp.w as Float32Array,
@@ -98,7 +100,7 @@ function tcCase(
           hidden,
           inter,
         ),
-      ),
+      )),
     }),
     tolerance: () => ({ atol: 1e-3, rtol: 2e-3 }),
     bytes: () => r.touched * 2 * inter * hidden * 2 + r.rows * hidden * 2 + r.rows * inter * 2,

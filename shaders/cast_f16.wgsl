@@ -2,6 +2,8 @@
 // activation that the tensor-core GEMM (gemm_tc) reads straight from memory, padded with
 // zero rows to its row tile so that its loads never leave the buffer. One vec4 an
 // invocation, grid-stride.
+const F16_MAX: f32 = 65504.0;
+
 @compute @workgroup_size(WG)
 fn main(
   @builtin(global_invocation_id) gid: vec3<u32>,
@@ -15,6 +17,8 @@ fn main(
     if (i / w4 < params.rows) {
       v = x[i];
     }
-    out[i] = vec4<T>(v);
+    // clamped to f16's largest finite value: an outlier stays finite instead of inf (and NaN
+    // in the products)
+    out[i] = vec4<T>(clamp(v, vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX)));
   }
 }

@@ -116,7 +116,9 @@ fn main(
     let r = r0 + q / 32u;
     if (r < r_end) {
       let g = g_tile[q];
-      act[r * inter + c0 + q % 32u] = T(g / (1.0 + exp(-g)) * u_tile[q]);
+      // clamped to f16's largest finite value (an outlier stays finite)
+      let v = g / (1.0 + exp(-g)) * u_tile[q];
+      act[r * inter + c0 + q % 32u] = T(clamp(v, -65504.0, 65504.0));
     }
   }
 }

@@ -92,7 +92,8 @@ const SPEC = {
   manyByKind: {
     type: "list",
     help: "per linear kind (qkv, o, router, lmHead), its 9-128-row form (a GEMV form or " +
-      "gemm), over the defaults (on 32-wide subgroups router=dec8-w32c2-rb,lmHead=gemm)",
+      "gemm), over the defaults (on 32-wide subgroups router=dec8-w32c2-rb,lmHead=gemm); a " +
+      "GEMV form keeps its rows from the tensor cores, gemm means them where they run",
   },
   linearFew: {
     type: "string",
@@ -102,7 +103,8 @@ const SPEC = {
   linearMany: {
     type: "string",
     help: "form of linear layers with 9-128 rows: a GEMV form (default staged; dec8-w32c2-rb, " +
-      "...) or gemm",
+      "...) or gemm; the tensor cores take them first where they run (--tensor-core-rows 0 to " +
+      "compare)",
   },
   ...TENSOR_CORE_OPTIONS,
   profile: {

@@ -112,12 +112,14 @@ export interface GpuModelOptions {
   readonly linearFewRows?: string;
   /**
    * The GEMV form for more rows, up to stagedMaxRows (default "staged"; a lane-group form
-   * such as "dec8-w32c2" takes its rows RT a pass).
+   * such as "dec8-w32c2" takes its rows RT a pass). From tensorCoreRows rows the tensor
+   * cores take precedence where they run (set tensorCoreRows 0 to compare these forms).
    */
   readonly linearManyRows?: string;
   /**
    * Per linear kind, its form for those rows instead of linearManyRows: a GEMV form or "gemm"
-   * (the 64 x 64 GEMM), merged over the defaults. Default with the decode forms on 32-wide
+   * (the 64 x 64 GEMM, or the tensor cores from tensorCoreRows where they run), merged over
+   * the defaults. A GEMV form named here keeps its rows from the tensor cores. Default with the decode forms on 32-wide
    * subgroups: the router
    * "dec8-w32c2-rb" and the LM head "gemm" (H200, 64 x 1024: router 2.67 -> 1.39 ms, LM head
    * 3.14 -> 2.40 ms; the same row blocks made qkv and o slower, 6.06 -> 6.98 and 5.20 -> 5.67).
@@ -1126,7 +1128,10 @@ async function createCalls(
         [gemmVariant, gemmSmallVariant],
         `gemm ${kind}`,
       ),
-      tc: tensorCores && gemmTc.gemmTcFits(n, k)
+      // (the dense MLP's kinds only where the model has dense layers: their scratch is sized
+      // from the kinds that have this path)
+      tc: tensorCores && gemmTc.gemmTcFits(n, k) &&
+          (!(kind === "gateUp" || kind === "down") || config.layerKinds.includes("dense"))
         ? {
           cast: await KernelCall.create(gpu, castF16.spec, ["f16"], `cast_f16 ${kind}`),
           gemm: await KernelCall.create(
