@@ -10,7 +10,7 @@ import type { KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmDownRef } from "./moe_gemm_down.ts";
-import { moeTcFits } from "./moe_gemm_gate_up_tc.ts";
+import { moeTcParams } from "./moe_gemm_gate_up_tc.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import type { RoutingPattern } from "./moe_dispatch.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
@@ -42,15 +42,7 @@ export function moeGemmDownTcParams(
   inter: number,
   maxItems: number,
 ): ParamValues<typeof params.fields> {
-  if (!moeTcFits(hidden, inter)) {
-    throw new Error(
-      `moe tensor-core GEMMs: hidden = ${hidden} must be a multiple of 64 and inter = ${inter} of 32`,
-    );
-  }
-  if (!Number.isInteger(maxItems) || maxItems < 0 || maxItems > 65535) {
-    throw new Error(`moe_gemm_down_tc: max_items = ${maxItems} must be in 0..65535`);
-  }
-  return { hidden, inter, max_items: maxItems };
+  return moeTcParams("moe_gemm_down_tc", hidden, inter, maxItems);
 }
 
 function tcCase(

@@ -44,21 +44,31 @@ export function moeTcFits(hidden: number, inter: number): boolean {
   return hidden >= 64 && inter >= 32 && hidden % 64 === 0 && inter % 32 === 0;
 }
 
+/** Validated params of either tensor-core expert GEMM (`kernel` names it); throws naming the bad field. */
+export function moeTcParams(
+  kernel: string,
+  hidden: number,
+  inter: number,
+  maxItems: number,
+): { hidden: number; inter: number; max_items: number } {
+  if (!moeTcFits(hidden, inter)) {
+    throw new Error(
+      `${kernel}: hidden = ${hidden} must be a multiple of 64 and inter = ${inter} of 32`,
+    );
+  }
+  if (!Number.isInteger(maxItems) || maxItems < 0 || maxItems > 65535) {
+    throw new Error(`${kernel}: max_items = ${maxItems} must be in 0..65535`);
+  }
+  return { hidden, inter, max_items: maxItems };
+}
+
 /** Validated params; throws naming the bad field. */
 export function moeGemmGateUpTcParams(
   hidden: number,
   inter: number,
   maxItems: number,
 ): ParamValues<typeof params.fields> {
-  if (!moeTcFits(hidden, inter)) {
-    throw new Error(
-      `moe tensor-core GEMMs: hidden = ${hidden} must be a multiple of 64 and inter = ${inter} of 32`,
-    );
-  }
-  if (!Number.isInteger(maxItems) || maxItems < 0 || maxItems > 65535) {
-    throw new Error(`moe_gemm_gate_up_tc: max_items = ${maxItems} must be in 0..65535`);
-  }
-  return { hidden, inter, max_items: maxItems };
+  return moeTcParams("moe_gemm_gate_up_tc", hidden, inter, maxItems);
 }
 
 function tcCase(
