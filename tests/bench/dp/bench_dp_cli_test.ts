@@ -264,7 +264,11 @@ test("Ctrl-C on --dp 2: every rank writes a partial artifact that keeps its poin
   for (const name of ["run_dp0.json", "run_dp1.json", "run_merged.json"]) {
     const a = read(join(w.dir, name));
     valid(a);
-    assert.equal([a.status, a.stop_reason], ["partial", "interrupted"], name);
+    assert.equal(
+      [a.status, a.stop_reason],
+      ["partial", "interrupted"],
+      `${name}: ${a.error?.message ?? "no error"}`,
+    );
     assert.ok(a.results.length >= 1 && a.results.length < 14, `${name}: ${a.results.length}`);
   }
 });
