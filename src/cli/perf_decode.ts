@@ -302,7 +302,12 @@ await runCli(async () => {
       model: o.model,
       dtype: model.weights.dtype,
       read_bandwidth_gbps: round(bw.bytesPerSecond / 1e9),
-      kernels: { linear: lv.gemv, decode_attention: lv.decodeAttention, moe: "per point" },
+      kernels: {
+        linear: lv.gemv,
+        gemm: lv.gemm,
+        decode_attention: lv.decodeAttention,
+        moe: "per point",
+      },
       points,
     });
   }

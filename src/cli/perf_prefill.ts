@@ -216,6 +216,7 @@ await runCli(async () => {
       commit: gitCommit(),
       model: o.model,
       dtype: model.weights.dtype,
+      kernels: { gemm: model.linearVariants.gemm, moe_last_shape: model.moeGemmVariant },
       points,
     });
   }
