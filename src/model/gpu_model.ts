@@ -216,6 +216,12 @@ export interface RoutingCapture {
 
 type LinearKind = "qkv" | "o" | "router" | "gateUp" | "down" | "lmHead";
 
+/** The form a linear kind runs in this step (GpuModel.setLinear chooses it). */
+type LinearForm =
+  | { readonly path: "gemv"; readonly variant: string }
+  | { readonly path: "gemm"; readonly variant: string }
+  | { readonly path: "tc"; readonly variant: string; readonly split: boolean };
+
 interface LinearCall {
   readonly gemv: KernelCall<typeof gemv.spec.params.fields>;
   readonly gemm: KernelCall<typeof gemm.spec.params.fields>;
@@ -255,6 +261,8 @@ export class GpuModel implements ForwardModel {
   readonly maxLogitRows: number;
 
   private stepIndex = 0;
+  /** Each linear kind's form in the step being encoded (setLinear). */
+  private readonly linearForms = {} as Record<LinearKind, LinearForm>;
   private readonly timer: PassTimer;
   private readonly sampleStaging: GPUBuffer[] = [];
   private partials: { o: GPUBuffer; lse: GPUBuffer; elements: number } | null = null;
@@ -752,7 +760,7 @@ export class GpuModel implements ForwardModel {
         weight: w.inputNorm,
         out: b.h,
       });
-      this.linear(step, "qkv", T, `l${l}`, b.h, w.qkv, b.qkv);
+      this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv);
       c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, `l${l}`, {
         qkv: b.qkv,
         q_norm: w.qNorm ?? w.inputNorm,
@@ -793,14 +801,14 @@ export class GpuModel implements ForwardModel {
           out: b.attn,
         });
       }
-      this.linear(step, "o", T, `l${l}`, b.attn, w.o, b.x);
+      this.linear(step, "o", `l${l}`, b.attn, w.o, b.x);
       c.norm.dispatch(step.pass("rmsnorm"), dt, `post${l}`, {
         x: b.x,
         weight: w.postNorm,
         out: b.h,
       });
       if (w.kind === "moe") {
-        this.linear(step, "router", T, `l${l}`, b.h, w.router!, b.routerLogits);
+        this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
         this.moe!.encode(moePass, {
           routerLogits: b.routerLogits,
           x: b.h,
@@ -815,12 +823,12 @@ export class GpuModel implements ForwardModel {
           step.copyOut(this.moe!.scratch.topkIds, r.buffer, r.moeIndex++ * bytes, bytes);
         }
       } else {
-        this.linear(step, "gateUp", T, `l${l}`, b.h, w.gateUp, b.mlpGateUp);
+        this.linear(step, "gateUp", `l${l}`, b.h, w.gateUp, b.mlpGateUp);
         c.silu.dispatch(step.pass("silu_mul"), "f32", "all", {
           gate_up: b.mlpGateUp,
           out: b.mlpAct,
         });
-        this.linear(step, "down", T, `l${l}`, b.mlpAct, w.down, b.x);
+        this.linear(step, "down", `l${l}`, b.mlpAct, w.down, b.x);
       }
     }
 
@@ -839,7 +847,7 @@ export class GpuModel implements ForwardModel {
       out: b.hs,
     });
     this.setLinear("lmHead", R);
-    this.linear(step, "lmHead", R, "head", b.hs, this.weights.lmHead, b.logits);
+    this.linear(step, "lmHead", "head", b.hs, this.weights.lmHead, b.logits);
     c.sample.setParams(sample.sampleParams(R, cfg.vocabSize));
     c.sample.dispatch(step.pass("sample"), "f32", `p${parity}`, {
       logits: b.logits,
@@ -885,6 +893,10 @@ export class GpuModel implements ForwardModel {
     return { variant, splits };
   }
 
+  /**
+   * Chooses `kind`'s form for this step's `rows` rows and writes its params; linear() then
+   * dispatches that form (once per step and kind, not per layer).
+   */
   private setLinear(kind: LinearKind, rows: number): void {
     const l = this.calls.linear[kind];
     const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0 };
@@ -893,69 +905,62 @@ export class GpuModel implements ForwardModel {
       const rowsPad = gemmTc.gemmTcRowsPad(rows, variantByName(gemmTc.spec, tc.variant));
       l.tc.cast.setParams(castF16.castF16Params(rows, rowsPad, l.k));
       const split = tc.splits > 1;
-      l.tc.gemm.setParams(gemmTc.gemmTcParams(rows, l.n, l.k, l.accumulate && !split, tc.splits));
+      const p = gemmTc.gemmTcParams(rows, l.n, l.k, l.accumulate && !split, tc.splits);
+      l.tc.gemm.setParams(p);
       if (split) {
-        const kSplit = gemmTc.gemmTcSplitK(l.k, tc.splits);
         l.tc.reduce.setParams(
-          splitkReduce.splitkReduceParams(rows * l.n, Math.ceil(l.k / kSplit), l.accumulate),
+          splitkReduce.splitkReduceParams(rows * l.n, Math.ceil(l.k / p.k_split), l.accumulate),
         );
       }
-    } else if (this.gemvFor(kind, rows)) l.gemv.setParams(values);
-    else l.gemm.setParams(values);
+      this.linearForms[kind] = { path: "tc", variant: tc.variant, split };
+      return;
+    }
+    const gemvVariant = this.gemvFor(kind, rows);
+    if (gemvVariant) {
+      l.gemv.setParams(values);
+      this.linearForms[kind] = { path: "gemv", variant: gemvVariant };
+    } else {
+      l.gemm.setParams(values);
+      const variant = rows <= this.opts.gemmSmallMaxRows
+        ? this.calls.gemmSmallVariant
+        : this.calls.gemmVariant;
+      this.linearForms[kind] = { path: "gemm", variant };
+    }
   }
 
+  /** One layer's `kind` linear, in the form setLinear chose for this step. */
   private linear(
     step: StepPasses,
     kind: LinearKind,
-    rows: number,
     key: string,
     x: BufferArg,
     w: BufferArg,
     y: BufferArg,
   ): void {
     const l = this.calls.linear[kind];
-    const tc = this.tensorCoreFor(kind, rows);
-    if (tc && l.tc) {
-      l.tc.cast.dispatch(step.pass(`linear ${kind}`, "cast_f16"), "f16", key, {
-        x,
-        out: this.buf.a16!,
-      });
-      const split = tc.splits > 1;
+    const form = this.linearForms[kind];
+    const label = `linear ${kind}`;
+    if (form.path === "gemv") {
+      l.gemv.dispatch(step.pass(label, "gemv"), form.variant, key, { x, w, y });
+    } else if (form.path === "gemm") {
+      l.gemm.dispatch(step.pass(label, "gemm"), form.variant, key, { a: x, b: w, c: y });
+    } else {
+      const tc = l.tc!;
+      tc.cast.dispatch(step.pass(label, "cast_f16"), "f16", key, { x, out: this.buf.a16! });
       // split-K: partial sums into tcPartials, added up (and to the residual) by the reduce
-      l.tc.gemm.dispatch(
-        step.pass(`linear ${kind}`, "gemm_tc"),
-        tc.variant,
-        `${key}${split ? "s" : ""}`,
-        {
-          a: this.buf.a16!,
-          b: w,
-          c: split ? this.buf.tcPartials! : y,
-        },
-      );
-      if (split) {
-        l.tc.reduce.dispatch(step.pass(`linear ${kind}`, "splitk_reduce"), "f32", key, {
+      const c = form.split ? this.buf.tcPartials! : y;
+      const bindKey = form.split ? `${key}s` : key;
+      tc.gemm.dispatch(step.pass(label, "gemm_tc"), form.variant, bindKey, {
+        a: this.buf.a16!,
+        b: w,
+        c,
+      });
+      if (form.split) {
+        tc.reduce.dispatch(step.pass(label, "splitk_reduce"), "f32", key, {
           part: this.buf.tcPartials!,
           out: y,
         });
       }
-      return;
-    }
-    const gemvVariant = this.gemvFor(kind, rows);
-    if (gemvVariant) {
-      l.gemv.dispatch(step.pass(`linear ${kind}`, "gemv"), gemvVariant, key, {
-        x,
-        w,
-        y,
-      });
-    } else {
-      const variant = rows <= this.opts.gemmSmallMaxRows
-        ? this.calls.gemmSmallVariant
-        : this.calls.gemmVariant;
-      l.gemm.dispatch(step.pass(`linear ${kind}`, "gemm"), variant, key, {
-        a: x,
-        b: w,
-        c: y,
-      });
     }
   }
 
