@@ -9,7 +9,7 @@
 import type { KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
-import { roundToF16InPlace } from "../src/util/f16.ts";
+import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
 
 const params = defineParams({ rows: "u32", rows_pad: "u32", width: "u32" });
 const WG = 256;
@@ -43,16 +43,6 @@ export function castF16Params(
   }
   return { rows, rows_pad: rowsPad, width };
 }
-
-/** Clamps values to f16's finite range (in place), as cast_f16 and moe_gather_f16 do. */
-export function clampF16(values: Float32Array): Float32Array {
-  for (let i = 0; i < values.length; i++) {
-    values[i] = Math.min(F16_MAX, Math.max(-F16_MAX, values[i]));
-  }
-  return values;
-}
-
-const F16_MAX = 65504;
 
 function castCase(rows: number, rowsPad: number, width: number): KernelCase<typeof params.fields> {
   return {

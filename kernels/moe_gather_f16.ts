@@ -8,8 +8,7 @@ import type { KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
-import { roundToF16InPlace } from "../src/util/f16.ts";
-import { clampF16 } from "./cast_f16.ts";
+import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
 import type { RoutingPattern } from "./moe_dispatch.ts";
 
 const params = defineParams({ hidden: "u32", rows_pad: "u32" });

@@ -15,8 +15,7 @@ import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmGateUpRef } from "./moe_gemm_gate_up.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import type { RoutingPattern } from "./moe_dispatch.ts";
-import { roundToF16InPlace } from "../src/util/f16.ts";
-import { clampF16 } from "./cast_f16.ts";
+import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
 

@@ -13,6 +13,7 @@ import {
   sampleRouting,
 } from "./moe_dispatch.ts";
 import { Rng } from "../src/util/rng.ts";
+import { expertsTouched } from "./moe_gemm_gate_up.ts";
 
 /** Rows past the last work item that the tensor-core expert GEMMs read (a 64-row tile). */
 export const MOE_TC_PAD_ROWS = MOE_BLOCK_M;
@@ -55,8 +56,6 @@ export function moeTcRouting(
     }),
   );
   const rows = tokens * topK;
-  const seen = new Set<number>();
-  for (let it = 0; it < d.workItems[0]; it++) seen.add(d.workItems[4 + 4 * it]);
   return {
     label,
     sortedToken: d.sortedToken,
@@ -64,6 +63,6 @@ export function moeTcRouting(
     rows,
     rowsPad: rows + MOE_TC_PAD_ROWS,
     maxItems: moeMaxWorkItems(rows, experts, MOE_BLOCK_M),
-    touched: seen.size,
+    touched: expertsTouched(d.workItems),
   };
 }

@@ -140,3 +140,12 @@ export function f32ToBf16(value: number): number {
 
 /** Largest finite f16 value. */
 export const F16_MAX = 65504;
+
+/** Clamps values to f16's finite range, in place (as the f16 copies of cast_f16 and
+ * moe_gather_f16 do before rounding). */
+export function clampF16(values: Float32Array): Float32Array {
+  for (let i = 0; i < values.length; i++) {
+    values[i] = Math.min(F16_MAX, Math.max(-F16_MAX, values[i]));
+  }
+  return values;
+}

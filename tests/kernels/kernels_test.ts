@@ -1,19 +1,20 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { KERNELS } from "../../kernels/index.ts";
-import { supportedVariants, unsupportedReason } from "../../kernels/kernel.ts";
+import { supportedVariants } from "../../kernels/kernel.ts";
 import { validateCase } from "../../kernels/validate.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 
 // Tiny shapes only: the software driver runs on the CPU.
 const MAX_BYTES = 300_000;
 
-// Kernels made only of tensor-core forms (gemm_tc) cannot run where the adapter has no f16
+// Kernels made only of tensor-core forms (gemm_tc, the MoE *_tc) cannot run where the adapter has no f16
 // subgroup matrices (lavapipe): they are skipped there, by name, and validated on GPUs
 // that have them (`deno task validate`).
 const adapter = await sharedGpu();
 const needsSubgroupMatrix = (module: (typeof KERNELS)[number]) =>
-  module.spec.variants.every((v) => /subgroup matri/.test(unsupportedReason(adapter, v) ?? ""));
+  module.spec.variants.every((v) => v.subgroupMatrix !== undefined) &&
+  supportedVariants(adapter, module.spec).length === 0;
 
 for (const module of KERNELS) {
   const run = needsSubgroupMatrix(module) ? test.skip : test;
