@@ -186,8 +186,8 @@ export class MoeBlock {
   private routerGrid: readonly number[] = [];
   private combineGrid: readonly number[] = [];
   private gatherGrid: readonly number[] = [];
-  /** This step's expert GEMMs run on the tensor cores. */
-  private useTc = false;
+  /** The tensor-core pipelines when this step's expert GEMMs run on them, else null. */
+  private stepTc: TcPipes | null = null;
 
   private constructor(
     private readonly gpu: Gpu,
@@ -323,56 +323,61 @@ export class MoeBlock {
     if (!Number.isInteger(tokens) || tokens < 0 || tokens > s.maxTokens) {
       throw new Error(`moe block: tokens = ${tokens} must be in 0..${s.maxTokens}`);
     }
-    const names = [...this.pipes.gateUp.keys()];
-    const pick = (stage: "gate_up" | "down") => {
-      const order = moeGemmVariantFor(
-        s.dtype,
-        tokens,
-        s.topK,
-        s.experts,
-        this.options.packedF16,
-        stage,
-      );
-      const form = stage === "gate_up"
-        ? this.options.decodeForms?.gateUp
-        : this.options.decodeForms?.down;
-      if (form && laneGroupColumns(variantByName(gateUp.spec, order[0])) !== null) {
-        order.unshift(`${s.dtype}-${form}`);
-      }
-      return order.find((n) => names.includes(n)) ?? names[0];
-    };
-    this.gateUpName = pick("gate_up");
-    this.downName = pick("down");
-    const gu = this.pipes.gateUp.get(this.gateUpName)!;
-    const dn = this.pipes.down.get(this.downName)!;
-    const blockM = this.options.blockM ?? dispatch.MOE_BLOCK_M;
-    const maxItems = dispatch.moeMaxWorkItems(tokens * s.topK, s.experts, blockM);
-    const guParams = gateUp.moeGemmGateUpParams(s.hidden, s.inter, maxItems);
-    const dnParams = down.moeGemmDownParams(s.hidden, s.inter, maxItems);
-    const tcMin = this.options.tensorCoreRowsPerExpert ?? MOE_TC_ROWS_PER_EXPERT;
-    this.useTc = this.pipes.tc !== null && tcMin > 0 &&
-      (tokens * s.topK) / s.experts > tcMin;
-    // the tensor-core GEMMs' params and grid x (where this step runs them)
-    let tcGridX: [number, number] | null = null;
-    if (this.useTc) {
-      const tcGu = gateUpTc.moeGemmGateUpTcParams(s.hidden, s.inter, maxItems);
-      const tcDn = downTc.moeGemmDownTcParams(s.hidden, s.inter, maxItems);
-      tcGridX = [
-        gateUpTc.spec.grid(tcGu, this.pipes.tc!.gateUp.variant, this.gpu)[0],
-        downTc.spec.grid(tcDn, this.pipes.tc!.down.variant, this.gpu)[0],
-      ];
-      this.gateUpName = this.downName = "f16-tc";
-      const gp = gatherF16.moeGatherF16Params(s.hidden, tokens * s.topK + MOE_TC_PAD_ROWS);
-      writeBuffer(this.gpu.device, this.params.gather, 0, gatherF16.spec.params.pack(gp));
-      writeBuffer(this.gpu.device, this.params.gateUpTc, 0, gateUpTc.spec.params.pack(tcGu));
-      writeBuffer(this.gpu.device, this.params.downTc, 0, downTc.spec.params.pack(tcDn));
-      this.gatherGrid = gatherF16.spec.grid(gp, this.pipes.tc!.gather.variant, this.gpu);
-    }
     const write = <F extends ParamFields>(
       buffer: GPUBuffer,
       layout: { pack(v: ParamValues<F>): Uint8Array },
       v: ParamValues<F>,
     ) => writeBuffer(this.gpu.device, buffer, 0, layout.pack(v));
+    const blockM = this.options.blockM ?? dispatch.MOE_BLOCK_M;
+    const maxItems = dispatch.moeMaxWorkItems(tokens * s.topK, s.experts, blockM);
+    const tcMin = this.options.tensorCoreRowsPerExpert ?? MOE_TC_ROWS_PER_EXPERT;
+    const tc = tcMin > 0 && (tokens * s.topK) / s.experts > tcMin ? this.pipes.tc : null;
+    this.stepTc = tc;
+    // the expert GEMMs' params, and their grid x for the dispatch's indirect arguments
+    let gridX: [number, number];
+    if (tc) {
+      this.gateUpName = this.downName = "f16-tc";
+      const tcGu = gateUpTc.moeGemmGateUpTcParams(s.hidden, s.inter, maxItems);
+      const tcDn = downTc.moeGemmDownTcParams(s.hidden, s.inter, maxItems);
+      const gp = gatherF16.moeGatherF16Params(s.hidden, tokens * s.topK + MOE_TC_PAD_ROWS);
+      write(this.params.gather, gatherF16.spec.params, gp);
+      write(this.params.gateUpTc, gateUpTc.spec.params, tcGu);
+      write(this.params.downTc, downTc.spec.params, tcDn);
+      this.gatherGrid = gatherF16.spec.grid(gp, tc.gather.variant, this.gpu);
+      gridX = [
+        gateUpTc.spec.grid(tcGu, tc.gateUp.variant, this.gpu)[0],
+        downTc.spec.grid(tcDn, tc.down.variant, this.gpu)[0],
+      ];
+    } else {
+      const names = [...this.pipes.gateUp.keys()];
+      const pick = (stage: "gate_up" | "down") => {
+        const order = moeGemmVariantFor(
+          s.dtype,
+          tokens,
+          s.topK,
+          s.experts,
+          this.options.packedF16,
+          stage,
+        );
+        const form = stage === "gate_up"
+          ? this.options.decodeForms?.gateUp
+          : this.options.decodeForms?.down;
+        if (form && laneGroupColumns(variantByName(gateUp.spec, order[0])) !== null) {
+          order.unshift(`${s.dtype}-${form}`);
+        }
+        return order.find((n) => names.includes(n)) ?? names[0];
+      };
+      this.gateUpName = pick("gate_up");
+      this.downName = pick("down");
+      const guParams = gateUp.moeGemmGateUpParams(s.hidden, s.inter, maxItems);
+      const dnParams = down.moeGemmDownParams(s.hidden, s.inter, maxItems);
+      write(this.params.gateUp, gateUp.spec.params, guParams);
+      write(this.params.down, down.spec.params, dnParams);
+      gridX = [
+        gateUp.spec.grid(guParams, this.pipes.gateUp.get(this.gateUpName)!.variant, this.gpu)[0],
+        down.spec.grid(dnParams, this.pipes.down.get(this.downName)!.variant, this.gpu)[0],
+      ];
+    }
     const rp = router.moeRouterParams({
       tokens,
       experts: s.experts,
@@ -389,12 +394,10 @@ export class MoeBlock {
         topK: s.topK,
         experts: s.experts,
         blockM,
-        gridXGateUp: tcGridX?.[0] ?? gateUp.spec.grid(guParams, gu.variant, this.gpu)[0],
-        gridXDown: tcGridX?.[1] ?? down.spec.grid(dnParams, dn.variant, this.gpu)[0],
+        gridXGateUp: gridX[0],
+        gridXDown: gridX[1],
       }),
     );
-    write(this.params.gateUp, gateUp.spec.params, guParams);
-    write(this.params.down, down.spec.params, dnParams);
     write(this.params.combine, combine.spec.params, cp);
     this.routerGrid = router.spec.grid(rp, this.pipes.router.variant, this.gpu);
     this.combineGrid = combine.spec.grid(cp, this.pipes.combine.variant, this.gpu);
@@ -449,8 +452,8 @@ export class MoeBlock {
       work_items: sc.workItems,
       dispatch_args: sc.dispatchArgs,
     }, [1, 1, 1]);
-    if (this.useTc) {
-      const tc = pipes.tc!;
+    const tc = this.stepTc;
+    if (tc) {
       run("gate_up", tc.gather, params.gather, {
         x: io.x,
         sorted_token: sc.sortedToken,
