@@ -13,6 +13,7 @@ import { createStorage, uploadBuffer } from "../gpu/buffers.ts";
 import { PassTimer } from "../gpu/timestamps.ts";
 import { getPipeline, makeBindGroup, variantByName } from "../../kernels/kernel.ts";
 import { spec } from "../../kernels/read_bandwidth.ts";
+import { upperMedian } from "../util/sample_stats.ts";
 
 /** GB/s reading `bytes` (capped at the binding limit), median of `reps` dispatches. */
 export async function readBandwidthGbps(
@@ -45,11 +46,11 @@ export async function readBandwidthGbps(
   }
   timer.resolve(enc);
   d.queue.submit([enc.finish()]);
-  const us = (await timer.read()).slice(1).map((s) => s.us).sort((a, b) => a - b);
+  const us = (await timer.read()).slice(1).map((s) => s.us);
   timer.destroy();
   x.destroy();
   partial.destroy();
   params.destroy();
-  const mid = us[us.length >> 1];
+  const mid = upperMedian(us);
   return mid > 0 ? (n4 * 16) / (mid * 1e-6) / 1e9 : null;
 }

@@ -64,6 +64,7 @@ import { userPath } from "../util/user_path.ts";
 import { gitCommit } from "../util/git_commit.ts";
 import { intList, parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { round3 } from "../util/sample_stats.ts";
 
 const SPEC = {
   points: {
@@ -756,7 +757,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       date: new Date().toISOString().slice(0, 10),
       adapter: gpu.adapter.description,
       commit: gitCommit(),
-      bandwidth_gbps: bw ? round(bw.bytesPerSecond / 1e9) : null,
+      bandwidth_gbps: bw ? round3(bw.bytesPerSecond / 1e9) : null,
       timing: result.timing,
       dtype,
       shape: {
@@ -783,12 +784,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   return result.rows.some((r) => r.check === "fail") ? 1 : 0;
 }
 
-function round(x: number): number {
-  return Math.round(x * 1000) / 1000;
-}
-
 function roundOrNull(x: number | null): number | null {
-  return x === null ? null : round(x);
+  return x === null ? null : round3(x);
 }
 
 // Deno sets import.meta.main; Node 20 (the node-build bundle) does not: compare paths there.

@@ -19,6 +19,7 @@ import { userPath } from "../util/user_path.ts";
 import { gitCommit } from "../util/git_commit.ts";
 import { intList, parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { round3, upperMedian } from "../util/sample_stats.ts";
 import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
 
 const SPEC = {
@@ -236,14 +237,14 @@ await runCli(async () => {
       points.push({
         batch,
         ctx,
-        gpu_ms: round(r.gpuMs),
-        wall_ms: round(r.wallMs),
-        roofline_ms: round(roofMs),
+        gpu_ms: round3(r.gpuMs),
+        wall_ms: round3(r.wallMs),
+        roofline_ms: round3(roofMs),
         torch_graph_ms: torchMs,
         torch_source: measuredPeer ? "measured in this session" : ref ? "GPU.md" : null,
         moe_gemm: model.moeGemmVariant,
-        gpu_ms_samples: r.gpuSamples.map(round),
-        wall_ms_samples: r.wallSamples.map(round),
+        gpu_ms_samples: r.gpuSamples.map(round3),
+        wall_ms_samples: r.wallSamples.map(round3),
       });
       console.log(
         `${batch} x ${ctx}: GPU ${r.gpuMs.toFixed(2)} ms, wall ${
@@ -301,7 +302,7 @@ await runCli(async () => {
       commit: gitCommit(),
       model: o.model,
       dtype: model.weights.dtype,
-      read_bandwidth_gbps: round(bw.bytesPerSecond / 1e9),
+      read_bandwidth_gbps: round3(bw.bytesPerSecond / 1e9),
       kernels: {
         linear: lv.gemv,
         gemm: lv.gemm,
@@ -337,20 +338,11 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
     !Number.isNaN(x)
   );
   return {
-    gpuMs: median(gpuTimes),
-    wallMs: median(walls),
+    gpuMs: upperMedian(gpuTimes),
+    wallMs: upperMedian(walls),
     gpuSamples: gpuTimes,
     wallSamples: walls,
   };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
-
-function round(x: number): number {
-  return Math.round(x * 1000) / 1000;
 }
 
 function readPeer(path: string): PeerPoint[] {

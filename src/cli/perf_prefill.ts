@@ -17,6 +17,7 @@ import { userPath } from "../util/user_path.ts";
 import { gitCommit } from "../util/git_commit.ts";
 import { parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { upperMedian } from "../util/sample_stats.ts";
 import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
 import { reportStepProfile } from "../perf/kernel_profile.ts";
 
@@ -129,8 +130,7 @@ await runCli(async () => {
     const t0 = performance.now();
     for (let r = 0; r < o.reps; r++) times.push(await once());
     const wallMs = (performance.now() - t0) / o.reps;
-    times.sort((a, b) => a - b);
-    const gpuMs = times[Math.floor(times.length / 2)];
+    const gpuMs = upperMedian(times);
     const flops = steps.reduce(
       (f, b) =>
         f +
