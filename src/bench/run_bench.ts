@@ -44,6 +44,7 @@ import { StepDriver, type StepHooks } from "./step_driver.ts";
 import { runSweep } from "./sweep.ts";
 import type { PoolTokenizer, TextPool } from "./text_pool.ts";
 import { type MedianPolicy, timedSamples } from "./timed_samples.ts";
+import { warmupShape } from "./warmup.ts";
 
 /** An explicit manifest and where it came from. */
 export interface ManifestInput {
@@ -221,6 +222,8 @@ export class BenchRun {
       const kvwarmOn = decodeSeeder.section().enabled;
       b.decodePreparation = decodePreparation(kvwarmOn);
       b.unobservedExtra = kvwarmUnobserved(kvwarmOn);
+      // the warm-up fitted to the envelope the group agreed (refused here when nothing fits)
+      const warmup = warmupShape(capacity, o.warmup);
       const { decode, prefill } = this.#points(capacity, kvwarmOn);
       const planned = planPoints(decode, prefill, decodeSeeder, prefixSeeder, o.policy);
       if (o.manifest) this.#checkExplicit(planned.map((p) => p.point), capacity, o.policy);
@@ -243,7 +246,7 @@ export class BenchRun {
         builder: b,
         softTimeoutSeconds: o.softTimeoutSeconds,
         log: o.log,
-        warmup: o.warmup,
+        warmup,
         interrupted: () => this.#final !== null,
         onPointStart: (id) => (this.#currentPoint = id),
         onPointDone: (n) => {

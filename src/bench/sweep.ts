@@ -41,7 +41,7 @@ import type { PromptContent } from "./prompt_content.ts";
 import type { SaltScheme } from "./salts.ts";
 import { shapeKey } from "./shape_key.ts";
 import type { StepDriver } from "./step_driver.ts";
-import { WARMUP, warmUp } from "./warmup.ts";
+import { warmUp, type WarmupShape } from "./warmup.ts";
 
 /** Everything the loop needs. */
 export interface SweepOptions {
@@ -71,8 +71,8 @@ export interface SweepOptions {
   readonly onPointStart?: (benchmarkId: number) => void;
   /** True once the run was interrupted: the loop stops at the next boundary. */
   readonly interrupted?: () => boolean;
-  /** Warm-up shape (default the design's 256 tokens x 5 steps). */
-  readonly warmup?: { readonly promptTokens: number; readonly steps: number };
+  /** Warm-up shape, fitted to the envelope (warmupShape). */
+  readonly warmup: WarmupShape;
 }
 
 /** How the loop ended. */
@@ -84,7 +84,7 @@ export async function runSweep(
   planned: readonly PlannedPoint[],
 ): Promise<SweepEnd> {
   const { driver, builder, sync } = o;
-  builder.warmup = await warmUp(driver, o.content, o.salts, o.warmup ?? WARMUP);
+  builder.warmup = await warmUp(driver, o.content, o.salts, o.warmup);
   const t0 = performance.now();
   builder.loopStartedMs = t0;
   const deadline = o.softTimeoutSeconds === null ? null : t0 + o.softTimeoutSeconds * 1000;

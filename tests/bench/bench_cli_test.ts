@@ -135,6 +135,21 @@ test("a point the engine cannot hold: exit code 2 before anything runs, naming p
   assert.not.ok(a.engine === null, "the engine was built to check the points");
 });
 
+test("an envelope too small for the warm-up: exit code 2 before any point, naming what to raise", async () => {
+  const dir = workdir();
+  const out = join(dir, "out.json");
+  const { code, stderr } = await start(["--kvwarm", "off", "--max-model-len", "6", "--out", out])
+    .exit;
+  assert.is(code, 2, stderr);
+  assert.match(
+    stderr,
+    /warm-up: a request of 1 prompt token and 5 steps does not fit: .*max_model_len is 6; raise --max-model-len/,
+  );
+  const a = read(out);
+  assert.equal(checkArtifact(a), []);
+  assert.equal([a.status, a.stop_reason, a.results.length], ["failed", "input_error", 0]);
+});
+
 test("Ctrl-C: exit code 130 and a partial artifact that keeps the measured points", async () => {
   const dir = workdir();
   const out = join(dir, "out.json");
