@@ -310,8 +310,11 @@ await runCli(async () => {
       ? new InputError(manifestError.message)
       : manifestError;
   }
+  // the signal that interrupted this rank, if one did
+  let ownSignal: "SIGINT" | "SIGTERM" | null = null;
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
     process.on(signal, () => {
+      ownSignal ??= signal;
       const a = run.interrupt(signal);
       log(
         `\nbench: ${signal}: wrote ${out} (status ${a.status}, ${a.results.length} points measured)`,
@@ -397,6 +400,15 @@ await runCli(async () => {
       { engine, engineInfo: info, textPool, tokenizer: () => modelTokenizer(modelSpec) },
       dp?.plugins() ?? {},
     );
+    if (artifact.stop_reason === "interrupted") {
+      // Ctrl-C here (the signal handler is aborting the group) or on another rank (the
+      // group has failed): no "bye" round, which could reach the other ranks before this
+      // rank's interrupt notice and read there as a lockstep error, failing their runs
+      await abortRank(dp, interruptNotice(ownSignal ?? "SIGINT"));
+      printSummary(artifact);
+      log(`bench: wrote ${out} (status ${artifact.status})`);
+      return ownSignal === "SIGTERM" ? 143 : 130;
+    }
     await dp?.finish();
     printSummary(artifact);
     log(`bench: wrote ${out} (status ${artifact.status})`);
