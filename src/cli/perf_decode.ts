@@ -2,7 +2,9 @@
  * `deno task perf-decode`: decode-step latency of the model at (batch, context) points,
  * next to its HBM roofline (bytes touched / measured read bandwidth) and the PyTorch peer.
  * Steps run back to back with the next step's input token on the GPU (as serving does);
- * host wall per step is the gap between consecutive output arrivals.
+ * host wall per step is the gap between consecutive output arrivals. "encode ms" is the host
+ * time forward() takes before its submit (planning, inputs and every dispatch's encoding):
+ * where it nears the GPU time, the step is host-bound.
  */
 import process from "node:process";
 import { readFileSync } from "node:fs";
@@ -230,6 +232,7 @@ await runCli(async () => {
         roofMs.toFixed(2),
         (r.gpuMs / roofMs).toFixed(2) + "x",
         (r.wallMs / r.gpuMs).toFixed(2) + "x",
+        r.encodeMs.toFixed(2),
         torchMs === null ? "-" : torchMs.toFixed(2),
         torchMs === null ? "-" : (torchMs / r.gpuMs).toFixed(2) + "x",
         measuredPeer ? "measured" : ref ? "GPU.md" : "-",
@@ -239,6 +242,7 @@ await runCli(async () => {
         ctx,
         gpu_ms: round3(r.gpuMs),
         wall_ms: round3(r.wallMs),
+        encode_ms: round3(r.encodeMs),
         roofline_ms: round3(roofMs),
         torch_graph_ms: torchMs,
         torch_source: measuredPeer ? "measured in this session" : ref ? "GPU.md" : null,
@@ -262,6 +266,7 @@ await runCli(async () => {
       "roofline ms",
       "GPU/roof",
       "wall/GPU",
+      "encode ms",
       "torch graph ms",
       "torch/GPU",
       "torch from",
@@ -320,11 +325,13 @@ await runCli(async () => {
 async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: number, timed: number) {
   const arrivals: number[] = [];
   const gpu: Promise<number | null>[] = [];
+  const encode: number[] = [];
   // Two steps in flight at most, as the engine's async scheduling keeps them.
   let inFlight: Promise<Int32Array> | null = null;
   for (let i = 0; i < warmup + timed; i++) {
     const out = model.forward(steps.next());
     gpu.push(out.gpuMs);
+    if (i >= warmup) encode.push(model.lastEncodeMs);
     if (inFlight) {
       await inFlight;
       arrivals.push(performance.now());
@@ -342,6 +349,7 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
     wallMs: upperMedian(walls),
     gpuSamples: gpuTimes,
     wallSamples: walls,
+    encodeMs: upperMedian(encode),
   };
 }
 

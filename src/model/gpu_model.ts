@@ -261,6 +261,7 @@ export class GpuModel implements ForwardModel {
   readonly maxLogitRows: number;
 
   private stepIndex = 0;
+  private encodeMs = 0;
   /** Each linear kind's form in the step being encoded (setLinear). */
   private readonly linearForms = {} as Record<LinearKind, LinearForm>;
   private readonly timer: PassTimer;
@@ -435,6 +436,7 @@ export class GpuModel implements ForwardModel {
 
   /** Runs one step; returns at once (the promises settle when the GPU is done). */
   forward(batch: StepBatch): StepOutput {
+    const t0 = performance.now();
     const plan = this.plan(batch);
     const parity = this.stepIndex++ % 2;
     this.writeInputs(batch, plan);
@@ -462,7 +464,9 @@ export class GpuModel implements ForwardModel {
       enc.copyBufferToBuffer(this.buf.logits, 0, logitsStaging, 0, Math.max(4, bytes));
     }
     this.timer.resolve(enc);
-    this.gpu.device.queue.submit([enc.finish()]);
+    const commands = enc.finish();
+    this.encodeMs = performance.now() - t0;
+    this.gpu.device.queue.submit([commands]);
     if (routing) this.finishRoutingCapture(routing, plan.tokens);
     const timing = this.timer.read(); // PassTimer.read paces its own wait
     const labels = step.labels;
@@ -499,6 +503,14 @@ export class GpuModel implements ForwardModel {
         : (last.startUs + last.us - first.startUs) / 1000;
     });
     return { sampled, logits, gpuMs };
+  }
+
+  /**
+   * Host ms the last forward() spent before its submit: planning, writing the step's inputs
+   * and encoding every dispatch (a step's host work beside the engine's scheduling).
+   */
+  get lastEncodeMs(): number {
+    return this.encodeMs;
   }
 
   /** The MoE block's grouped-GEMM variant in the last step (null without MoE layers). */

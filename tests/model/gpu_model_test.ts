@@ -267,4 +267,22 @@ test("a step with more tokens than maxNumTokens, or a context past maxModelLen, 
   }
 });
 
+test("a step records the host time it took before its submit (lastEncodeMs)", async () => {
+  const gpu = await sharedGpu();
+  const model = await GpuModel.load(gpu, dirs["tiny-qwen3"], { dtype: "f32", ...MODEL_OPTIONS });
+  try {
+    assert.is(model.lastEncodeMs, 0, "no step yet");
+    const t0 = performance.now();
+    const out = model.forward(
+      buildBatch(4, [{ tokens: [9707, 11, 1879], start: 0, table: [1], rows: "last" }]).batch,
+    );
+    const outside = performance.now() - t0;
+    await out.sampled;
+    assert.ok(model.lastEncodeMs > 0, `${model.lastEncodeMs}`);
+    assert.ok(model.lastEncodeMs <= outside, `${model.lastEncodeMs} > ${outside}`);
+  } finally {
+    model.destroy();
+  }
+});
+
 test.run();
