@@ -111,9 +111,9 @@ const SPEC = {
   giantKvThreshold: {
     type: "number",
     integer: true,
-    min: 1,
+    min: 0,
     default: 1_000_000,
-    help: "total KV tokens from which a point is measured median-of-N",
+    help: "total KV tokens from which a point is measured median-of-N (0: every point)",
   },
   grid: {
     type: "string",
