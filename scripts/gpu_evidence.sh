@@ -148,7 +148,8 @@ for stage in "$@"; do
       ;;
     bench)
       log "bench: the medium generated grid (decode and prefill), twice (repeatability)"
-      # EVIDENCE_GIANT=1: every point median-of-3 (the giant-KV threshold at one token)
+      # EVIDENCE_GIANT=0: every point median-of-3 (1: every KV-reading point; the prompt-only
+      # prefills stay at one sample)
       for i in $(seq "${EVIDENCE_BENCH_RUNS:-2}"); do
         run_bench --model $model --mode agg --grid medium --kv-cache-gb ${EVIDENCE_KV_GB:-60} \
           ${EVIDENCE_GIANT:+--giant-kv-threshold $EVIDENCE_GIANT} --kvwarm off $limits --out "$out/bench-medium-$i.json" 2>&1 |
