@@ -16,7 +16,7 @@
  */
 import type { Rng } from "../src/util/rng.ts";
 import type { KernelCase } from "./case.ts";
-import type { KernelSpec } from "./kernel.ts";
+import type { BindingSpec, KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { MOE_MAX_EXPERTS, MOE_MAX_TOPK } from "./moe_router.ts";
 
@@ -37,6 +37,18 @@ export const MOE_NO_ROW = 0xffffffff;
 export const MOE_ARGS_GATE_UP = 0;
 export const MOE_ARGS_DOWN = 12;
 
+/** Shape of the work-item table moe_dispatch writes (binding comment of every reader). */
+const WORK_ITEMS_SHAPE =
+  "[1 + max_items]: [0] = (items, rows, 0, 0), then (expert, row start, row end, 0)";
+
+/** The `work_items` binding of the kernels that read moe_dispatch's table. */
+export const WORK_ITEMS_READ: BindingSpec = Object.freeze({
+  name: "work_items",
+  type: "vec4<u32>",
+  access: "read",
+  shape: WORK_ITEMS_SHAPE,
+});
+
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_dispatch",
   shader: "moe_dispatch.wgsl",
@@ -51,12 +63,7 @@ export const spec: KernelSpec<typeof params.fields> = {
       shape: "[tokens * top_k] row -> token",
     },
     { name: "row_of", type: "u32", access: "read_write", shape: "[tokens * top_k] (t, j) -> row" },
-    {
-      name: "work_items",
-      type: "vec4<u32>",
-      access: "read_write",
-      shape: "[1 + max items]: [0] = (items, rows, 0, 0), then (expert, row start, row end, 0)",
-    },
+    { ...WORK_ITEMS_READ, access: "read_write" },
     {
       name: "dispatch_args",
       type: "u32",

@@ -9,7 +9,7 @@ import { grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
-import type { RoutingPattern } from "./moe_dispatch.ts";
+import { type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 
 const params = defineParams({ hidden: "u32", rows_pad: "u32" });
 const WG = 256;
@@ -22,12 +22,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   bindings: [
     { name: "x", type: "vec4<f32>", access: "read", shape: "[tokens, hidden/4]" },
     { name: "sorted_token", type: "u32", access: "read", shape: "[rows] row -> token" },
-    {
-      name: "work_items",
-      type: "vec4<u32>",
-      access: "read",
-      shape: "[1 + max_items] (count, rows, 0, 0), ...",
-    },
+    WORK_ITEMS_READ,
     { name: "out", type: "vec4<T>", access: "read_write", shape: "[rows_pad, hidden/4]" },
   ],
   variants: [{ name: "f16", dtype: "f16", consts: { WG } }],

@@ -21,6 +21,7 @@ import {
   moeMaxWorkItems,
   type RoutingPattern,
   sampleRouting,
+  WORK_ITEMS_READ,
 } from "./moe_dispatch.ts";
 import { expertsTouched } from "./moe_gemm_gate_up.ts";
 import {
@@ -42,12 +43,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   bindings: [
     { name: "act", type: "vec4<f32>", access: "read", shape: "[rows, inter/4]" },
     { name: "w", type: "vec4<T>", access: "read", shape: "[experts, hidden, inter/4]" },
-    {
-      name: "work_items",
-      type: "vec4<u32>",
-      access: "read",
-      shape: "[1 + max_items] (count, rows, 0, 0), (expert, row start, row end, 0)",
-    },
+    WORK_ITEMS_READ,
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
   ],
   variants: [

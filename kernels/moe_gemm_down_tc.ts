@@ -12,7 +12,7 @@ import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmDownRef } from "./moe_gemm_down.ts";
 import { moeTcParams } from "./moe_gemm_gate_up_tc.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
-import type { RoutingPattern } from "./moe_dispatch.ts";
+import { type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
@@ -24,12 +24,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   bindings: [
     { name: "act", type: "T", access: "read", shape: "[rows + 64, inter] (moe_gemm_gate_up_tc)" },
     { name: "w", type: "T", access: "read", shape: "[experts, hidden, inter]" },
-    {
-      name: "work_items",
-      type: "vec4<u32>",
-      access: "read",
-      shape: "[1 + max_items] (count, rows, 0, 0), (expert, row start, row end, 0)",
-    },
+    WORK_ITEMS_READ,
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
   ],
   variants: [{ name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } }],

@@ -26,6 +26,7 @@ import {
   moeMaxWorkItems,
   type RoutingPattern,
   sampleRouting,
+  WORK_ITEMS_READ,
 } from "./moe_dispatch.ts";
 import {
   MOE_PRODUCTION_VARIANTS as PRODUCTION,
@@ -47,12 +48,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "x", type: "vec4<f32>", access: "read", shape: "[tokens, hidden/4]" },
     { name: "w", type: "vec4<T>", access: "read", shape: "[experts, 2 * inter, hidden/4]" },
     { name: "sorted_token", type: "u32", access: "read", shape: "[rows] row -> token" },
-    {
-      name: "work_items",
-      type: "vec4<u32>",
-      access: "read",
-      shape: "[1 + max_items] (count, rows, 0, 0), (expert, row start, row end, 0)",
-    },
+    WORK_ITEMS_READ,
     { name: "act", type: "f32", access: "read_write", shape: "[rows, inter]" },
   ],
   variants: [

@@ -14,7 +14,7 @@ import type { KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmGateUpRef } from "./moe_gemm_gate_up.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
-import type { RoutingPattern } from "./moe_dispatch.ts";
+import { type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
@@ -26,12 +26,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   bindings: [
     { name: "a", type: "T", access: "read", shape: "[rows + 64, hidden] (moe_gather_f16)" },
     { name: "w", type: "T", access: "read", shape: "[experts, 2 * inter, hidden]" },
-    {
-      name: "work_items",
-      type: "vec4<u32>",
-      access: "read",
-      shape: "[1 + max_items] (count, rows, 0, 0), (expert, row start, row end, 0)",
-    },
+    WORK_ITEMS_READ,
     { name: "act", type: "T", access: "read_write", shape: "[rows + 64, inter]" },
   ],
   variants: [{ name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } }],
