@@ -319,8 +319,7 @@ await runCli(async () => {
       log(
         `\nbench: ${signal}: wrote ${out} (status ${a.status}, ${a.results.length} points measured)`,
       );
-      const code = signal === "SIGINT" ? 130 : 143;
-      void abortRank(dp, interruptNotice(signal)).finally(() => process.exit(code));
+      void abortRank(dp, interruptNotice(signal)).finally(() => process.exit(exitCodeOf(signal)));
     });
   }
 
@@ -400,18 +399,15 @@ await runCli(async () => {
       { engine, engineInfo: info, textPool, tokenizer: () => modelTokenizer(modelSpec) },
       dp?.plugins() ?? {},
     );
-    if (artifact.stop_reason === "interrupted") {
-      // Ctrl-C here (the signal handler is aborting the group) or on another rank (the
-      // group has failed): no "bye" round, which could reach the other ranks before this
-      // rank's interrupt notice and read there as a lockstep error, failing their runs
-      await abortRank(dp, interruptNotice(ownSignal ?? "SIGINT"));
-      printSummary(artifact);
-      log(`bench: wrote ${out} (status ${artifact.status})`);
-      return ownSignal === "SIGTERM" ? 143 : 130;
-    }
-    await dp?.finish();
+    // Ctrl-C here (the signal handler is aborting the group) or on another rank (the group
+    // has failed): no "bye" round, which could reach the other ranks before this rank's
+    // interrupt notice and read there as a lockstep error, failing their runs
+    const interrupted = artifact.stop_reason === "interrupted";
+    if (interrupted) await abortRank(dp, interruptNotice(ownSignal ?? "SIGINT"));
+    else await dp?.finish();
     printSummary(artifact);
     log(`bench: wrote ${out} (status ${artifact.status})`);
+    if (interrupted) return exitCodeOf(ownSignal ?? "SIGINT");
     if (dp) finishRank(dp, artifact, requestedOut);
     return 0;
   } catch (err) {
@@ -424,7 +420,7 @@ await runCli(async () => {
     if (!run.final) run.fail(err, "runtime");
     log(`bench: wrote ${out} (status ${run.final?.status ?? "failed"})`);
     await abortRank(dp, err);
-    if (run.final?.stop_reason === "interrupted") return 130; // another rank's Ctrl-C
+    if (run.final?.stop_reason === "interrupted") return exitCodeOf("SIGINT"); // another rank's Ctrl-C
     throw err;
   } finally {
     gpu?.destroy();
@@ -457,6 +453,11 @@ function openRank(opts: {
 }
 
 /** Tells the group this rank failed, and gives the notice a moment to leave before exit. */
+/** The shell's exit code for a run stopped by `signal`: 130 (SIGINT), 143 (SIGTERM). */
+function exitCodeOf(signal: "SIGINT" | "SIGTERM"): number {
+  return signal === "SIGINT" ? 130 : 143;
+}
+
 async function abortRank(dp: DpRank | null, err: unknown): Promise<void> {
   if (!dp) return;
   await dp.abort(err);
