@@ -23,6 +23,7 @@ import * as moeGemmDownTc from "./moe_gemm_down_tc.ts";
 import * as moeRouter from "./moe_router.ts";
 import * as kvBlockCopy from "./kv_block_copy.ts";
 import * as pagedAttention from "./paged_attention.ts";
+import * as pagedAttentionTc from "./paged_attention_tc.ts";
 import * as pagedAttentionDecode from "./paged_attention_decode.ts";
 import * as pagedAttentionDecodeReduce from "./paged_attention_decode_reduce.ts";
 import * as qkNormRopeCache from "./qk_norm_rope_cache.ts";
@@ -50,6 +51,7 @@ export const KERNELS: readonly KernelModule[] = [
   fillRandom,
   qkNormRopeCache,
   pagedAttention,
+  pagedAttentionTc,
   pagedAttentionDecode,
   pagedAttentionDecodeReduce,
   kvBlockCopy,

@@ -31,9 +31,10 @@
  * across tiles): every query token re-reads contextLen * num_kv_heads * head_dim * 2 *
  * sizeof(T) / floor(32 / G) bytes of K/V.
  */
-import type { KernelCase } from "./case.ts";
+import type { KernelCase, Tolerance } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams } from "./params.ts";
+import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
 
 const params = defineParams({
   num_seqs: "u32",
@@ -376,12 +377,28 @@ export function attentionFlops(seqs: readonly AttentionSeq[], shape: AttentionSh
   return pairs * shape.numQHeads * shape.headDim * 4;
 }
 
-interface CaseShape extends AttentionShape {
+/** A validation case of the prefill attention kernels: head geometry and sequences. */
+export interface AttentionCaseShape extends AttentionShape {
   readonly label: string;
   readonly lens: readonly { readonly prefix: number; readonly query: number }[];
+  /** Standard deviation of the keys (default 1.5): larger ones spread the scores. */
+  readonly kStd?: number;
 }
 
-function attentionCase(c: CaseShape): KernelCase<typeof params.fields> {
+/** How a kernel computes, as its reference must mirror it. */
+export interface AttentionCaseForm {
+  /** q * scale is rounded to f16 before the products (the tensor-core kernel). */
+  readonly qF16: boolean;
+  readonly tolerance: Tolerance;
+}
+
+const FMA_FORM: AttentionCaseForm = { qF16: false, tolerance: { atol: 2e-5, rtol: 1e-4 } };
+
+/** A case of paged_attention (or, with its form, of paged_attention_tc). */
+export function attentionCase(
+  c: AttentionCaseShape,
+  form: AttentionCaseForm = FMA_FORM,
+): KernelCase<typeof params.fields> {
   const { numQHeads, numKvHeads, headDim, blockSize } = c;
   const scale = 1 / Math.sqrt(headDim);
   const sizes = layoutSeqs((x) => x, blockSize, c.lens);
@@ -404,31 +421,35 @@ function attentionCase(c: CaseShape): KernelCase<typeof params.fields> {
       const { seqs } = layoutSeqs((x) => rng.shuffle(x), blockSize, c.lens);
       return {
         q: rng.fillNormal(new Float32Array(qElems)),
-        k_cache: rng.fillNormal(new Float32Array(cacheElems), 1.5),
+        k_cache: rng.fillNormal(new Float32Array(cacheElems), c.kStd ?? 1.5),
         v_cache: rng.fillNormal(new Float32Array(cacheElems)),
         block_tables: packBlockTables(seqs, blockSize, maxBlocks).table,
         seq_info: packSeqInfo(seqs),
       };
     },
     outputs: { out: qElems },
-    reference: (inp) => ({
-      out: pagedAttentionRef(
-        inp.q as Float32Array,
-        inp.k_cache as Float32Array,
-        inp.v_cache as Float32Array,
-        unpackSeqs(inp.seq_info as Int32Array, inp.block_tables as Int32Array, maxBlocks),
-        c,
-        scale,
-        sizes.numTokens,
-      ),
-    }),
-    tolerance: () => ({ atol: 2e-5, rtol: 1e-4 }),
+    reference: (inp) => {
+      const q = inp.q as Float32Array;
+      return {
+        out: pagedAttentionRef(
+          form.qF16 ? roundToF16InPlace(clampF16(q.map((x) => x * scale))) : q,
+          inp.k_cache as Float32Array,
+          inp.v_cache as Float32Array,
+          unpackSeqs(inp.seq_info as Int32Array, inp.block_tables as Int32Array, maxBlocks),
+          c,
+          form.qF16 ? 1 : scale,
+          sizes.numTokens,
+        ),
+      };
+    },
+    tolerance: () => form.tolerance,
     bytes: (v) => kvBytes(sizes.seqs, c, v) + qElems * 8 + table.length * 4,
     flops: attentionFlops(sizes.seqs, c),
   };
 }
 
-const QWEN3_30B = { numQHeads: 32, numKvHeads: 4, headDim: 128, blockSize: 16 } as const;
+/** Qwen3-30B-A3B's attention geometry. */
+export const QWEN3_30B = { numQHeads: 32, numKvHeads: 4, headDim: 128, blockSize: 16 } as const;
 
 export const cases: KernelCase<typeof params.fields>[] = [
   attentionCase({

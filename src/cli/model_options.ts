@@ -10,7 +10,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { Gpu } from "../gpu/device.ts";
-import { GpuModel } from "../model/gpu_model.ts";
+import { GpuModel, type PrefillAttentionForm } from "../model/gpu_model.ts";
 import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
 import { resolveModelConfig } from "../model/config.ts";
 import { userPath } from "../util/user_path.ts";
@@ -74,6 +74,12 @@ export const TENSOR_CORE_OPTIONS = {
     help: "MoE steps with more than this many rows an expert run the expert GEMMs on the " +
       "tensor cores (default 8; 0 never)",
   },
+  prefillAttention: {
+    type: "string",
+    values: ["tc", "tc2", "fma"],
+    help: "attention of prefill steps: tc (tensor cores), tc2 (two key tiles a step) or fma " +
+      "(default: tc where it runs)",
+  },
   tensorCoreSplitTarget: {
     type: "number",
     integer: true,
@@ -90,14 +96,17 @@ export function tensorCoreOptions(
     readonly tensorCoreTile?: string;
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
+    readonly prefillAttention?: string;
   },
 ): {
   tensorCoreRows?: number;
   tensorCoreTile?: 0 | 16 | 32 | 64;
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
+  prefillAttention?: PrefillAttentionForm;
 } {
   return {
+    prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,

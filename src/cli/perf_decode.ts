@@ -183,7 +183,8 @@ await runCli(async () => {
   const model = model0;
   const lv = model.linearVariants;
   console.log(
-    `kernels: linear ${lv.gemv}, GEMM ${lv.gemm}, decode attention ${lv.decodeAttention}, moe by step`,
+    `kernels: linear ${lv.gemv}, GEMM ${lv.gemm}, decode attention ${lv.decodeAttention}, ` +
+      `prefill attention ${lv.prefillAttention}, moe by step`,
   );
   console.log(
     `KV cache: ${model.numBlocks} blocks of ${model.blockSize} (${

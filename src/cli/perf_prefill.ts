@@ -109,7 +109,9 @@ await runCli(async () => {
     maxModelLen: maxSeqTokens + 16,
     ...tensorCoreOptions(o),
   }, (m) => console.log(m));
-  console.log(`kernels: linear ${model.linearVariants.gemm} (GEMM), moe auto`);
+  console.log(
+    `kernels: linear ${model.linearVariants.gemm} (GEMM), attention ${model.linearVariants.prefillAttention}, moe auto`,
+  );
   const rows: string[][] = [];
   const points: Record<string, unknown>[] = [];
   for (const { batch, tokens } of shapes) {
@@ -216,7 +218,11 @@ await runCli(async () => {
       commit: gitCommit(),
       model: o.model,
       dtype: model.weights.dtype,
-      kernels: { gemm: model.linearVariants.gemm, moe_last_shape: model.moeGemmVariant },
+      kernels: {
+        gemm: model.linearVariants.gemm,
+        attention: model.linearVariants.prefillAttention,
+        moe_last_shape: model.moeGemmVariant,
+      },
       points,
     });
   }

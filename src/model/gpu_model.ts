@@ -41,6 +41,7 @@ import * as castF16 from "../../kernels/cast_f16.ts";
 import * as splitkReduce from "../../kernels/splitk_reduce.ts";
 import * as qkNormRopeCache from "../../kernels/qk_norm_rope_cache.ts";
 import * as pagedAttention from "../../kernels/paged_attention.ts";
+import * as pagedAttentionTc from "../../kernels/paged_attention_tc.ts";
 import * as pagedAttentionDecode from "../../kernels/paged_attention_decode.ts";
 import * as decodeReduce from "../../kernels/paged_attention_decode_reduce.ts";
 import * as kvBlockCopy from "../../kernels/kv_block_copy.ts";
@@ -93,6 +94,14 @@ export interface GpuModelOptions {
    * ("lanes": subgroups of exactly 8 or 32; validated, not yet measured on a GPU).
    */
   readonly decodeAttention?: DecodeAttentionForm;
+  /**
+   * Attention of prefill and mixed steps: "tc" (Q K^T and P V on the tensor cores,
+   * paged_attention_tc `f16-tc`), "tc2" (its two-key-tile variant) or "fma"
+   * (paged_attention). Default "tc" where it runs: f16 KV, head_dim 128, block_size a
+   * multiple of 16, at most 16 query heads a kv head, f16 16x16x16 subgroup matrices on
+   * 32-wide subgroups; else "fma".
+   */
+  readonly prefillAttention?: PrefillAttentionForm;
   /**
    * Decode attention's split plan (planDecodeSplits): about this many (split, seq, kv head)
    * workgroups a step (default 1024), and at least `minTokens` keys a split (default 64).
@@ -170,6 +179,9 @@ export interface GpuModelOptions {
    */
   readonly packedF16?: boolean;
 }
+
+/** Prefill attention forms (see GpuModelOptions.prefillAttention). */
+export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
 export type DecodeAttentionForm = "tiled" | "direct" | "lanes";
@@ -382,6 +394,13 @@ export class GpuModel implements ForwardModel {
       gemvMaxRows: options.gemvMaxRows ?? (cpu ? 64 : decodeForms ? 1 : 8),
       gemvForms,
       decodeAttention: options.decodeAttention ?? (cpu ? "direct" : "tiled"),
+      prefillAttention: prefillAttentionForm(
+        gpu,
+        config,
+        dtype,
+        blockSize,
+        options.prefillAttention,
+      ),
       stagedMaxRows: options.stagedMaxRows ?? (cpu ? 0 : 128),
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
@@ -408,6 +427,7 @@ export class GpuModel implements ForwardModel {
       config,
       dtype,
       opts.decodeAttention,
+      opts.prefillAttention,
       opts.packedF16,
       gemvForms,
       { few: opts.linearFewRows, many: opts.linearManyRows, byKind: opts.manyRowsByKind },
@@ -518,8 +538,13 @@ export class GpuModel implements ForwardModel {
     return this.moe?.gemmVariant ?? null;
   }
 
-  /** The linear-layer and decode-attention kernel variants chosen for this device. */
-  get linearVariants(): { gemv: string; gemm: string; decodeAttention: string } {
+  /** The linear-layer and attention kernel variants chosen for this device. */
+  get linearVariants(): {
+    gemv: string;
+    gemm: string;
+    decodeAttention: string;
+    prefillAttention: string;
+  } {
     return {
       gemv: `${this.calls.gemvVariant} (up to ${this.opts.gemvMaxRows} rows${
         this.calls.fewRowsVariant
@@ -541,6 +566,7 @@ export class GpuModel implements ForwardModel {
       decodeAttention:
         `${this.calls.decodeVariant} (splits for ~${this.opts.decodeSplit.workgroups} ` +
         `workgroups, >= ${this.opts.decodeSplit.minTokens} keys)`,
+      prefillAttention: `${this.calls.prefill.spec.name} ${this.calls.prefillVariant}`,
     };
   }
 
@@ -804,14 +830,19 @@ export class GpuModel implements ForwardModel {
           });
         }
       } else {
-        c.prefill.dispatch(step.pass("paged_attention"), dt, `l${l}`, {
-          q: b.q,
-          k_cache: kv.k,
-          v_cache: kv.v,
-          block_tables: b.blockTables,
-          seq_info: b.seqInfo,
-          out: b.attn,
-        });
+        c.prefill.dispatch(
+          step.pass("paged_attention", c.prefill.spec.name),
+          c.prefillVariant,
+          `l${l}`,
+          {
+            q: b.q,
+            k_cache: kv.k,
+            v_cache: kv.v,
+            block_tables: b.blockTables,
+            seq_info: b.seqInfo,
+            out: b.attn,
+          },
+        );
       }
       this.linear(step, "o", `l${l}`, b.attn, w.o, b.x);
       c.norm.dispatch(step.pass("rmsnorm"), dt, `post${l}`, {
@@ -1039,6 +1070,7 @@ async function createCalls(
   config: ModelConfig,
   dtype: StorageDtype,
   decodeAttention: DecodeAttentionForm,
+  prefillAttention: PrefillAttentionForm,
   packedF16: boolean,
   gemvForms: "decode" | "rows" | "classic",
   rowForms: {
@@ -1188,7 +1220,10 @@ async function createCalls(
     norm: await KernelCall.create(gpu, rmsnorm.spec, [dtype]),
     finalNorm: await KernelCall.create(gpu, rmsnorm.spec, [dtype], "final rmsnorm"),
     qkNorm: await KernelCall.create(gpu, qkNormRopeCache.spec, [dtype]),
-    prefill: await KernelCall.create(gpu, pagedAttention.spec, [dtype]),
+    prefill: prefillAttention === "fma"
+      ? await KernelCall.create(gpu, pagedAttention.spec, [dtype])
+      : await KernelCall.create(gpu, pagedAttentionTc.spec, [PREFILL_TC_VARIANT[prefillAttention]]),
+    prefillVariant: prefillAttention === "fma" ? dtype : PREFILL_TC_VARIANT[prefillAttention],
     decodeVariant,
     decode: await KernelCall.create(gpu, pagedAttentionDecode.spec, [decodeVariant]),
     decodeReduce: await KernelCall.create(gpu, decodeReduce.spec, ["f32"]),
@@ -1197,6 +1232,37 @@ async function createCalls(
     gather: await KernelCall.create(gpu, gatherRows.spec, ["f32"]),
     sample: await KernelCall.create(gpu, sample.spec, ["f32"]),
   };
+}
+
+/** paged_attention_tc's variant of each tensor-core prefill attention form. */
+const PREFILL_TC_VARIANT = { tc: "f16-tc", tc2: "f16-tc2" } as const;
+
+/**
+ * The prefill attention form: `asked`, or by default "tc" where it runs, else "fma". Throws
+ * naming the reason when a tensor-core form is asked for and cannot run.
+ */
+function prefillAttentionForm(
+  gpu: Gpu,
+  config: ModelConfig,
+  dtype: StorageDtype,
+  blockSize: number,
+  asked: PrefillAttentionForm | undefined,
+): PrefillAttentionForm {
+  if (asked === "fma") return "fma";
+  const form = asked ?? "tc";
+  const why = dtype !== "f16" ? "the KV cache is not f16" : pagedAttentionTc.tcRunReason(
+    gpu,
+    variantByName(pagedAttentionTc.spec, PREFILL_TC_VARIANT[form]),
+    {
+      num_q_heads: config.numHeads,
+      num_kv_heads: config.numKvHeads,
+      head_dim: config.headDim,
+      block_size: blockSize,
+    },
+  );
+  if (why === null) return form;
+  if (asked === undefined) return "fma";
+  throw new Error(`model: prefillAttention "${asked}" cannot run here: ${why}`);
 }
 
 /** Linear layers' tensor-core rows by default (GpuModelOptions.tensorCoreRows). */

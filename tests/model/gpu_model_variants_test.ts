@@ -230,4 +230,22 @@ test("tensorCoreRows is refused by name where the tensor cores cannot run", asyn
   }
 });
 
+test("prefill attention: the tensor-core forms are refused by name where they cannot run", async () => {
+  // the fixture's head_dim (16) is no tensor-core variant's, on every adapter
+  const fma = await loadTiny({ dtype: "f16" });
+  try {
+    assert.is(fma.linearVariants.prefillAttention, "paged_attention f16");
+  } finally {
+    fma.destroy();
+  }
+  for (const form of ["tc", "tc2"] as const) {
+    let refused = "";
+    await loadTiny({ dtype: "f16", prefillAttention: form }).catch((e) => refused = e.message);
+    assert.match(refused, new RegExp(`prefillAttention "${form}" cannot run here: .*head_dim 16`));
+    refused = "";
+    await loadTiny({ dtype: "f32", prefillAttention: form }).catch((e) => refused = e.message);
+    assert.match(refused, /cannot run here: the KV cache is not f16/);
+  }
+});
+
 test.run();

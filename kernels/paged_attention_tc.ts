@@ -1,0 +1,227 @@
+/**
+ * Paged causal attention on f16 subgroup matrices (tensor cores): the same computation,
+ * params, bindings' buffers and grid as paged_attention (prefill and any mix of
+ * sequences, GQA, reading every key through the block tables), with Q K^T and P V as
+ * 16 x 16 x 16 f16 products accumulated in f32.
+ *
+ * ```ts
+ * // the params of paged_attention; head_dim = 128 and block_size a multiple of 16
+ * pass.dispatchWorkgroups(...spec.grid(p, variantByName(spec, "f16-tc"), gpu));
+ * ```
+ *
+ * Workgroup (q tile, seq, kv head), one subgroup of 32: ROWS = 16 query rows, floor(16 / G)
+ * tokens x the G query heads of a kv head, as one 16-row matrix, so each K/V matrix loaded
+ * serves the whole GQA group; q * scale as f16 stays in registers (8 left matrices). K and V
+ * tiles of 16 keys are loaded straight from the paged cache (the 16 slots of a tile are
+ * consecutive rows of one block, num_kv_heads * head_dim apart); S goes through workgroup
+ * memory, where invocations 2r and 2r + 1 run row r's online softmax and write P as f16.
+ * The running max is lazy: a row takes a new max only when a step's scores pass it by more
+ * than 8, so P <= e^8 stays inside f16 and O (8 result matrices in registers) is rescaled
+ * through workgroup memory only on such a step. Variants: `f16-tc` steps over one key tile
+ * (16 keys) at a time, `f16-tc2` over two (half the barriers, twice the registers for V).
+ *
+ * The workgroup arrays are the members of one workgroup struct. Declared as separate
+ * workgroup variables, they computed wrong values in every validate row on the H200 (driver
+ * 580.159.04): results that the matrix store wrote to S were read back by the invocations
+ * as if from a few rows and columns further on, though each matrix load and store alone
+ * read correctly in small probe kernels. Padding, a single workgroup, reordering the
+ * variables and a plain flag instead of an atomic one left the error as it was; one struct
+ * fixed every row (branch `wip/prefill-attention-tc`, lab/NOTES.md, has the probes).
+ *
+ * Accuracy: q * scale and P are rounded to f16 (K and V are f16 already); sums are f32.
+ * The reference rounds q * scale alike and keeps P exact, so the tolerance covers P's
+ * rounding: about 2^-11 of each weight.
+ *
+ * Workgroup memory (workgroupBytes): q f16 [max(16, KW), 136] (Q, then a step's V staged
+ * with zeros past the context), S f32 [16, KW], P f16 [16, KW + 8]: 6,152 bytes (`f16-tc`)
+ * and 12,040 (`f16-tc2`).
+ */
+import type { KernelCase } from "./case.ts";
+import type { Gpu } from "../src/gpu/device.ts";
+import { type KernelSpec, unsupportedReason, type Variant } from "./kernel.ts";
+import {
+  attentionCase,
+  type AttentionCaseForm,
+  QWEN3_30B,
+  spec as fmaSpec,
+} from "./paged_attention.ts";
+
+const params = fmaSpec.params;
+
+/** The one head size of the variants (their loops over head_dim are unrolled). */
+const HD = 128;
+
+/** Query rows of a workgroup. */
+const ROWS = 16;
+
+function tcVariant(kt: 1 | 2): Variant {
+  return {
+    name: kt === 1 ? "f16-tc" : "f16-tc2",
+    dtype: "f16",
+    subgroupMatrix: { m: 16, n: 16, k: 16 },
+    consts: { KT: kt, HD },
+  };
+}
+
+/** Workgroup memory of a variant in bytes (see the module doc). */
+export function workgroupBytes(v: Variant): number {
+  const { KT, HD: hd } = v.consts!;
+  const kw = 16 * KT;
+  return Math.max(ROWS, kw) * (hd + 8) * 2 + ROWS * kw * 4 + ROWS * (kw + 8) * 2 + 8;
+}
+
+/**
+ * Why paged_attention_tc cannot take this geometry, or null: head_dim must be the variants'
+ * 128, block_size a multiple of 16 (a key tile inside one block), at most 16 query heads a
+ * kv head.
+ */
+export function tcGeometryReason(
+  p: { num_q_heads: number; num_kv_heads: number; head_dim: number; block_size: number },
+): string | null {
+  if (p.head_dim !== HD) return `head_dim ${p.head_dim} (the tensor-core variants take ${HD})`;
+  if (p.block_size % 16 !== 0) return `block_size ${p.block_size} is not a multiple of 16`;
+  if (p.num_kv_heads < 1 || p.num_q_heads % p.num_kv_heads !== 0) {
+    return `num_q_heads ${p.num_q_heads} is not a multiple of num_kv_heads ${p.num_kv_heads}`;
+  }
+  if (p.num_q_heads / p.num_kv_heads > ROWS) {
+    return `${p.num_q_heads / p.num_kv_heads} query heads per kv head, at most ${ROWS}`;
+  }
+  return null;
+}
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "paged_attention_tc",
+  shader: "paged_attention_tc.wgsl",
+  params,
+  bindings: [
+    { name: "q", type: "vec4<f32>", access: "read", shape: "[tokens, num_q_heads * head_dim / 4]" },
+    {
+      name: "k_cache",
+      type: "T",
+      access: "read",
+      shape: "[num_blocks, block_size, num_kv_heads, head_dim]",
+    },
+    {
+      name: "v_cache",
+      type: "T",
+      access: "read",
+      shape: "[num_blocks, block_size, num_kv_heads, head_dim]",
+    },
+    { name: "block_tables", type: "i32", access: "read", shape: "[num_seqs, max_blocks]" },
+    {
+      name: "seq_info",
+      type: "i32",
+      access: "read",
+      shape: "[num_seqs, 3] (query_start, query_len, context_len)",
+    },
+    {
+      name: "out",
+      type: "vec4<f32>",
+      access: "read_write",
+      shape: "[tokens, num_q_heads * head_dim / 4]",
+    },
+  ],
+  variants: [tcVariant(1), tcVariant(2)],
+  grid: (p, v, gpu) => {
+    const reason = tcGeometryReason(p);
+    if (reason) throw new Error(`paged_attention_tc/${v.name}: ${reason}`);
+    const group = p.num_q_heads / p.num_kv_heads;
+    const bytes = workgroupBytes(v);
+    const limit = gpu.limits.maxComputeWorkgroupStorageSize;
+    if (limit !== undefined && bytes > limit) {
+      throw new Error(
+        `paged_attention_tc/${v.name}: ${bytes} bytes of workgroup memory, the device allows ${limit}`,
+      );
+    }
+    return [Math.ceil(p.max_query_len / Math.floor(ROWS / group)), p.num_seqs, p.num_kv_heads];
+  },
+};
+
+/**
+ * Why `variant` cannot run this geometry on this device, or null: the geometry, the
+ * device's support (f16 subgroup matrices, subgroups of 32), the workgroup memory.
+ */
+export function tcRunReason(
+  gpu: Gpu,
+  variant: Variant,
+  p: { num_q_heads: number; num_kv_heads: number; head_dim: number; block_size: number },
+): string | null {
+  const limit = gpu.limits.maxComputeWorkgroupStorageSize;
+  return tcGeometryReason(p) ?? unsupportedReason(gpu, variant) ??
+    (limit !== undefined && workgroupBytes(variant) > limit
+      ? `${workgroupBytes(variant)} bytes of workgroup memory, the device allows ${limit}`
+      : null);
+}
+
+const TC_FORM: AttentionCaseForm = { qF16: true, tolerance: { atol: 2e-3, rtol: 2e-3 } };
+
+export const cases: KernelCase<typeof params.fields>[] = [
+  attentionCase({
+    label: "2 seqs q=17,3 prefixes 21,9, bs=16 q/kv=8/1",
+    numQHeads: 8,
+    numKvHeads: 1,
+    headDim: HD,
+    blockSize: 16,
+    lens: [{ prefix: 21, query: 17 }, { prefix: 9, query: 3 }],
+  }, TC_FORM),
+  attentionCase({
+    label: "4 seqs q=23,9,1,14 prefixes 45,0,130,7, bs=16 q/kv=16/2",
+    numQHeads: 16,
+    numKvHeads: 2,
+    headDim: HD,
+    blockSize: 16,
+    lens: [
+      { prefix: 45, query: 23 },
+      { prefix: 0, query: 9 },
+      { prefix: 130, query: 1 },
+      { prefix: 7, query: 14 },
+    ],
+  }, TC_FORM),
+  // G = 4 (Mixtral's 32 / 8) over 32-slot blocks, G = 16 (a tile of one token), G = 3 (16
+  // rows hold 5 tokens and 1 padding row)
+  attentionCase({
+    label: "3 seqs q=40,1,5 prefixes 0,77,31, bs=32 q/kv=32/8",
+    numQHeads: 32,
+    numKvHeads: 8,
+    headDim: HD,
+    blockSize: 32,
+    lens: [{ prefix: 0, query: 40 }, { prefix: 77, query: 1 }, { prefix: 31, query: 5 }],
+  }, TC_FORM),
+  attentionCase({
+    label: "2 seqs q=3,2 prefixes 17,1, bs=16 q/kv=16/1",
+    numQHeads: 16,
+    numKvHeads: 1,
+    headDim: HD,
+    blockSize: 16,
+    lens: [{ prefix: 17, query: 3 }, { prefix: 1, query: 2 }],
+  }, TC_FORM),
+  attentionCase({
+    label: "1 seq q=45 prefix 19, bs=16 q/kv=6/2",
+    numQHeads: 6,
+    numKvHeads: 2,
+    headDim: HD,
+    blockSize: 16,
+    lens: [{ prefix: 19, query: 45 }],
+  }, TC_FORM),
+  // keys of std 6: scores of std 6, so later keys pass the first ones' max by more than 8
+  // and rows rescale O
+  attentionCase({
+    label: "1 seq q=300 prefix 700, bs=16 q/kv=8/2, wide scores (rescales)",
+    numQHeads: 8,
+    numKvHeads: 2,
+    headDim: HD,
+    blockSize: 16,
+    lens: [{ prefix: 700, query: 300 }],
+    kStd: 6,
+  }, TC_FORM),
+  attentionCase({
+    label: "Qwen3-30B-A3B prefill 1 x 2048",
+    ...QWEN3_30B,
+    lens: [{ prefix: 0, query: 2048 }],
+  }, TC_FORM),
+  attentionCase({
+    label: "Qwen3-30B-A3B chunk 512 after 1536 cached + 7 decodes at 1000",
+    ...QWEN3_30B,
+    lens: [{ prefix: 1536, query: 512 }, ...Array(7).fill({ prefix: 999, query: 1 })],
+  }, TC_FORM),
+];

@@ -1,0 +1,117 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { readFileSync } from "node:fs";
+import { cases, spec, tcGeometryReason, workgroupBytes } from "../../kernels/paged_attention_tc.ts";
+import { attentionCase, spec as fmaSpec } from "../../kernels/paged_attention.ts";
+import { variantByName } from "../../kernels/kernel.ts";
+import { Rng } from "../../src/util/rng.ts";
+
+const geometry = { num_q_heads: 32, num_kv_heads: 4, head_dim: 128, block_size: 16 };
+const h200 = { limits: { maxComputeWorkgroupStorageSize: 49152 } } as never;
+
+test("the tensor-core attention takes head_dim 128, blocks of 16k slots, up to 16 heads a kv head", () => {
+  assert.is(tcGeometryReason(geometry), null);
+  assert.is(tcGeometryReason({ ...geometry, block_size: 32 }), null);
+  assert.match(tcGeometryReason({ ...geometry, head_dim: 64 }) ?? "", /head_dim 64/);
+  assert.match(tcGeometryReason({ ...geometry, block_size: 8 }) ?? "", /block_size 8 /);
+  assert.match(tcGeometryReason({ ...geometry, num_kv_heads: 3 }) ?? "", /not a multiple/);
+  assert.match(
+    tcGeometryReason({ ...geometry, num_q_heads: 32, num_kv_heads: 1 }) ?? "",
+    /32 query heads per kv head, at most 16/,
+  );
+});
+
+/** The variant of KT key tiles a step. */
+const tcVariant = (kt: number) => variantByName(spec, kt === 1 ? "f16-tc" : "f16-tc2");
+
+/**
+ * Bytes of the shader's struct Wg by WGSL's layout rules (members of arrays of f16, f32,
+ * u32 or atomic<u32>), its array lengths evaluated from the shader's u32 consts.
+ */
+function wgStructBytes(wgsl: string, consts: Record<string, number>): number {
+  const values: Record<string, number> = { ...consts };
+  for (const m of wgsl.matchAll(/^const (\w+): u32 = ([^;]+);/gm)) {
+    values[m[1]] = evalU32(m[2], values);
+  }
+  const body = /struct Wg \{([^}]*)\}/.exec(wgsl)?.[1];
+  assert.ok(body, "struct Wg");
+  let size = 0;
+  let align = 1;
+  for (const m of body!.matchAll(/^\s*\w+: array<(f16|f32|u32|atomic<u32>), ([^>]+)>,/gm)) {
+    const elem = m[1] === "f16" ? 2 : 4;
+    size = Math.ceil(size / elem) * elem + elem * evalU32(m[2], values);
+    align = Math.max(align, elem);
+  }
+  return Math.ceil(size / align) * align;
+}
+
+function evalU32(expr: string, values: Record<string, number>): number {
+  const js = expr.replace(/(\d+)u\b/g, "$1").replace(/\bmax\(/g, "Math.max(")
+    .replace(/\b[A-Z][A-Z_0-9]*\b/g, (n) => {
+      if (!(n in values)) throw new Error(`unknown const ${n} in ${expr}`);
+      return String(values[n]);
+    });
+  if (!/^[\d\s+*\/()Mathmax.,-]+$/.test(js)) throw new Error(`cannot evaluate ${expr}`);
+  return Math.floor(new Function(`return ${js}`)() as number);
+}
+
+test("its workgroup memory is what the shader declares, and the grid checks the device's", () => {
+  // the sizes of the shader's workgroup arrays at KT = 1 and 2, HD = 128
+  assert.is(workgroupBytes(variantByName(spec, "f16-tc")), 6152);
+  assert.is(workgroupBytes(variantByName(spec, "f16-tc2")), 12040);
+  const wgsl = readFileSync(
+    new URL("../../shaders/paged_attention_tc.wgsl", import.meta.url),
+    "utf8",
+  );
+  // one workgroup variable, the struct (separate ones computed wrong values on the H200)
+  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
+  for (const kt of [1, 2]) {
+    assert.is(wgStructBytes(wgsl, { KT: kt, HD: 128 }), workgroupBytes(tcVariant(kt)), `KT ${kt}`);
+  }
+  const p = {
+    num_seqs: 2,
+    ...geometry,
+    max_blocks: 4,
+    max_query_len: 9,
+    scale: 1 / Math.sqrt(128),
+  };
+  // 16 rows = 2 tokens x 8 heads a workgroup: 5 q tiles for 9 tokens
+  assert.equal(spec.grid(p, variantByName(spec, "f16-tc"), h200), [5, 2, 4]);
+  const small = { limits: { maxComputeWorkgroupStorageSize: 8192 } } as never;
+  assert.throws(() => spec.grid(p, variantByName(spec, "f16-tc2"), small), /12040 bytes.*8192/);
+  assert.throws(
+    () => spec.grid({ ...p, head_dim: 64 }, variantByName(spec, "f16-tc"), h200),
+    /paged_attention_tc\/f16-tc: head_dim 64/,
+  );
+});
+
+test("it shares paged_attention's params and binding names (the model binds either)", () => {
+  assert.is(spec.params, fmaSpec.params);
+  assert.equal(spec.bindings.map((b) => b.name), fmaSpec.bindings.map((b) => b.name));
+});
+
+test("its reference rounds q * scale to f16: close to the exact one, not equal", () => {
+  const shape = {
+    label: "1 seq q=9 prefix 20",
+    numQHeads: 8,
+    numKvHeads: 2,
+    headDim: 128,
+    blockSize: 16,
+    lens: [{ prefix: 20, query: 9 }],
+  };
+  const tol = { atol: 2e-3, rtol: 2e-3 };
+  const tc = attentionCase(shape, { qF16: true, tolerance: tol });
+  const fma = attentionCase(shape);
+  const v = variantByName(spec, "f16-tc");
+  const inputs = tc.inputs(Rng.fromSeed(7), v);
+  const rounded = tc.reference(inputs, v).out as Float32Array;
+  const exact = fma.reference(inputs, v).out as Float32Array;
+  let diff = 0;
+  for (let i = 0; i < exact.length; i++) diff = Math.max(diff, Math.abs(rounded[i] - exact[i]));
+  assert.ok(diff > 0 && diff < 1e-3, `q rounding moved the output by ${diff}`);
+  assert.equal(tc.tolerance(v), tol);
+  // the case table's shapes all fit the variants
+  for (const c of cases) assert.is(tcGeometryReason(c.params), null, c.label);
+});
+
+test.run();
