@@ -178,6 +178,13 @@ export interface GpuModelOptions {
    * 0.3% end to end (the decode forms read f16 this way whatever this says).
    */
   readonly packedF16?: boolean;
+  /**
+   * Layers a step encodes before it submits them, so the GPU starts on the first layers while
+   * the host encodes the rest (WebGPU runs nothing before a submit; CUDA starts each launch
+   * at once); 0: one submit a step. GPU time is then the sum of the submits' spans. Default:
+   * WEBFPM_SUBMIT_LAYERS, else 0.
+   */
+  readonly submitLayers?: number;
 }
 
 /** Prefill attention forms (see GpuModelOptions.prefillAttention). */
@@ -409,6 +416,7 @@ export class GpuModel implements ForwardModel {
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
+      submitLayers: submitLayers(options.submitLayers),
       linearFewRows: options.linearFewRows ?? rowForms?.few ?? "",
       linearManyRows: options.linearManyRows ?? "staged",
       // the defaults, then what the caller names (a kind it leaves out keeps its default)
@@ -460,12 +468,13 @@ export class GpuModel implements ForwardModel {
     const plan = this.plan(batch);
     const parity = this.stepIndex++ % 2;
     this.writeInputs(batch, plan);
-    const enc = this.gpu.device.createCommandEncoder({ label: `step ${this.stepIndex}` });
-    if (batch.blockZeros?.length) this.encodeBlockZeros(enc, batch.blockZeros);
+    const first = this.gpu.device.createCommandEncoder({ label: `step ${this.stepIndex}` });
+    if (batch.blockZeros?.length) this.encodeBlockZeros(first, batch.blockZeros);
     const routing = this.beginRoutingCapture(plan.tokens);
-    const step = new StepPasses(enc, this.timer, this.profile);
+    const step = new StepPasses(this.gpu.device, first, this.timer, this.profile);
     this.encodeStep(step, batch, plan, parity);
     step.end();
+    const enc = step.encoder;
     const rows = plan.rows;
     const staging = this.sampleStaging.pop() ?? this.gpu.device.createBuffer({
       label: "sampled staging",
@@ -514,19 +523,16 @@ export class GpuModel implements ForwardModel {
         return out;
       })
       : undefined;
-    const gpuMs = timing.then((spans) => {
-      if (spans.length === 0) return null;
-      const first = spans[0];
-      const last = spans[spans.length - 1];
-      return profiled
-        ? spans.reduce((s, x) => s + x.us, 0) / 1000
-        : (last.startUs + last.us - first.startUs) / 1000;
-    });
+    // the sum of the passes' spans: one pass a submit (or a dispatch, profiled), so a gap
+    // where the GPU waited for the host's next submit is not GPU time
+    const gpuMs = timing.then((spans) =>
+      spans.length === 0 ? null : spans.reduce((s, x) => s + x.us, 0) / 1000
+    );
     return { sampled, logits, gpuMs };
   }
 
   /**
-   * Host ms the last forward() spent before its submit: planning, writing the step's inputs
+   * Host ms the last forward() spent before its last submit: planning, writing the step's inputs
    * and encoding every dispatch (a step's host work beside the engine's scheduling).
    */
   get lastEncodeMs(): number {
@@ -873,6 +879,8 @@ export class GpuModel implements ForwardModel {
         });
         this.linear(step, "down", `l${l}`, b.mlpAct, w.down, b.x);
       }
+      const every = this.opts.submitLayers;
+      if (every > 0 && (l + 1) % every === 0 && l + 1 < cfg.numLayers) step.submit();
     }
 
     const R = plan.rows;
@@ -1025,7 +1033,7 @@ export class GpuModel implements ForwardModel {
 }
 
 /**
- * The passes of one step: a single compute pass timed as a whole, or (profile) one pass
+ * The passes of one step: a compute pass a submit timed as a whole, or (profile) one pass
  * per dispatch with its own timestamps.
  */
 class StepPasses {
@@ -1033,10 +1041,23 @@ class StepPasses {
   readonly labels: { label: string; kernel: string }[] = [];
 
   constructor(
-    private readonly enc: GPUCommandEncoder,
+    private readonly device: GPUDevice,
+    private enc: GPUCommandEncoder,
     private readonly timer: PassTimer,
     private readonly profile: boolean,
   ) {}
+
+  /** The encoder the step's next commands go into. */
+  get encoder(): GPUCommandEncoder {
+    return this.enc;
+  }
+
+  /** Submits what the step encoded so far; its later passes go into a new encoder. */
+  submit(): void {
+    this.end();
+    this.device.queue.submit([this.enc.finish()]);
+    this.enc = this.device.createCommandEncoder({ label: "step, continued" });
+  }
 
   pass(label: string, kernel = label): GPUComputePassEncoder {
     if (this.profile) {
@@ -1063,6 +1084,18 @@ class StepPasses {
     this.end();
     this.enc.copyBufferToBuffer(src, 0, dst, dstOffset, bytes);
   }
+}
+
+/** GpuModelOptions.submitLayers, checked, or its default from the environment. */
+function submitLayers(asked: number | undefined): number {
+  const env = process.env.WEBFPM_SUBMIT_LAYERS;
+  const n = asked ?? (env ? Number(env) : 0);
+  if (!Number.isInteger(n) || n < 0) {
+    throw new Error(
+      `model: submitLayers ${asked ?? `WEBFPM_SUBMIT_LAYERS=${env}`} must be an integer >= 0`,
+    );
+  }
+  return n;
 }
 
 async function createCalls(

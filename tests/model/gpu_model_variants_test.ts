@@ -248,4 +248,16 @@ test("prefill attention: the tensor-core forms are refused by name where they ca
   }
 });
 
+test("a step submitted a layer at a time gives the logits of one submit a step", async () => {
+  const whole = await decodeLogits({ submitLayers: 0 });
+  const layered = await decodeLogits({ submitLayers: 1 });
+  for (let i = 0; i < whole.length; i++) {
+    assert.is(maxAbsDiff(whole[i], layered[i]), 0, `decode step ${i}`);
+  }
+  await loadTiny({ submitLayers: -1 }).then(
+    () => assert.unreachable("a negative submitLayers was taken"),
+    (e) => assert.match(String(e), /submitLayers -1 must be an integer >= 0/),
+  );
+});
+
 test.run();
