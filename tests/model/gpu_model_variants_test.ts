@@ -248,7 +248,7 @@ test("prefill attention: the tensor-core forms are refused by name where they ca
   }
 });
 
-test("a step submitted a layer at a time gives the logits of one submit a step", async () => {
+test("a prefill submitted a layer at a time leaves the KV of one submit: same decode logits", async () => {
   const whole = await decodeLogits({ submitLayers: 0 });
   const layered = await decodeLogits({ submitLayers: 1 });
   for (let i = 0; i < whole.length; i++) {
