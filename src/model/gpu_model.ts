@@ -179,11 +179,12 @@ export interface GpuModelOptions {
    */
   readonly packedF16?: boolean;
   /**
-   * Layers a step with prefill tokens encodes before it submits them, so the GPU starts on
-   * the first layers while the host encodes the rest (WebGPU runs nothing before a submit;
-   * CUDA starts each launch at once); 0: one submit a step. Decode-only steps take one
-   * submit: the engine encodes the next while the GPU runs the current, and each submit
-   * costs host time. GPU time is the sum of the submits' spans. Default: WEBFPM_SUBMIT_LAYERS,
+   * Layers a step with prefill tokens (or any step while none is in flight) encodes before
+   * it submits them, so the GPU starts on the first layers while the host encodes the rest
+   * (WebGPU runs nothing before a submit; CUDA starts each launch at once); 0: one submit a
+   * step. A decode-only step behind one in flight takes one submit: the GPU is busy with
+   * that one, and each submit costs host time. GPU time is the sum of the submits' spans.
+   * Default: WEBFPM_SUBMIT_LAYERS,
    * else 6. On the H200 (Qwen3-30B-A3B, 48 layers) the bench's prefill points measured a
    * median 6.2 ms of wall beyond GPU time with one submit and 1.5 ms with 6 layers a submit
    * (wall within 10% of GPU at 53 of 60 points instead of 24); in decode steps 6 layers a
@@ -286,6 +287,8 @@ export class GpuModel implements ForwardModel {
 
   private stepIndex = 0;
   private encodeMs = 0;
+  /** Steps submitted whose sampled tokens have not arrived yet. */
+  private stepsInFlight = 0;
   /** Each linear kind's form in the step being encoded (setLinear). */
   private readonly linearForms = {} as Record<LinearKind, LinearForm>;
   private readonly timer: PassTimer;
@@ -477,7 +480,11 @@ export class GpuModel implements ForwardModel {
     if (batch.blockZeros?.length) this.encodeBlockZeros(first, batch.blockZeros);
     const routing = this.beginRoutingCapture(plan.tokens);
     const step = new StepPasses(this.gpu.device, first, this.timer, this.profile);
-    this.encodeStep(step, batch, plan, parity);
+    // Submitting in groups pays where the GPU would wait for this step's one submit: a step
+    // with prefill tokens, or any step while none is in flight. Behind a step in flight the
+    // GPU is busy, and each submit costs host time.
+    const groups = !plan.decode || this.stepsInFlight === 0;
+    this.encodeStep(step, batch, plan, parity, groups ? this.opts.submitLayers : 0);
     step.end();
     const enc = step.encoder;
     const rows = plan.rows;
@@ -510,15 +517,18 @@ export class GpuModel implements ForwardModel {
         spans.map((s, i) => ({ ...s, kernel: labels[i]?.kernel ?? s.label }))
       );
     }
-    const sampled = paced(staging.mapAsync(MapMode.READ)).then(() => {
-      const out = new Int32Array(
-        staging.getMappedRange(0, Math.max(4, rows * 4)).slice(0, rows * 4),
-      );
-      staging.unmap();
-      if (this.sampleStaging.length < SAMPLE_STAGING) this.sampleStaging.push(staging);
-      else staging.destroy();
-      return out;
-    });
+    this.stepsInFlight++;
+    const sampled = paced(staging.mapAsync(MapMode.READ)).finally(() => this.stepsInFlight--).then(
+      () => {
+        const out = new Int32Array(
+          staging.getMappedRange(0, Math.max(4, rows * 4)).slice(0, rows * 4),
+        );
+        staging.unmap();
+        if (this.sampleStaging.length < SAMPLE_STAGING) this.sampleStaging.push(staging);
+        else staging.destroy();
+        return out;
+      },
+    );
     const logits = logitsStaging
       ? paced(logitsStaging.mapAsync(MapMode.READ)).then(() => {
         const out = new Float32Array(
@@ -710,7 +720,13 @@ export class GpuModel implements ForwardModel {
 
   private stepMaxBlocks = 1;
 
-  private encodeStep(step: StepPasses, batch: StepBatch, plan: StepPlan, parity: number): void {
+  private encodeStep(
+    step: StepPasses,
+    batch: StepBatch,
+    plan: StepPlan,
+    parity: number,
+    submitLayers: number,
+  ): void {
     const c = this.calls;
     const cfg = this.config;
     const b = this.buf;
@@ -884,8 +900,9 @@ export class GpuModel implements ForwardModel {
         });
         this.linear(step, "down", `l${l}`, b.mlpAct, w.down, b.x);
       }
-      const every = plan.decode ? 0 : this.opts.submitLayers;
-      if (every > 0 && (l + 1) % every === 0 && l + 1 < cfg.numLayers) step.submit();
+      if (submitLayers > 0 && (l + 1) % submitLayers === 0 && l + 1 < cfg.numLayers) {
+        step.submit();
+      }
     }
 
     const R = plan.rows;

@@ -248,7 +248,7 @@ test("prefill attention: the tensor-core forms are refused by name where they ca
   }
 });
 
-test("a prefill submitted a layer at a time leaves the KV of one submit: same decode logits", async () => {
+test("steps submitted a layer at a time give the logits of one submit a step", async () => {
   const whole = await decodeLogits({ submitLayers: 0 });
   const layered = await decodeLogits({ submitLayers: 1 });
   for (let i = 0; i < whole.length; i++) {
