@@ -10,8 +10,6 @@
  *   (3, 4 on the tensor cores, prefill-sized steps: moe_gather_f16 -> a16 [N + 64, hidden],
  *    moe_gemm_gate_up_tc -> act16 [N + 64, inter] f16, moe_gemm_down_tc -> y)
  *   5. moe_combine       tokens * hidden / 4 invocations: residual += sum_j w * y[row]
- *      (or moe_combine_norm, [tokens] workgroups, when the call names MoeBlockIo.norm: the
- *      same, then out = rmsnorm(residual) * weight, the next layer's input norm)
  * Bytes (s = bytes per weight, U = experts that receive a token): router T*E*4 + N*8;
  * dispatch N*12 + (E+1)*4 + 16*(items+1) + 24; gate/up U*2*I*H*s + N*H*4 + N*I*4;
  * down U*H*I*s + N*I*4 + N*H*4; combine T*H*(8 + 4k) + N*8 (see moe_cost.ts).
@@ -43,7 +41,6 @@ export type { MoeStage } from "./moe_cost.ts";
 import * as gateUp from "./moe_gemm_gate_up.ts";
 import * as down from "./moe_gemm_down.ts";
 import * as combine from "./moe_combine.ts";
-import * as combineNorm from "./moe_combine_norm.ts";
 import * as gatherF16 from "./moe_gather_f16.ts";
 import * as gateUpTc from "./moe_gemm_gate_up_tc.ts";
 import * as downTc from "./moe_gemm_down_tc.ts";
@@ -61,8 +58,6 @@ export interface MoeBlockShape {
   readonly maxTokens: number;
   /** Storage type of the expert weights. */
   readonly dtype: "f16" | "f32";
-  /** eps of the RMSNorm a call may fuse into the combine (MoeBlockIo.norm); none without. */
-  readonly normEps?: number;
 }
 
 /** The buffers of one layer's call. */
@@ -77,11 +72,6 @@ export interface MoeBlockIo {
   readonly wDown: BufferArg;
   /** f32 [tokens, hidden], updated in place: residual += moe(x). */
   readonly residual: BufferArg;
-  /**
-   * The next layer's input RMSNorm, fused into the combine: `out = residual *
-   * rsqrt(mean(residual^2) + normEps) * weight` (weight T [hidden], out f32 [tokens, hidden]).
-   */
-  readonly norm?: { readonly weight: BufferArg; readonly out: BufferArg };
   /**
    * Names this buffer set (e.g. the layer) so its bind groups are made once and reused;
    * without it they are made on every encode.
@@ -195,7 +185,6 @@ export class MoeBlock {
   private downName = "";
   private routerGrid: readonly number[] = [];
   private combineGrid: readonly number[] = [];
-  private combineNormGrid: readonly number[] = [];
   private gatherGrid: readonly number[] = [];
   /** The tensor-core pipelines when this step's expert GEMMs run on them, else null. */
   private stepTc: TcPipes | null = null;
@@ -210,19 +199,10 @@ export class MoeBlock {
       gateUp: ReadonlyMap<string, Pipe>;
       down: ReadonlyMap<string, Pipe>;
       combine: Pipe;
-      combineNorm: Pipe | null;
       tc: TcPipes | null;
     },
     private readonly params: Record<
-      | "router"
-      | "dispatch"
-      | "gateUp"
-      | "down"
-      | "combine"
-      | "combineNorm"
-      | "gather"
-      | "gateUpTc"
-      | "downTc",
+      "router" | "dispatch" | "gateUp" | "down" | "combine" | "gather" | "gateUpTc" | "downTc",
       GPUBuffer
     >,
     readonly scratch: MoeBlockScratch,
@@ -294,7 +274,6 @@ export class MoeBlock {
       gateUp: gateUpPipes,
       down: downPipes,
       combine: await pipe(combine.spec, "f32"),
-      combineNorm: shape.normEps === undefined ? null : await pipe(combineNorm.spec, shape.dtype),
       tc,
     };
     const d = gpu.device;
@@ -306,7 +285,6 @@ export class MoeBlock {
       gateUp: uniform("moe_gemm_gate_up.params", gateUp.spec.params.size),
       down: uniform("moe_gemm_down.params", down.spec.params.size),
       combine: uniform("moe_combine.params", combine.spec.params.size),
-      combineNorm: uniform("moe_combine_norm.params", combineNorm.spec.params.size),
       gather: uniform("moe_gather_f16.params", gatherF16.spec.params.size),
       gateUpTc: uniform("moe_gemm_gate_up_tc.params", gateUpTc.spec.params.size),
       downTc: uniform("moe_gemm_down_tc.params", downTc.spec.params.size),
@@ -423,11 +401,6 @@ export class MoeBlock {
     write(this.params.combine, combine.spec.params, cp);
     this.routerGrid = router.spec.grid(rp, this.pipes.router.variant, this.gpu);
     this.combineGrid = combine.spec.grid(cp, this.pipes.combine.variant, this.gpu);
-    if (this.pipes.combineNorm) {
-      const np = combineNorm.moeCombineNormParams(tokens, s.hidden, s.topK, s.normEps!);
-      write(this.params.combineNorm, combineNorm.spec.params, np);
-      this.combineNormGrid = combineNorm.spec.grid(np, this.pipes.combineNorm.variant, this.gpu);
-    }
     this.tokens = tokens;
   }
 
@@ -510,24 +483,12 @@ export class MoeBlock {
       run("down", dn, params.down, { act: sc.act, w: io.wDown, work_items: sc.workItems, y: sc.y })
         .dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     }
-    if (io.norm) {
-      if (!pipes.combineNorm) throw new Error("moe block: a fused norm needs shape.normEps");
-      run("combine", pipes.combineNorm, params.combineNorm, {
-        y: sc.y,
-        row_of: sc.rowOf,
-        topk_weights: sc.topkWeights,
-        residual: io.residual,
-        weight: io.norm.weight,
-        out: io.norm.out,
-      }, this.combineNormGrid);
-    } else {
-      run("combine", pipes.combine, params.combine, {
-        y: sc.y,
-        row_of: sc.rowOf,
-        topk_weights: sc.topkWeights,
-        residual: io.residual,
-      }, this.combineGrid);
-    }
+    run("combine", pipes.combine, params.combine, {
+      y: sc.y,
+      row_of: sc.rowOf,
+      topk_weights: sc.topkWeights,
+      residual: io.residual,
+    }, this.combineGrid);
   }
 
   /** Frees the scratch and params buffers (pipelines stay cached). */

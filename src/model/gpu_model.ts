@@ -1,7 +1,6 @@
 /**
  * The transformer on the GPU: turns a StepBatch into sampled tokens (and logits on
- * request) with no host read-back inside the step (one submit, or one every submitLayers
- * layers where the GPU would otherwise wait). It
+ * request) with one command buffer per step and no host read-back inside the step. It
  * knows nothing of requests or scheduling.
  *
  * One step, top to bottom (T tokens, S sequences, R sampled rows):
@@ -9,14 +8,13 @@
  * kv_block_copy (CoW forks)         every layer's K and V, before anything writes them
  * embedding                         token_ids | previous step's sampled ids -> x [T, H]
  * per layer:
- *   rmsnorm                         x -> h (after an MoE layer: its combine wrote h)
+ *   rmsnorm                         x -> h
  *   linear qkv                      h -> qkv [T, (nq + 2 nkv) hd]
  *   qk_norm_rope_cache              qkv -> q [T, nq hd]; K/V written at slot_mapping
  *   paged_attention | _decode       q, paged K/V -> attn [T, nq hd]
  *   linear o (+=)                   x += attn o^T
  *   rmsnorm                         x -> h
- *   moe: linear router, MoeBlock    x += experts(h), then h = next layer's rmsnorm(x)
- *   dense: gate|up, silu_mul, down (+=)
+ *   moe: linear router, MoeBlock    x += experts(h)     dense: gate|up, silu_mul, down (+=)
  * gather_rows, rmsnorm, linear lm_head, sample -> sampled [R]
  * ```
  *
@@ -193,12 +191,6 @@ export interface GpuModelOptions {
    * submit took B1's host encoding from 4.0 to 6.4 ms and its wall from 1.02x GPU to 1.18x.
    */
   readonly submitLayers?: number;
-  /**
-   * Fuse each MoE layer's combine with the next layer's input RMSNorm (moe_combine_norm): one
-   * dispatch a layer fewer. Default true (false where the environment sets
-   * WEBFPM_FUSE_MOE_NORM=0).
-   */
-  readonly fuseMoeNorm?: boolean;
 }
 
 /** Prefill attention forms (see GpuModelOptions.prefillAttention). */
@@ -433,7 +425,6 @@ export class GpuModel implements ForwardModel {
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
-      fuseMoeNorm: options.fuseMoeNorm ?? process.env.WEBFPM_FUSE_MOE_NORM !== "0",
       linearFewRows: options.linearFewRows ?? rowForms?.few ?? "",
       linearManyRows: options.linearManyRows ?? "staged",
       // the defaults, then what the caller names (a kind it leaves out keeps its default)
@@ -467,7 +458,6 @@ export class GpuModel implements ForwardModel {
         normTopk: config.normTopkProb,
         maxTokens: opts.maxNumTokens,
         dtype,
-        normEps: opts.fuseMoeNorm ? config.rmsNormEps : undefined,
       }, {
         packedF16: opts.packedF16,
         decodeForms: opts.moeDecodeForms,
@@ -827,19 +817,14 @@ export class GpuModel implements ForwardModel {
       c.silu.setParams({ tokens: T, inter: cfg.intermediateSize });
     }
 
-    // whether the layer before wrote this layer's input norm (moe_combine_norm)
-    let normed = false;
     for (let l = 0; l < cfg.numLayers; l++) {
       const w = this.weights.layers[l];
       const kv = this.kv.layers[l];
-      if (!normed) {
-        c.norm.dispatch(step.pass("rmsnorm"), dt, `in${l}`, {
-          x: b.x,
-          weight: w.inputNorm,
-          out: b.h,
-        });
-      }
-      normed = false;
+      c.norm.dispatch(step.pass("rmsnorm"), dt, `in${l}`, {
+        x: b.x,
+        weight: w.inputNorm,
+        out: b.h,
+      });
       this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv);
       c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, `l${l}`, {
         qkv: b.qkv,
@@ -893,7 +878,6 @@ export class GpuModel implements ForwardModel {
         out: b.h,
       });
       if (w.kind === "moe") {
-        const next = this.weights.layers[l + 1];
         this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
         this.moe!.encode(moePass, {
           routerLogits: b.routerLogits,
@@ -902,9 +886,7 @@ export class GpuModel implements ForwardModel {
           wDown: w.down,
           residual: b.x,
           key: `l${l}`,
-          norm: next && this.opts.fuseMoeNorm ? { weight: next.inputNorm, out: b.h } : undefined,
         });
-        normed = next !== undefined && this.opts.fuseMoeNorm;
         const r = this.routingStep;
         if (r) {
           const bytes = r.tokens * cfg.numExpertsPerTok * 4;
