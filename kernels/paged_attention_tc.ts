@@ -93,34 +93,12 @@ export const spec: KernelSpec<typeof params.fields> = {
   name: "paged_attention_tc",
   shader: "paged_attention_tc.wgsl",
   params,
-  bindings: [
-    { name: "q", type: "vec4<f32>", access: "read", shape: "[tokens, num_q_heads * head_dim / 4]" },
-    {
-      name: "k_cache",
-      type: "T",
-      access: "read",
-      shape: "[num_blocks, block_size, num_kv_heads, head_dim]",
-    },
-    {
-      name: "v_cache",
-      type: "T",
-      access: "read",
-      shape: "[num_blocks, block_size, num_kv_heads, head_dim]",
-    },
-    { name: "block_tables", type: "i32", access: "read", shape: "[num_seqs, max_blocks]" },
-    {
-      name: "seq_info",
-      type: "i32",
-      access: "read",
-      shape: "[num_seqs, 3] (query_start, query_len, context_len)",
-    },
-    {
-      name: "out",
-      type: "vec4<f32>",
-      access: "read_write",
-      shape: "[tokens, num_q_heads * head_dim / 4]",
-    },
-  ],
+  // paged_attention's bindings, K and V read as scalars (matrix loads take an array of f16)
+  bindings: fmaSpec.bindings.map((b) =>
+    b.name === "k_cache" || b.name === "v_cache"
+      ? { ...b, type: "T", shape: "[num_blocks, block_size, num_kv_heads, head_dim]" }
+      : b
+  ),
   variants: [tcVariant(1), tcVariant(2)],
   grid: (p, v, gpu) => {
     const reason = tcGeometryReason(p);

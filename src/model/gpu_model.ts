@@ -837,14 +837,18 @@ export class GpuModel implements ForwardModel {
         k_cache: kv.k,
         v_cache: kv.v,
       });
+      // the buffers both attention kernels read and write
+      const attention = {
+        q: b.q,
+        k_cache: kv.k,
+        v_cache: kv.v,
+        block_tables: b.blockTables,
+        seq_info: b.seqInfo,
+        out: b.attn,
+      };
       if (plan.decode) {
         c.decode.dispatch(step.pass("paged_attention_decode"), c.decodeVariant, `l${l}`, {
-          q: b.q,
-          k_cache: kv.k,
-          v_cache: kv.v,
-          block_tables: b.blockTables,
-          seq_info: b.seqInfo,
-          out: b.attn,
+          ...attention,
           part_o: this.partials!.o,
           part_lse: this.partials!.lse,
         });
@@ -861,14 +865,7 @@ export class GpuModel implements ForwardModel {
           step.pass("paged_attention", c.prefill.spec.name),
           c.prefillVariant,
           `l${l}`,
-          {
-            q: b.q,
-            k_cache: kv.k,
-            v_cache: kv.v,
-            block_tables: b.blockTables,
-            seq_info: b.seqInfo,
-            out: b.attn,
-          },
+          attention,
         );
       }
       this.linear(step, "o", `l${l}`, b.attn, w.o, b.x);
