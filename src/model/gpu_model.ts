@@ -184,11 +184,11 @@ export interface GpuModelOptions {
    * (WebGPU runs nothing before a submit; CUDA starts each launch at once); 0: one submit a
    * step. A decode-only step behind one in flight takes one submit: the GPU is busy with
    * that one, and each submit costs host time. GPU time is the sum of the submits' spans.
-   * Default: WEBFPM_SUBMIT_LAYERS,
-   * else 6. On the H200 (Qwen3-30B-A3B, 48 layers) the bench's prefill points measured a
-   * median 6.2 ms of wall beyond GPU time with one submit and 1.5 ms with 6 layers a submit
-   * (wall within 10% of GPU at 53 of 60 points instead of 24); in decode steps 6 layers a
-   * submit took B1's host encoding from 4.0 to 6.4 ms and its wall from 1.02x GPU to 1.18x.
+   * Default: WEBFPM_SUBMIT_LAYERS, else 6. On the H200 (Qwen3-30B-A3B, 48 layers) the bench's
+   * prefill points measured a median 6.2 ms of wall beyond GPU time with one submit and 1.5 ms
+   * with 6 layers a submit (wall within 10% of GPU at 53 of 60 points instead of 24); in
+   * pipelined decode steps 6 layers a submit took B1's host encoding from 4.0 to 6.4 ms and
+   * its wall from 1.02x GPU to 1.18x.
    */
   readonly submitLayers?: number;
 }
