@@ -417,8 +417,6 @@ export class MoeBlock {
     const passOf = typeof pass === "function" ? pass : () => pass;
     const sc = this.scratch;
     const { gpu, params, pipes } = this;
-    const gu = pipes.gateUp.get(this.gateUpName)!;
-    const dn = pipes.down.get(this.downName)!;
     const run = (
       stage: MoeStage,
       pipe: Pipe,
@@ -473,6 +471,8 @@ export class MoeBlock {
         y: sc.y,
       }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     } else {
+      const gu = pipes.gateUp.get(this.gateUpName)!;
+      const dn = pipes.down.get(this.downName)!;
       run("gate_up", gu, params.gateUp, {
         x: io.x,
         w: io.wGateUp,

@@ -452,12 +452,12 @@ function openRank(opts: {
   }
 }
 
-/** Tells the group this rank failed, and gives the notice a moment to leave before exit. */
 /** The shell's exit code for a run stopped by `signal`: 130 (SIGINT), 143 (SIGTERM). */
 function exitCodeOf(signal: "SIGINT" | "SIGTERM"): number {
   return signal === "SIGINT" ? 130 : 143;
 }
 
+/** Tells the group this rank failed, and gives the notice a moment to leave before exit. */
 async function abortRank(dp: DpRank | null, err: unknown): Promise<void> {
   if (!dp) return;
   await dp.abort(err);

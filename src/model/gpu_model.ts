@@ -128,10 +128,10 @@ export interface GpuModelOptions {
   /**
    * Per linear kind, its form for those rows instead of linearManyRows: a GEMV form or "gemm"
    * (the 64 x 64 GEMM, or the tensor cores from tensorCoreRows where they run), merged over
-   * the defaults. A GEMV form named here keeps its rows from the tensor cores. Default with the decode forms on 32-wide
-   * subgroups: the router
-   * "dec8-w32c2-rb" and the LM head "gemm" (H200, 64 x 1024: router 2.67 -> 1.39 ms, LM head
-   * 3.14 -> 2.40 ms; the same row blocks made qkv and o slower, 6.06 -> 6.98 and 5.20 -> 5.67).
+   * the defaults. A GEMV form named here keeps its rows from the tensor cores. Default with
+   * the decode forms on 32-wide subgroups: the router "dec8-w32c2-rb" and the LM head "gemm"
+   * (H200, 64 x 1024: router 2.67 -> 1.39 ms, LM head 3.14 -> 2.40 ms; the same row blocks
+   * made qkv and o slower, 6.06 -> 6.98 and 5.20 -> 5.67).
    */
   readonly manyRowsByKind?: Partial<Record<"qkv" | "o" | "router" | "lmHead", string>>;
   /** The MoE block's decode forms instead of its own choice (MoeBlockOptions.decodeForms). */
@@ -1253,6 +1253,7 @@ async function createCalls(
   // the widest output a split-K one writes partial sums of (not the LM head: its columns
   // give workgroups enough)
   const tensorCoreK = Math.max(0, ...Object.values(linear).map((l) => l.tc ? l.k : 0));
+  const prefillVariant = prefillAttention === "fma" ? dtype : PREFILL_TC_VARIANT[prefillAttention];
   const tensorCoreSplitN = Math.max(
     0,
     ...Object.entries(linear).map(([kind, l]) => l.tc && kind !== "lmHead" ? l.n : 0),
@@ -1272,10 +1273,12 @@ async function createCalls(
     norm: await KernelCall.create(gpu, rmsnorm.spec, [dtype]),
     finalNorm: await KernelCall.create(gpu, rmsnorm.spec, [dtype], "final rmsnorm"),
     qkNorm: await KernelCall.create(gpu, qkNormRopeCache.spec, [dtype]),
-    prefill: prefillAttention === "fma"
-      ? await KernelCall.create(gpu, pagedAttention.spec, [dtype])
-      : await KernelCall.create(gpu, pagedAttentionTc.spec, [PREFILL_TC_VARIANT[prefillAttention]]),
-    prefillVariant: prefillAttention === "fma" ? dtype : PREFILL_TC_VARIANT[prefillAttention],
+    prefill: await KernelCall.create(
+      gpu,
+      prefillAttention === "fma" ? pagedAttention.spec : pagedAttentionTc.spec,
+      [prefillVariant],
+    ),
+    prefillVariant,
     decodeVariant,
     decode: await KernelCall.create(gpu, pagedAttentionDecode.spec, [decodeVariant]),
     decodeReduce: await KernelCall.create(gpu, decodeReduce.spec, ["f32"]),
