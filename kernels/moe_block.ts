@@ -99,6 +99,13 @@ export interface MoeBlockOptions {
    * fits (moeTcFits); 0 or below: never. Default MOE_TC_ROWS_PER_EXPERT.
    */
   readonly tensorCoreRowsPerExpert?: number;
+  /**
+   * With the tensor-core pipelines (see tensorCoreRowsPerExpert), steps of more than this many
+   * rows an expert, up to tensorCoreRowsPerExpert, run their decode forms (`f16-tcd`: 16 rows
+   * a tile, one pass over an expert's weights for 1-16 rows); below 0: never. Default
+   * MOE_TCD_ROWS_PER_EXPERT.
+   */
+  readonly tensorCoreDecodeRowsPerExpert?: number;
 }
 
 /**
@@ -150,6 +157,13 @@ export function moeGemmVariantFor(
  */
 export const MOE_TC_ROWS_PER_EXPERT = 8;
 
+/**
+ * Rows an expert above which (up to MOE_TC_ROWS_PER_EXPERT) a step's expert GEMMs take the
+ * tensor-core decode forms by default. Not yet measured against the lane-group forms on a GPU:
+ * never (-1) until then.
+ */
+export const MOE_TCD_ROWS_PER_EXPERT = -1;
+
 type Pipe = KernelPipeline<ParamFields>;
 
 /** Scratch buffers of the block, sized for maxTokens (exposed for tests and tracing). */
@@ -174,6 +188,9 @@ interface TcPipes {
   readonly gather: KernelPipeline<ParamFields>;
   readonly gateUp: KernelPipeline<ParamFields>;
   readonly down: KernelPipeline<ParamFields>;
+  /** The decode forms (`f16-tcd`), null where they did not compile. */
+  readonly gateUpDecode: KernelPipeline<ParamFields> | null;
+  readonly downDecode: KernelPipeline<ParamFields> | null;
 }
 
 /** One MoE block's pipelines, params and scratch; encode() records its five dispatches. */
@@ -186,8 +203,8 @@ export class MoeBlock {
   private routerGrid: readonly number[] = [];
   private combineGrid: readonly number[] = [];
   private gatherGrid: readonly number[] = [];
-  /** The tensor-core pipelines when this step's expert GEMMs run on them, else null. */
-  private stepTc: TcPipes | null = null;
+  /** The tensor-core pipelines of this step's expert GEMMs when they run on them, else null. */
+  private stepTc: { gateUp: Pipe; down: Pipe } | null = null;
 
   private constructor(
     private readonly gpu: Gpu,
@@ -330,20 +347,20 @@ export class MoeBlock {
     ) => writeBuffer(this.gpu.device, buffer, 0, layout.pack(v));
     const blockM = this.options.blockM ?? dispatch.MOE_BLOCK_M;
     const maxItems = dispatch.moeMaxWorkItems(tokens * s.topK, s.experts, blockM);
-    const tcMin = this.options.tensorCoreRowsPerExpert ?? MOE_TC_ROWS_PER_EXPERT;
-    const tc = tcMin > 0 && (tokens * s.topK) / s.experts > tcMin ? this.pipes.tc : null;
+    const tc = this.tensorCoreFor(tokens);
     this.stepTc = tc;
     // the expert GEMMs' params, and their grid x for the dispatch's indirect arguments
     let gridX: [number, number];
     if (tc) {
-      this.gateUpName = this.downName = "f16-tc";
+      this.gateUpName = tc.gateUp.variant.name;
+      this.downName = tc.down.variant.name;
       const tcGu = gateUpTc.moeGemmGateUpTcParams(s.hidden, s.inter, maxItems);
       const tcDn = downTc.moeGemmDownTcParams(s.hidden, s.inter, maxItems);
       const gp = gatherF16.moeGatherF16Params(s.hidden, tokens * s.topK + MOE_TC_PAD_ROWS);
       write(this.params.gather, gatherF16.spec.params, gp);
       write(this.params.gateUpTc, gateUpTc.spec.params, tcGu);
       write(this.params.downTc, downTc.spec.params, tcDn);
-      this.gatherGrid = gatherF16.spec.grid(gp, tc.gather.variant, this.gpu);
+      this.gatherGrid = gatherF16.spec.grid(gp, this.pipes.tc!.gather.variant, this.gpu);
       gridX = [
         gateUpTc.spec.grid(tcGu, tc.gateUp.variant, this.gpu)[0],
         downTc.spec.grid(tcDn, tc.down.variant, this.gpu)[0],
@@ -405,6 +422,24 @@ export class MoeBlock {
   }
 
   /**
+   * The tensor-core pipelines of a step of `tokens` tokens: the prefill forms above
+   * tensorCoreRowsPerExpert rows an expert, the decode forms above
+   * tensorCoreDecodeRowsPerExpert, else null (the lane-group or FMA forms).
+   */
+  private tensorCoreFor(tokens: number): { gateUp: Pipe; down: Pipe } | null {
+    const tc = this.pipes.tc;
+    const perExpert = (tokens * this.shape.topK) / this.shape.experts;
+    const min = this.options.tensorCoreRowsPerExpert ?? MOE_TC_ROWS_PER_EXPERT;
+    if (!tc || min <= 0 || perExpert <= 0) return null;
+    if (perExpert > min) return tc;
+    const decodeMin = this.options.tensorCoreDecodeRowsPerExpert ?? MOE_TCD_ROWS_PER_EXPERT;
+    if (decodeMin < 0 || perExpert <= decodeMin || !tc.gateUpDecode || !tc.downDecode) {
+      return null;
+    }
+    return { gateUp: tc.gateUpDecode, down: tc.downDecode };
+  }
+
+  /**
    * Records the block's five dispatches (after setTokens) into `pass`, or into the pass
    * `pass(stage)` returns for each (a profile times every stage in its own pass).
    */
@@ -452,7 +487,7 @@ export class MoeBlock {
     }, [1, 1, 1]);
     const tc = this.stepTc;
     if (tc) {
-      run("gate_up", tc.gather, params.gather, {
+      run("gate_up", pipes.tc!.gather, params.gather, {
         x: io.x,
         sorted_token: sc.sortedToken,
         work_items: sc.workItems,
@@ -515,8 +550,9 @@ async function tensorCorePipes(
   if (!gateUpTc.moeTcFits(shape.hidden, shape.inter)) return null;
   const v = gateUpTc.spec.variants[0];
   if (unsupportedReason(gpu, v) !== null) return null;
+  let pipes: Omit<TcPipes, "gateUpDecode" | "downDecode">;
   try {
-    return {
+    pipes = {
       gather: await getPipeline(gpu, gatherF16.spec, gatherF16.spec.variants[0]) as unknown as Pipe,
       gateUp: await getPipeline(gpu, gateUpTc.spec, v) as unknown as Pipe,
       down: await getPipeline(gpu, downTc.spec, downTc.spec.variants[0]) as unknown as Pipe,
@@ -524,6 +560,27 @@ async function tensorCorePipes(
   } catch (err) {
     console.error(`moe block: tensor-core expert GEMMs left out: ${(err as Error).message}`);
     return null;
+  }
+  if ((options.tensorCoreDecodeRowsPerExpert ?? MOE_TCD_ROWS_PER_EXPERT) < 0) {
+    return { ...pipes, gateUpDecode: null, downDecode: null };
+  }
+  try {
+    return {
+      ...pipes,
+      gateUpDecode: await getPipeline(
+        gpu,
+        gateUpTc.spec,
+        variantByName(gateUpTc.spec, "f16-tcd"),
+      ) as unknown as Pipe,
+      downDecode: await getPipeline(
+        gpu,
+        downTc.spec,
+        variantByName(downTc.spec, "f16-tcd"),
+      ) as unknown as Pipe,
+    };
+  } catch (err) {
+    console.error(`moe block: tensor-core decode forms left out: ${(err as Error).message}`);
+    return { ...pipes, gateUpDecode: null, downDecode: null };
   }
 }
 

@@ -3,7 +3,8 @@
  * matrices, f32 sums), for prefill-sized steps: `y[r, n] = act[r] . w[e, n]` for the rows r
  * of each work item (expert e), with `act` the f16 activations of `moe_gemm_gate_up_tc`
  * (64 rows of padding after the last item) and `w` `[experts, hidden, inter]`. A workgroup
- * takes a work item's 64 rows x 64 columns; launch indirect after moe_dispatch (grid x
+ * takes a work item's 64 rows x 64 columns (`f16-tc`), or 64 columns of it 16 rows at a time
+ * (`f16-tcd`, decode-sized steps); launch indirect after moe_dispatch (grid x
  * `hidden / 64`, y the items). hidden must be a multiple of 64, inter of 32 (moeTcFits).
  */
 import type { KernelCase } from "./case.ts";
@@ -27,7 +28,15 @@ export const spec: KernelSpec<typeof params.fields> = {
     WORK_ITEMS_READ,
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
   ],
-  variants: [{ name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } }],
+  variants: [
+    { name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } },
+    {
+      name: "f16-tcd",
+      dtype: "f16",
+      subgroupMatrix: { m: 16, n: 16, k: 16 },
+      shader: "moe_gemm_down_tcd.wgsl",
+    },
+  ],
   grid: (p) => [p.hidden / 64, Math.max(1, p.max_items), 1],
 };
 
@@ -88,4 +97,7 @@ export const cases = [
   tcCase(301, 4, 2, 192, 96, "skewed"),
   tcCase(256, 128, 8, 2048, 768, "spread", 8),
   tcCase(256, 128, 8, 2048, 768, "spread"),
+  // decode steps: 0.5 and 4 rows an expert
+  tcCase(8, 128, 8, 2048, 768, "spread"),
+  tcCase(64, 128, 8, 2048, 768, "spread"),
 ];

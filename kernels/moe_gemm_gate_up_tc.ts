@@ -5,7 +5,9 @@
  * range) for the rows r of each
  * work item (expert e), where `a` is the expert-sorted f16 copy of the token rows
  * (`moe_gather_f16`, 64 rows of padding) and `w` is `[experts, 2 * inter, hidden]`. A
- * workgroup takes a work item's 64 rows x 32 act columns; launch indirect after
+ * workgroup takes a work item's 64 rows x 32 act columns (`f16-tc`), or 32 act columns of
+ * it 16 rows at a time (`f16-tcd`, decode-sized steps: one pass over the weights with 4
+ * accumulators for 1-16 rows an expert); launch indirect after
  * moe_dispatch (grid x `inter / 32`, y the items) or with `spec.grid` directly. hidden must
  * be a multiple of 16, inter of 32; work items of at most 64 rows (MOE_BLOCK_M).
  */
@@ -29,7 +31,15 @@ export const spec: KernelSpec<typeof params.fields> = {
     WORK_ITEMS_READ,
     { name: "act", type: "T", access: "read_write", shape: "[rows + 64, inter]" },
   ],
-  variants: [{ name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } }],
+  variants: [
+    { name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } },
+    {
+      name: "f16-tcd",
+      dtype: "f16",
+      subgroupMatrix: { m: 16, n: 16, k: 16 },
+      shader: "moe_gemm_gate_up_tcd.wgsl",
+    },
+  ],
   grid: (p) => [p.inter / 32, Math.max(1, p.max_items), 1],
 };
 
@@ -120,4 +130,7 @@ export const cases = [
   // Qwen3-30B-A3B's expert shape: 2048 rows over 8 stored experts (full items)
   tcCase(256, 128, 8, 2048, 768, "spread", 8),
   tcCase(256, 128, 8, 2048, 768, "spread"),
+  // decode steps: 0.5 and 4 rows an expert
+  tcCase(8, 128, 8, 2048, 768, "spread"),
+  tcCase(64, 128, 8, 2048, 768, "spread"),
 ];

@@ -74,6 +74,12 @@ export const TENSOR_CORE_OPTIONS = {
     help: "MoE steps with more than this many rows an expert run the expert GEMMs on the " +
       "tensor cores (default 8; 0 never)",
   },
+  moeTcDecodeRows: {
+    type: "number",
+    min: -1,
+    help: "MoE steps with more than this many rows an expert (up to --moe-tensor-core-rows) " +
+      "run the expert GEMMs' tensor-core decode forms (default -1: never)",
+  },
   prefillAttention: {
     type: "string",
     values: ["tc", "tc2", "fma"],
@@ -96,6 +102,7 @@ export function tensorCoreOptions(
     readonly tensorCoreTile?: string;
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
+    readonly moeTcDecodeRows?: number;
     readonly prefillAttention?: string;
   },
 ): {
@@ -103,11 +110,13 @@ export function tensorCoreOptions(
   tensorCoreTile?: 0 | 16 | 32 | 64;
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
+  moeTensorCoreDecodeRows?: number;
   prefillAttention?: PrefillAttentionForm;
 } {
   return {
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
+    moeTensorCoreDecodeRows: o.moeTcDecodeRows,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreTile: o.tensorCoreTile === undefined

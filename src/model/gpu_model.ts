@@ -49,7 +49,11 @@ import * as siluMul from "../../kernels/silu_mul.ts";
 import * as gatherRows from "../../kernels/gather_rows.ts";
 import * as sample from "../../kernels/sample.ts";
 import { ropeTable } from "../../kernels/rope.ts";
-import { MOE_TC_ROWS_PER_EXPERT, MoeBlock } from "../../kernels/moe_block.ts";
+import {
+  MOE_TC_ROWS_PER_EXPERT,
+  MOE_TCD_ROWS_PER_EXPERT,
+  MoeBlock,
+} from "../../kernels/moe_block.ts";
 import { MOE_STAGE_KERNEL, MOE_STAGE_LABEL, type MoeStage } from "../../kernels/moe_cost.ts";
 import { Checkpoint } from "./checkpoint.ts";
 import { type ModelConfig, resolveModelConfig } from "./config.ts";
@@ -171,6 +175,12 @@ export interface GpuModelOptions {
    * MOE_TC_ROWS_PER_EXPERT = 8, 0 never).
    */
   readonly moeTensorCoreRows?: number;
+  /**
+   * MoE steps of more than this many rows an expert on average, up to moeTensorCoreRows, run
+   * the expert GEMMs' tensor-core decode forms (MoeBlockOptions.tensorCoreDecodeRowsPerExpert;
+   * default MOE_TCD_ROWS_PER_EXPERT, below 0 never).
+   */
+  readonly moeTensorCoreDecodeRows?: number;
   /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
@@ -422,6 +432,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreTile: options.tensorCoreTile ?? 0,
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
+      moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCD_ROWS_PER_EXPERT,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
@@ -462,6 +473,7 @@ export class GpuModel implements ForwardModel {
         packedF16: opts.packedF16,
         decodeForms: opts.moeDecodeForms,
         tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
+        tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
       })
       : null;
     const buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
