@@ -52,6 +52,12 @@ export interface Variant {
    */
   readonly packed?: boolean;
   /**
+   * f16 only: read-only `T` bindings are declared as `vec4<u32>` (the same bytes, 8 values a
+   * word): 16-byte storage loads, unpacked with `bitcast<vec2<f16>>`. The binding's length in
+   * f16 values must then be a multiple of 8.
+   */
+  readonly wideWords?: boolean;
+  /**
    * Subgroups of at least this size, laid out as runs of consecutive invocations (lane groups
    * that meet through subgroup shuffles; see Gpu.subgroupLanesConsecutive).
    */
@@ -150,9 +156,14 @@ export function preludeOf<F extends ParamFields>(
   if (variant.packed && variant.dtype !== "f16") {
     throw new Error(`${kernel.name}/${variant.name}: a packed variant stores f16`);
   }
+  if (variant.wideWords && variant.dtype !== "f16") {
+    throw new Error(`${kernel.name}/${variant.name}: a wide-words variant stores f16`);
+  }
   kernel.bindings.forEach((b, i) => {
     const type = variant.packed && b.type === "vec4<T>" && b.access === "read"
       ? "vec2<u32>"
+      : variant.wideWords && b.type === "T" && b.access === "read"
+      ? "vec4<u32>"
       : b.type;
     lines.push(
       `@group(0) @binding(${

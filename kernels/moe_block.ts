@@ -106,6 +106,11 @@ export interface MoeBlockOptions {
    * MOE_TCD_ROWS_PER_EXPERT.
    */
   readonly tensorCoreDecodeRowsPerExpert?: number;
+  /**
+   * The tensor-core decode form: "tcs" (the weights staged through workgroup memory from
+   * 16-byte loads, default) or "tcd" (matrices loaded straight from storage).
+   */
+  readonly tensorCoreDecodeForm?: "tcs" | "tcd";
 }
 
 /**
@@ -188,7 +193,7 @@ interface TcPipes {
   readonly gather: KernelPipeline<ParamFields>;
   readonly gateUp: KernelPipeline<ParamFields>;
   readonly down: KernelPipeline<ParamFields>;
-  /** The decode forms (`f16-tcd`), null where they did not compile. */
+  /** The decode forms (`f16-tcs` or `f16-tcd`), null where they did not compile. */
   readonly gateUpDecode: KernelPipeline<ParamFields> | null;
   readonly downDecode: KernelPipeline<ParamFields> | null;
 }
@@ -564,18 +569,19 @@ async function tensorCorePipes(
   if ((options.tensorCoreDecodeRowsPerExpert ?? MOE_TCD_ROWS_PER_EXPERT) < 0) {
     return { ...pipes, gateUpDecode: null, downDecode: null };
   }
+  const form = `f16-${options.tensorCoreDecodeForm ?? "tcs"}`;
   try {
     return {
       ...pipes,
       gateUpDecode: await getPipeline(
         gpu,
         gateUpTc.spec,
-        variantByName(gateUpTc.spec, "f16-tcd"),
+        variantByName(gateUpTc.spec, form),
       ) as unknown as Pipe,
       downDecode: await getPipeline(
         gpu,
         downTc.spec,
-        variantByName(downTc.spec, "f16-tcd"),
+        variantByName(downTc.spec, form),
       ) as unknown as Pipe,
     };
   } catch (err) {

@@ -4,7 +4,8 @@
  * of each work item (expert e), with `act` the f16 activations of `moe_gemm_gate_up_tc`
  * (64 rows of padding after the last item) and `w` `[experts, hidden, inter]`. A workgroup
  * takes a work item's 64 rows x 64 columns (`f16-tc`), or 64 columns of it 16 rows at a time
- * (`f16-tcd`, decode-sized steps); launch indirect after moe_dispatch (grid x
+ * (`f16-tcd`, decode-sized steps), or the same with the weights staged through workgroup memory
+ * from 16-byte loads (`f16-tcs`); launch indirect after moe_dispatch (grid x
  * `hidden / 64`, y the items). hidden must be a multiple of 64, inter of 32 (moeTcFits).
  */
 import type { KernelCase } from "./case.ts";
@@ -36,8 +37,16 @@ export const spec: KernelSpec<typeof params.fields> = {
       subgroupMatrix: { m: 16, n: 16, k: 16 },
       shader: "moe_gemm_down_tcd.wgsl",
     },
+    {
+      name: "f16-tcs",
+      dtype: "f16",
+      subgroupMatrix: { m: 16, n: 16, k: 16 },
+      shader: "moe_gemm_down_tcs.wgsl",
+      wideWords: true,
+      consts: { CW: 64 },
+    },
   ],
-  grid: (p) => [p.hidden / 64, Math.max(1, p.max_items), 1],
+  grid: (p, v) => [p.hidden / (v.consts?.CW ?? 64), Math.max(1, p.max_items), 1],
 };
 
 /** Validated params; throws naming the bad field. */

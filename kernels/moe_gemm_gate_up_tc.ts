@@ -7,7 +7,8 @@
  * (`moe_gather_f16`, 64 rows of padding) and `w` is `[experts, 2 * inter, hidden]`. A
  * workgroup takes a work item's 64 rows x 32 act columns (`f16-tc`), or 32 act columns of
  * it 16 rows at a time (`f16-tcd`, decode-sized steps: one pass over the weights with 4
- * accumulators for 1-16 rows an expert); launch indirect after
+ * accumulators for 1-16 rows an expert), or 16 act columns 16 rows at a time with the weights
+ * staged through workgroup memory from 16-byte loads (`f16-tcs`); launch indirect after
  * moe_dispatch (grid x `inter / 32`, y the items) or with `spec.grid` directly. hidden must
  * be a multiple of 16, inter of 32; work items of at most 64 rows (MOE_BLOCK_M).
  */
@@ -39,8 +40,16 @@ export const spec: KernelSpec<typeof params.fields> = {
       subgroupMatrix: { m: 16, n: 16, k: 16 },
       shader: "moe_gemm_gate_up_tcd.wgsl",
     },
+    {
+      name: "f16-tcs",
+      dtype: "f16",
+      subgroupMatrix: { m: 16, n: 16, k: 16 },
+      shader: "moe_gemm_gate_up_tcs.wgsl",
+      wideWords: true,
+      consts: { CW: 16 },
+    },
   ],
-  grid: (p) => [p.inter / 32, Math.max(1, p.max_items), 1],
+  grid: (p, v) => [p.inter / (v.consts?.CW ?? 32), Math.max(1, p.max_items), 1],
 };
 
 /** Whether an expert shape fits the tensor-core expert GEMMs (gate/up and down). */

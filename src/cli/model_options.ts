@@ -80,6 +80,12 @@ export const TENSOR_CORE_OPTIONS = {
     help: "MoE steps with more than this many rows an expert (up to --moe-tensor-core-rows) " +
       "run the expert GEMMs' tensor-core decode forms (default -1: never)",
   },
+  moeTcDecodeForm: {
+    type: "string",
+    values: ["tcs", "tcd"],
+    help: "the expert GEMMs' tensor-core decode form: tcs (weights staged through workgroup " +
+      "memory) or tcd (straight from storage) (default tcs)",
+  },
   prefillAttention: {
     type: "string",
     values: ["tc", "tc2", "fma"],
@@ -103,6 +109,7 @@ export function tensorCoreOptions(
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
+    readonly moeTcDecodeForm?: string;
     readonly prefillAttention?: string;
   },
 ): {
@@ -111,12 +118,14 @@ export function tensorCoreOptions(
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
+  moeTensorCoreDecodeForm?: "tcs" | "tcd";
   prefillAttention?: PrefillAttentionForm;
 } {
   return {
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
+    moeTensorCoreDecodeForm: o.moeTcDecodeForm as "tcs" | "tcd" | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreTile: o.tensorCoreTile === undefined

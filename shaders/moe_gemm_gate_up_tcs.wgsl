@@ -1,0 +1,137 @@
+// Grouped gate/up GEMM of the MoE experts on f16 subgroup matrices for decode-sized steps,
+// the weights staged through workgroup memory, with the SwiGLU epilogue of
+// moe_gemm_gate_up_tc:
+//   act[r, c] = f16(silu(a[r, :] . w[e, c, :]) * (a[r, :] . w[e, inter + c, :]))
+// Weight bound. Subgroup-matrix loads straight from storage moved an expert's weights at about
+// 1.3 TB/s on the H200 (f16-tcd); here the invocations read them as 16-byte words (a and w are
+// declared vec4<u32>, 8 f16 a word), write them to workgroup memory, and the matrices load
+// from there. One workgroup (one subgroup of 32: matrix offsets stay workgroup-uniform) takes
+// CW = 16 act columns of a work item (16 gate and 16 up weight rows) and walks the item's rows
+// 16 at a time; each step covers BK = 64 of hidden, and the next step's words are loaded
+// before this step's products. hidden must be a multiple of 64, inter of 16.
+//#include "lib/moe_work_item.wgsl"
+
+const BK: u32 = 64u; // hidden a step
+const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
+
+// One workgroup struct (see paged_attention_tc.wgsl).
+struct Wg {
+  b: array<f16, 32u * 72u>, // 32 weight rows (16 gate, 16 up) x BK
+  a: array<f16, 16u * 72u>, // 16 rows of a x BK
+  s: array<f32, 512u>, // the gate sums [16][16], then the up sums
+}
+var<workgroup> wg: Wg;
+
+// Writes the 8 f16 of word v to wg.b (to wg.a with to_a) from offset at.
+fn put8(to_a: bool, at: u32, v: vec4<u32>) {
+  var h = array<vec2<f16>, 4>(
+    bitcast<vec2<f16>>(v.x),
+    bitcast<vec2<f16>>(v.y),
+    bitcast<vec2<f16>>(v.z),
+    bitcast<vec2<f16>>(v.w),
+  );
+  for (var i = 0u; i < 4u; i++) {
+    if (to_a) {
+      wg.a[at + 2u * i] = h[i].x;
+      wg.a[at + 2u * i + 1u] = h[i].y;
+    } else {
+      wg.b[at + 2u * i] = h[i].x;
+      wg.b[at + 2u * i + 1u] = h[i].y;
+    }
+  }
+}
+
+@compute @workgroup_size(32)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let it = moe_work_item(wid, nwg);
+  if (it.x == NO_ITEM) {
+    return;
+  }
+  let e = it.x;
+  let r_end = it.z;
+  let inter = params.inter;
+  let h8 = params.hidden / 8u; // words a row
+  let c0 = wid.x * CW;
+  let lr = lid / 8u; // the row of 4 a load covers
+  let lk = lid % 8u; // its word in the step's BK
+  // weight row j = 4 i + lr of the 32: gate row c0 + j, then up row inter + c0 + j - 16
+  var w_at = array<u32, 8>();
+  for (var i = 0u; i < 8u; i++) {
+    let j = 4u * i + lr;
+    let row = select(inter + c0 + j - 16u, c0 + j, j < 16u);
+    w_at[i] = (e * 2u * inter + row) * h8 + lk;
+  }
+  for (var t0 = it.y; t0 < r_end; t0 += 16u) {
+    var a_at = array<u32, 4>();
+    for (var i = 0u; i < 4u; i++) {
+      a_at[i] = (t0 + 4u * i + lr) * h8 + lk;
+    }
+    var wv = array<vec4<u32>, 8>();
+    var av = array<vec4<u32>, 4>();
+    for (var i = 0u; i < 8u; i++) {
+      wv[i] = w[w_at[i]];
+    }
+    for (var i = 0u; i < 4u; i++) {
+      av[i] = a[a_at[i]];
+    }
+    var g = subgroup_matrix_result<f32, 16, 16>();
+    var u = subgroup_matrix_result<f32, 16, 16>();
+    for (var k8 = 0u; k8 < h8; k8 += BK / 8u) {
+      // the previous step's matrices are loaded: stage this step's words
+      workgroupBarrier();
+      for (var i = 0u; i < 8u; i++) {
+        put8(false, (4u * i + lr) * LD + 8u * lk, wv[i]);
+      }
+      for (var i = 0u; i < 4u; i++) {
+        put8(true, (4u * i + lr) * LD + 8u * lk, av[i]);
+      }
+      workgroupBarrier();
+      // the next step's words (the last step loads itself again: in cache, never used)
+      let kn = min(k8 + BK / 8u, h8 - BK / 8u);
+      for (var i = 0u; i < 8u; i++) {
+        wv[i] = w[w_at[i] + kn];
+      }
+      for (var i = 0u; i < 4u; i++) {
+        av[i] = a[a_at[i] + kn];
+      }
+      let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);
+      let g0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 0u, LD);
+      let u0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD, LD);
+      g = subgroupMatrixMultiplyAccumulate(a0, g0, g);
+      u = subgroupMatrixMultiplyAccumulate(a0, u0, u);
+      let a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 16u, LD);
+      let g1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u, LD);
+      let u1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 16u, LD);
+      g = subgroupMatrixMultiplyAccumulate(a1, g1, g);
+      u = subgroupMatrixMultiplyAccumulate(a1, u1, u);
+      let a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 32u, LD);
+      let g2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 32u, LD);
+      let u2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 32u, LD);
+      g = subgroupMatrixMultiplyAccumulate(a2, g2, g);
+      u = subgroupMatrixMultiplyAccumulate(a2, u2, u);
+      let a3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 48u, LD);
+      let g3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 48u, LD);
+      let u3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 48u, LD);
+      g = subgroupMatrixMultiplyAccumulate(a3, g3, g);
+      u = subgroupMatrixMultiplyAccumulate(a3, u3, u);
+    }
+    subgroupMatrixStore<row_major>(&wg.s, 0u, g, 16u);
+    subgroupMatrixStore<row_major>(&wg.s, 256u, u, 16u);
+    workgroupBarrier();
+    for (var q = lid; q < 256u; q += 32u) {
+      let r = t0 + q / 16u;
+      if (r < r_end) {
+        let gs = wg.s[q];
+        // clamped to f16's largest finite value (an outlier stays finite)
+        let v = gs / (1.0 + exp(-gs)) * wg.s[256u + q];
+        act[r * inter + c0 + q % 16u] = T(clamp(v, -65504.0, 65504.0));
+      }
+    }
+    // the next row tile's sums wait until every lane has read these
+    workgroupBarrier();
+  }
+}
