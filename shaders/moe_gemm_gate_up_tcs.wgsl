@@ -22,21 +22,19 @@ struct Wg {
 }
 var<workgroup> wg: Wg;
 
-// Writes the 8 f16 of word v to wg.b (to wg.a with to_a) from offset at.
-fn put8(to_a: bool, at: u32, v: vec4<u32>) {
-  var h = array<vec2<f16>, 4>(
-    bitcast<vec2<f16>>(v.x),
-    bitcast<vec2<f16>>(v.y),
-    bitcast<vec2<f16>>(v.z),
-    bitcast<vec2<f16>>(v.w),
-  );
-  for (var i = 0u; i < 4u; i++) {
+// Writes the 8 f16 of word v to wg.b (to wg.a with to_a) from offset at, its four 32-bit
+// parts in the order rot, rot + 1, ... (mod 4): the lanes whose rows start in the same bank
+// group have distinct rot, so a store instruction's lanes hit distinct banks.
+fn put8(to_a: bool, at: u32, v: vec4<u32>, rot: u32) {
+  for (var q = 0u; q < 4u; q++) {
+    let p = (q + rot) & 3u;
+    let h = bitcast<vec2<f16>>(v[p]);
     if (to_a) {
-      wg.a[at + 2u * i] = h[i].x;
-      wg.a[at + 2u * i + 1u] = h[i].y;
+      wg.a[at + 2u * p] = h.x;
+      wg.a[at + 2u * p + 1u] = h.y;
     } else {
-      wg.b[at + 2u * i] = h[i].x;
-      wg.b[at + 2u * i + 1u] = h[i].y;
+      wg.b[at + 2u * p] = h.x;
+      wg.b[at + 2u * p + 1u] = h.y;
     }
   }
 }
@@ -84,10 +82,10 @@ fn main(
       // the previous step's matrices are loaded: stage this step's words
       workgroupBarrier();
       for (var i = 0u; i < 8u; i++) {
-        put8(false, (4u * i + lr) * LD + 8u * lk, wv[i]);
+        put8(false, (4u * i + lr) * LD + 8u * lk, wv[i], lr);
       }
       for (var i = 0u; i < 4u; i++) {
-        put8(true, (4u * i + lr) * LD + 8u * lk, av[i]);
+        put8(true, (4u * i + lr) * LD + 8u * lk, av[i], lr);
       }
       workgroupBarrier();
       // the next step's words (the last step loads itself again: in cache, never used)

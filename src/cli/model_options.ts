@@ -67,6 +67,12 @@ export const TENSOR_CORE_OPTIONS = {
     values: ["0", "16", "32", "64"],
     help: "the tensor-core GEMM's rows a workgroup (0: by rows)",
   },
+  tensorCoreForm: {
+    type: "string",
+    values: ["tc", "tcs"],
+    help: "the tensor-core GEMM's form: tc (matrices loaded from storage) or tcs (staged " +
+      "through workgroup memory) (default tc)",
+  },
   moeTensorCoreRows: {
     type: "number",
     integer: true,
@@ -106,6 +112,7 @@ export function tensorCoreOptions(
   o: {
     readonly tensorCoreRows?: number;
     readonly tensorCoreTile?: string;
+    readonly tensorCoreForm?: string;
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
@@ -115,6 +122,7 @@ export function tensorCoreOptions(
 ): {
   tensorCoreRows?: number;
   tensorCoreTile?: 0 | 16 | 32 | 64;
+  tensorCoreForm?: "tc" | "tcs";
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
@@ -128,6 +136,7 @@ export function tensorCoreOptions(
     moeTensorCoreDecodeForm: o.moeTcDecodeForm as "tcs" | "tcd" | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
+    tensorCoreForm: o.tensorCoreForm as "tc" | "tcs" | undefined,
     tensorCoreTile: o.tensorCoreTile === undefined
       ? undefined
       : Number(o.tensorCoreTile) as 0 | 16 | 32 | 64,

@@ -163,6 +163,11 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreTile?: 0 | 16 | 32 | 64;
   /**
+   * The tensor-core GEMM's form: "tc" (matrices loaded straight from storage, default) or
+   * "tcs" (both operands staged through workgroup memory from 16-byte loads).
+   */
+  readonly tensorCoreForm?: "tc" | "tcs";
+  /**
    * Split-K of the tensor-core GEMM for steps of at most 128 rows: about this many
    * workgroups a linear layer (default 2048; 0: never split). Few rows give few (row, column)
    * tiles, and each subgroup then waits on memory alone; k splits add subgroups, and
@@ -432,6 +437,7 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
+      tensorCoreForm: options.tensorCoreForm ?? "tc",
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCD_ROWS_PER_EXPERT,
@@ -964,7 +970,9 @@ export class GpuModel implements ForwardModel {
     if (!l.tc || min <= 0 || rows < min) return null;
     const own = (this.opts.manyRowsByKind as Record<string, string | undefined>)[kind];
     if (own && own !== "gemm" && rows <= this.opts.stagedMaxRows) return null;
-    const variant = `f16-tc${this.opts.tensorCoreTile || tensorCoreTileFor(rows)}`;
+    const variant = `f16-${this.opts.tensorCoreForm}${
+      this.opts.tensorCoreTile || tensorCoreTileFor(rows)
+    }`;
     const target = this.opts.tensorCoreSplitTarget;
     const splits = target > 0 && kind !== "lmHead" && rows <= TC_SPLIT_MAX_ROWS
       ? gemmTc.gemmTcSplits(
