@@ -26,13 +26,17 @@ const params = defineParams({
   k_split: "u32",
 });
 
-function tcVariant(tm: 16 | 32 | 64, staged = false): Variant {
+/**
+ * `f16-tc{tm}`, or staged through workgroup memory: `f16-tcs{tm}` (conflict-free, rotated
+ * stores) and `f16-tcp{tm}` (plain store order).
+ */
+function tcVariant(tm: 16 | 32 | 64, form: "tc" | "tcs" | "tcp" = "tc"): Variant {
   return {
-    name: `f16-tc${staged ? "s" : ""}${tm}`,
+    name: `f16-${form}${tm}`,
     dtype: "f16",
     subgroupMatrix: { m: 16, n: 16, k: 16 },
-    consts: { MT: tm / 16, TM: tm },
-    ...(staged ? { shader: "gemm_tcs.wgsl", wideWords: true } : {}),
+    consts: { MT: tm / 16, TM: tm, ...(form === "tc" ? {} : { ROT: form === "tcs" ? 1 : 0 }) },
+    ...(form === "tc" ? {} : { shader: "gemm_tcs.wgsl", wideWords: true }),
   };
 }
 
@@ -49,9 +53,12 @@ export const spec: KernelSpec<typeof params.fields> = {
     tcVariant(16),
     tcVariant(32),
     tcVariant(64),
-    tcVariant(16, true),
-    tcVariant(32, true),
-    tcVariant(64, true),
+    tcVariant(16, "tcs"),
+    tcVariant(32, "tcs"),
+    tcVariant(64, "tcs"),
+    tcVariant(16, "tcp"),
+    tcVariant(32, "tcp"),
+    tcVariant(64, "tcp"),
   ],
   grid: (p, v) => [
     Math.ceil(p.n / 64),

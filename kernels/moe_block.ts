@@ -110,7 +110,7 @@ export interface MoeBlockOptions {
    * The tensor-core decode form: "tcs" (the weights staged through workgroup memory from
    * 16-byte loads, default) or "tcd" (matrices loaded straight from storage).
    */
-  readonly tensorCoreDecodeForm?: "tcs" | "tcd";
+  readonly tensorCoreDecodeForm?: "tcs" | "tcp" | "tcd";
 }
 
 /**

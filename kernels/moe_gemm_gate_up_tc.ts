@@ -40,14 +40,15 @@ export const spec: KernelSpec<typeof params.fields> = {
       subgroupMatrix: { m: 16, n: 16, k: 16 },
       shader: "moe_gemm_gate_up_tcd.wgsl",
     },
-    {
-      name: "f16-tcs",
-      dtype: "f16",
+    ...(["tcs", "tcp"] as const).map((form) => ({
+      name: `f16-${form}`,
+      dtype: "f16" as const,
       subgroupMatrix: { m: 16, n: 16, k: 16 },
       shader: "moe_gemm_gate_up_tcs.wgsl",
       wideWords: true,
-      consts: { CW: 16 },
-    },
+      // tcs: conflict-free workgroup-memory stores (rotated); tcp: plain order
+      consts: { CW: 16, ROT: form === "tcs" ? 1 : 0 },
+    })),
   ],
   grid: (p, v) => [p.inter / (v.consts?.CW ?? 32), Math.max(1, p.max_items), 1],
 };

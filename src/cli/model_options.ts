@@ -69,7 +69,7 @@ export const TENSOR_CORE_OPTIONS = {
   },
   tensorCoreForm: {
     type: "string",
-    values: ["tc", "tcs"],
+    values: ["tc", "tcs", "tcp"],
     help: "the tensor-core GEMM's form: tc (matrices loaded from storage) or tcs (staged " +
       "through workgroup memory) (default tc)",
   },
@@ -88,7 +88,7 @@ export const TENSOR_CORE_OPTIONS = {
   },
   moeTcDecodeForm: {
     type: "string",
-    values: ["tcs", "tcd"],
+    values: ["tcs", "tcp", "tcd"],
     help: "the expert GEMMs' tensor-core decode form: tcs (weights staged through workgroup " +
       "memory) or tcd (straight from storage) (default tcs)",
   },
@@ -122,21 +122,21 @@ export function tensorCoreOptions(
 ): {
   tensorCoreRows?: number;
   tensorCoreTile?: 0 | 16 | 32 | 64;
-  tensorCoreForm?: "tc" | "tcs";
+  tensorCoreForm?: "tc" | "tcs" | "tcp";
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
-  moeTensorCoreDecodeForm?: "tcs" | "tcd";
+  moeTensorCoreDecodeForm?: "tcs" | "tcp" | "tcd";
   prefillAttention?: PrefillAttentionForm;
 } {
   return {
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
-    moeTensorCoreDecodeForm: o.moeTcDecodeForm as "tcs" | "tcd" | undefined,
+    moeTensorCoreDecodeForm: o.moeTcDecodeForm as "tcs" | "tcp" | "tcd" | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
-    tensorCoreForm: o.tensorCoreForm as "tc" | "tcs" | undefined,
+    tensorCoreForm: o.tensorCoreForm as "tc" | "tcs" | "tcp" | undefined,
     tensorCoreTile: o.tensorCoreTile === undefined
       ? undefined
       : Number(o.tensorCoreTile) as 0 | 16 | 32 | 64,

@@ -166,7 +166,7 @@ export interface GpuModelOptions {
    * The tensor-core GEMM's form: "tc" (matrices loaded straight from storage, default) or
    * "tcs" (both operands staged through workgroup memory from 16-byte loads).
    */
-  readonly tensorCoreForm?: "tc" | "tcs";
+  readonly tensorCoreForm?: "tc" | "tcs" | "tcp";
   /**
    * Split-K of the tensor-core GEMM for steps of at most 128 rows: about this many
    * workgroups a linear layer (default 2048; 0: never split). Few rows give few (row, column)
@@ -187,7 +187,7 @@ export interface GpuModelOptions {
    */
   readonly moeTensorCoreDecodeRows?: number;
   /** Their form (MoeBlockOptions.tensorCoreDecodeForm; default "tcs"). */
-  readonly moeTensorCoreDecodeForm?: "tcs" | "tcd";
+  readonly moeTensorCoreDecodeForm?: "tcs" | "tcp" | "tcd";
   /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
