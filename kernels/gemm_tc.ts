@@ -5,9 +5,7 @@
  * writes, its rows padded with zeros to the variant's row tile (`gemmTcRowsPad`); n and k
  * must be multiples of 16. A workgroup (one subgroup of 32) owns TM rows x 64 columns of c:
  * `f16-tc16` (1 x 4 tiles, the most workgroups: decode-sized row counts), `f16-tc32`,
- * `f16-tc64` (4 x 4 tiles, the most reuse: prefill). `f16-tcs16/32/64`: the same tiles with
- * both operands staged through workgroup memory from 16-byte loads (gemm_tcs.wgsl; the
- * matrices' loads straight from storage move decode-sized steps' weights slowly on the H200). Split-K: with `k_split < k` workgroup z
+ * `f16-tc64` (4 x 4 tiles, the most reuse: prefill). Split-K: with `k_split < k` workgroup z
  * sums its k_split of the reduction into slice z of c (`[splits, m, n]`, no accumulate) and
  * `splitk_reduce` adds the slices: decode-sized steps have too few (row, column) tiles to
  * keep the GPU's subgroups busy.
@@ -26,17 +24,12 @@ const params = defineParams({
   k_split: "u32",
 });
 
-/**
- * `f16-tc{tm}`, or staged through workgroup memory: `f16-tcs{tm}` (conflict-free, rotated
- * stores) and `f16-tcp{tm}` (plain store order).
- */
-function tcVariant(tm: 16 | 32 | 64, form: "tc" | "tcs" | "tcp" = "tc"): Variant {
+function tcVariant(tm: 16 | 32 | 64): Variant {
   return {
-    name: `f16-${form}${tm}`,
+    name: `f16-tc${tm}`,
     dtype: "f16",
     subgroupMatrix: { m: 16, n: 16, k: 16 },
-    consts: { MT: tm / 16, TM: tm, ...(form === "tc" ? {} : { ROT: form === "tcs" ? 1 : 0 }) },
-    ...(form === "tc" ? {} : { shader: "gemm_tcs.wgsl", wideWords: true }),
+    consts: { MT: tm / 16, TM: tm },
   };
 }
 
@@ -49,17 +42,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "b", type: "T", access: "read", shape: "[n, k]" },
     { name: "c", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
   ],
-  variants: [
-    tcVariant(16),
-    tcVariant(32),
-    tcVariant(64),
-    tcVariant(16, "tcs"),
-    tcVariant(32, "tcs"),
-    tcVariant(64, "tcs"),
-    tcVariant(16, "tcp"),
-    tcVariant(32, "tcp"),
-    tcVariant(64, "tcp"),
-  ],
+  variants: [tcVariant(16), tcVariant(32), tcVariant(64)],
   grid: (p, v) => [
     Math.ceil(p.n / 64),
     Math.ceil(p.m / (v.consts?.TM ?? 64)),

@@ -101,16 +101,11 @@ export interface MoeBlockOptions {
   readonly tensorCoreRowsPerExpert?: number;
   /**
    * With the tensor-core pipelines (see tensorCoreRowsPerExpert), steps of more than this many
-   * rows an expert, up to tensorCoreRowsPerExpert, run their decode forms (`f16-tcd`: 16 rows
-   * a tile, one pass over an expert's weights for 1-16 rows); below 0: never. Default
-   * MOE_TCD_ROWS_PER_EXPERT.
+   * rows an expert, up to tensorCoreRowsPerExpert, run their decode forms (`f16-tcs`: 16 rows
+   * a tile, the weights staged through workgroup memory from 16-byte loads, one pass over an
+   * expert's weights for 1-16 rows); below 0: never. Default MOE_TCS_ROWS_PER_EXPERT.
    */
   readonly tensorCoreDecodeRowsPerExpert?: number;
-  /**
-   * The tensor-core decode form: "tcs" (the weights staged through workgroup memory from
-   * 16-byte loads, default) or "tcd" (matrices loaded straight from storage).
-   */
-  readonly tensorCoreDecodeForm?: "tcs" | "tcp" | "tcd";
 }
 
 /**
@@ -164,10 +159,11 @@ export const MOE_TC_ROWS_PER_EXPERT = 8;
 
 /**
  * Rows an expert above which (up to MOE_TC_ROWS_PER_EXPERT) a step's expert GEMMs take the
- * tensor-core decode forms by default. Not yet measured against the lane-group forms on a GPU:
- * never (-1) until then.
+ * tensor-core decode forms (`f16-tcs`) by default. H200, Qwen3-30B-A3B, 2026-11-30, decode GPU
+ * ms, the lane-group forms -> f16-tcs: 8 x 1024 (0.5 rows an expert) 15.6 -> 19.0, 32 x 1024
+ * (2) 33.0 -> 34.3, 64 x 1024 (4) 48.1 -> 44.2, 128 x 1024 (8) 78.0 -> 53.6.
  */
-export const MOE_TCD_ROWS_PER_EXPERT = -1;
+export const MOE_TCS_ROWS_PER_EXPERT = 2;
 
 type Pipe = KernelPipeline<ParamFields>;
 
@@ -193,7 +189,7 @@ interface TcPipes {
   readonly gather: KernelPipeline<ParamFields>;
   readonly gateUp: KernelPipeline<ParamFields>;
   readonly down: KernelPipeline<ParamFields>;
-  /** The decode forms (`f16-tcs` or `f16-tcd`), null where they did not compile. */
+  /** The decode forms (`f16-tcs`), null where they did not compile. */
   readonly gateUpDecode: KernelPipeline<ParamFields> | null;
   readonly downDecode: KernelPipeline<ParamFields> | null;
 }
@@ -437,7 +433,7 @@ export class MoeBlock {
     const min = this.options.tensorCoreRowsPerExpert ?? MOE_TC_ROWS_PER_EXPERT;
     if (!tc || min <= 0 || perExpert <= 0) return null;
     if (perExpert > min) return tc;
-    const decodeMin = this.options.tensorCoreDecodeRowsPerExpert ?? MOE_TCD_ROWS_PER_EXPERT;
+    const decodeMin = this.options.tensorCoreDecodeRowsPerExpert ?? MOE_TCS_ROWS_PER_EXPERT;
     if (decodeMin < 0 || perExpert <= decodeMin || !tc.gateUpDecode || !tc.downDecode) {
       return null;
     }
@@ -566,22 +562,21 @@ async function tensorCorePipes(
     console.error(`moe block: tensor-core expert GEMMs left out: ${(err as Error).message}`);
     return null;
   }
-  if ((options.tensorCoreDecodeRowsPerExpert ?? MOE_TCD_ROWS_PER_EXPERT) < 0) {
+  if ((options.tensorCoreDecodeRowsPerExpert ?? MOE_TCS_ROWS_PER_EXPERT) < 0) {
     return { ...pipes, gateUpDecode: null, downDecode: null };
   }
-  const form = `f16-${options.tensorCoreDecodeForm ?? "tcs"}`;
   try {
     return {
       ...pipes,
       gateUpDecode: await getPipeline(
         gpu,
         gateUpTc.spec,
-        variantByName(gateUpTc.spec, form),
+        variantByName(gateUpTc.spec, "f16-tcs"),
       ) as unknown as Pipe,
       downDecode: await getPipeline(
         gpu,
         downTc.spec,
-        variantByName(downTc.spec, form),
+        variantByName(downTc.spec, "f16-tcs"),
       ) as unknown as Pipe,
     };
   } catch (err) {

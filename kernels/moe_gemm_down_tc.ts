@@ -1,12 +1,13 @@
 /**
  * Grouped down GEMM of the MoE experts on the tensor cores (f16 16 x 16 x 16 subgroup
- * matrices, f32 sums), for prefill-sized steps: `y[r, n] = act[r] . w[e, n]` for the rows r
+ * matrices, f32 sums): `y[r, n] = act[r] . w[e, n]` for the rows r
  * of each work item (expert e), with `act` the f16 activations of `moe_gemm_gate_up_tc`
  * (64 rows of padding after the last item) and `w` `[experts, hidden, inter]`. A workgroup
- * takes a work item's 64 rows x 64 columns (`f16-tc`), or 64 columns of it 16 rows at a time
- * (`f16-tcd`, decode-sized steps), or the same with the weights staged through workgroup memory
- * from 16-byte loads (`f16-tcs`); launch indirect after moe_dispatch (grid x
- * `hidden / 64`, y the items). hidden must be a multiple of 64, inter of 32 (moeTcFits).
+ * takes a work item's 64 rows x 64 columns (`f16-tc`, prefill-sized steps), or 64 columns of
+ * it 16 rows at a time with the weights staged through workgroup memory from 16-byte loads
+ * (`f16-tcs`, decode-sized steps: one pass over an expert's weights for 1-16 rows); launch
+ * indirect after moe_dispatch (grid x `hidden / 64`, y the items). hidden must be a multiple
+ * of 64, inter of 32 (moeTcFits).
  */
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
@@ -32,20 +33,13 @@ export const spec: KernelSpec<typeof params.fields> = {
   variants: [
     { name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } },
     {
-      name: "f16-tcd",
+      name: "f16-tcs",
       dtype: "f16",
-      subgroupMatrix: { m: 16, n: 16, k: 16 },
-      shader: "moe_gemm_down_tcd.wgsl",
-    },
-    ...(["tcs", "tcp"] as const).map((form) => ({
-      name: `f16-${form}`,
-      dtype: "f16" as const,
       subgroupMatrix: { m: 16, n: 16, k: 16 },
       shader: "moe_gemm_down_tcs.wgsl",
       wideWords: true,
-      // tcs: conflict-free workgroup-memory stores (rotated); tcp: plain order
-      consts: { CW: 64, ROT: form === "tcs" ? 1 : 0 },
-    })),
+      consts: { CW: 64 },
+    },
   ],
   grid: (p, v) => [p.hidden / (v.consts?.CW ?? 64), Math.max(1, p.max_items), 1],
 };

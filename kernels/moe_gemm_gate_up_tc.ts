@@ -1,15 +1,15 @@
 /**
  * Grouped gate/up GEMM of the MoE experts on the tensor cores (f16 16 x 16 x 16 subgroup
- * matrices, f32 sums) with the SwiGLU epilogue, for prefill-sized steps:
+ * matrices, f32 sums) with the SwiGLU epilogue:
  * `act[r, c] = f16(silu(a[r] . w[e, c]) * (a[r] . w[e, inter + c]))` (clamped to f16's finite
  * range) for the rows r of each
  * work item (expert e), where `a` is the expert-sorted f16 copy of the token rows
  * (`moe_gather_f16`, 64 rows of padding) and `w` is `[experts, 2 * inter, hidden]`. A
- * workgroup takes a work item's 64 rows x 32 act columns (`f16-tc`), or 32 act columns of
- * it 16 rows at a time (`f16-tcd`, decode-sized steps: one pass over the weights with 4
- * accumulators for 1-16 rows an expert), or 16 act columns 16 rows at a time with the weights
- * staged through workgroup memory from 16-byte loads (`f16-tcs`); launch indirect after
- * moe_dispatch (grid x `inter / 32`, y the items) or with `spec.grid` directly. hidden must
+ * workgroup takes a work item's 64 rows x 32 act columns (`f16-tc`, prefill-sized steps), or
+ * 16 act columns of it 16 rows at a time with the weights staged through workgroup memory from
+ * 16-byte loads (`f16-tcs`, decode-sized steps: one pass over an expert's weights for 1-16
+ * rows); launch indirect after moe_dispatch (grid x `inter / 32`, or `/ 16` for f16-tcs, y the
+ * items) or with `spec.grid` directly. hidden must
  * be a multiple of 16, inter of 32; work items of at most 64 rows (MOE_BLOCK_M).
  */
 import type { KernelCase } from "./case.ts";
@@ -35,20 +35,13 @@ export const spec: KernelSpec<typeof params.fields> = {
   variants: [
     { name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } },
     {
-      name: "f16-tcd",
+      name: "f16-tcs",
       dtype: "f16",
-      subgroupMatrix: { m: 16, n: 16, k: 16 },
-      shader: "moe_gemm_gate_up_tcd.wgsl",
-    },
-    ...(["tcs", "tcp"] as const).map((form) => ({
-      name: `f16-${form}`,
-      dtype: "f16" as const,
       subgroupMatrix: { m: 16, n: 16, k: 16 },
       shader: "moe_gemm_gate_up_tcs.wgsl",
       wideWords: true,
-      // tcs: conflict-free workgroup-memory stores (rotated); tcp: plain order
-      consts: { CW: 16, ROT: form === "tcs" ? 1 : 0 },
-    })),
+      consts: { CW: 16 },
+    },
   ],
   grid: (p, v) => [p.inter / (v.consts?.CW ?? 32), Math.max(1, p.max_items), 1],
 };

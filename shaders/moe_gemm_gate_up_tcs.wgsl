@@ -3,7 +3,7 @@
 // moe_gemm_gate_up_tc:
 //   act[r, c] = f16(silu(a[r, :] . w[e, c, :]) * (a[r, :] . w[e, inter + c, :]))
 // Weight bound. Subgroup-matrix loads straight from storage moved an expert's weights at about
-// 1.3 TB/s on the H200 (f16-tcd); here the invocations read them as 16-byte words (a and w are
+// 1.3 TB/s on the H200; here the invocations read them as 16-byte words (a and w are
 // declared vec4<u32>, 8 f16 a word), write them to workgroup memory, and the matrices load
 // from there. One workgroup (one subgroup of 32: matrix offsets stay workgroup-uniform) takes
 // CW = 16 act columns of a work item (16 gate and 16 up weight rows) and walks the item's rows
@@ -22,42 +22,37 @@ struct Wg {
 }
 var<workgroup> wg: Wg;
 
-// Part p (0..3) of v, without a dynamic vector index (which the H200's compiler turned into
-// local memory: gate_up 15.3 -> 45.8 ms a step at 64 x 1024).
-fn part(v: vec4<u32>, p: u32) -> u32 {
-  return select(select(v.x, v.y, p == 1u), select(v.z, v.w, p == 3u), p >= 2u);
+// Writes the 8 f16 of word v to wg.b (put8a: wg.a) from offset at. (Storing them in an
+// order rotated by the lane's row group, which makes a store instruction's lanes hit distinct
+// banks, measured no faster on the H200.)
+fn put8b(at: u32, v: vec4<u32>) {
+  let h0 = bitcast<vec2<f16>>(v.x);
+  let h1 = bitcast<vec2<f16>>(v.y);
+  let h2 = bitcast<vec2<f16>>(v.z);
+  let h3 = bitcast<vec2<f16>>(v.w);
+  wg.b[at] = h0.x;
+  wg.b[at + 1u] = h0.y;
+  wg.b[at + 2u] = h1.x;
+  wg.b[at + 3u] = h1.y;
+  wg.b[at + 4u] = h2.x;
+  wg.b[at + 5u] = h2.y;
+  wg.b[at + 6u] = h3.x;
+  wg.b[at + 7u] = h3.y;
 }
 
-// Writes part p of v (two f16) to wg.b at at + 2 p.
-fn put2b(at: u32, v: vec4<u32>, p: u32) {
-  let h = bitcast<vec2<f16>>(part(v, p));
-  wg.b[at + 2u * p] = h.x;
-  wg.b[at + 2u * p + 1u] = h.y;
-}
-
-fn put2a(at: u32, v: vec4<u32>, p: u32) {
-  let h = bitcast<vec2<f16>>(part(v, p));
-  wg.a[at + 2u * p] = h.x;
-  wg.a[at + 2u * p + 1u] = h.y;
-}
-
-// Writes the 8 f16 of word v to wg.b (put8a: wg.a) from offset at. With ROT its four parts go
-// in the order rot, rot + 1, ... (mod 4): the lanes whose rows start in the same bank group
-// have distinct rot, so a store instruction's lanes hit distinct banks.
-fn put8b(at: u32, v: vec4<u32>, rot: u32) {
-  let r = select(0u, rot, ROT != 0u);
-  put2b(at, v, r & 3u);
-  put2b(at, v, (r + 1u) & 3u);
-  put2b(at, v, (r + 2u) & 3u);
-  put2b(at, v, (r + 3u) & 3u);
-}
-
-fn put8a(at: u32, v: vec4<u32>, rot: u32) {
-  let r = select(0u, rot, ROT != 0u);
-  put2a(at, v, r & 3u);
-  put2a(at, v, (r + 1u) & 3u);
-  put2a(at, v, (r + 2u) & 3u);
-  put2a(at, v, (r + 3u) & 3u);
+fn put8a(at: u32, v: vec4<u32>) {
+  let h0 = bitcast<vec2<f16>>(v.x);
+  let h1 = bitcast<vec2<f16>>(v.y);
+  let h2 = bitcast<vec2<f16>>(v.z);
+  let h3 = bitcast<vec2<f16>>(v.w);
+  wg.a[at] = h0.x;
+  wg.a[at + 1u] = h0.y;
+  wg.a[at + 2u] = h1.x;
+  wg.a[at + 3u] = h1.y;
+  wg.a[at + 4u] = h2.x;
+  wg.a[at + 5u] = h2.y;
+  wg.a[at + 6u] = h3.x;
+  wg.a[at + 7u] = h3.y;
 }
 
 @compute @workgroup_size(32)
@@ -103,10 +98,10 @@ fn main(
       // the previous step's matrices are loaded: stage this step's words
       workgroupBarrier();
       for (var i = 0u; i < 8u; i++) {
-        put8b((4u * i + lr) * LD + 8u * lk, wv[i], lr);
+        put8b((4u * i + lr) * LD + 8u * lk, wv[i]);
       }
       for (var i = 0u; i < 4u; i++) {
-        put8a((4u * i + lr) * LD + 8u * lk, av[i], lr);
+        put8a((4u * i + lr) * LD + 8u * lk, av[i]);
       }
       workgroupBarrier();
       // the next step's words (the last step loads itself again: in cache, never used)

@@ -67,12 +67,6 @@ export const TENSOR_CORE_OPTIONS = {
     values: ["0", "16", "32", "64"],
     help: "the tensor-core GEMM's rows a workgroup (0: by rows)",
   },
-  tensorCoreForm: {
-    type: "string",
-    values: ["tc", "tcs", "tcp"],
-    help: "the tensor-core GEMM's form: tc (matrices loaded from storage) or tcs (staged " +
-      "through workgroup memory) (default tc)",
-  },
   moeTensorCoreRows: {
     type: "number",
     integer: true,
@@ -84,13 +78,7 @@ export const TENSOR_CORE_OPTIONS = {
     type: "number",
     min: -1,
     help: "MoE steps with more than this many rows an expert (up to --moe-tensor-core-rows) " +
-      "run the expert GEMMs' tensor-core decode forms (default -1: never)",
-  },
-  moeTcDecodeForm: {
-    type: "string",
-    values: ["tcs", "tcp", "tcd"],
-    help: "the expert GEMMs' tensor-core decode form: tcs (weights staged through workgroup " +
-      "memory) or tcd (straight from storage) (default tcs)",
+      "run the expert GEMMs' tensor-core decode forms (default 2; -1 never)",
   },
   prefillAttention: {
     type: "string",
@@ -112,31 +100,25 @@ export function tensorCoreOptions(
   o: {
     readonly tensorCoreRows?: number;
     readonly tensorCoreTile?: string;
-    readonly tensorCoreForm?: string;
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
-    readonly moeTcDecodeForm?: string;
     readonly prefillAttention?: string;
   },
 ): {
   tensorCoreRows?: number;
   tensorCoreTile?: 0 | 16 | 32 | 64;
-  tensorCoreForm?: "tc" | "tcs" | "tcp";
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
-  moeTensorCoreDecodeForm?: "tcs" | "tcp" | "tcd";
   prefillAttention?: PrefillAttentionForm;
 } {
   return {
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
-    moeTensorCoreDecodeForm: o.moeTcDecodeForm as "tcs" | "tcp" | "tcd" | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
-    tensorCoreForm: o.tensorCoreForm as "tc" | "tcs" | "tcp" | undefined,
     tensorCoreTile: o.tensorCoreTile === undefined
       ? undefined
       : Number(o.tensorCoreTile) as 0 | 16 | 32 | 64,

@@ -51,7 +51,7 @@ import * as sample from "../../kernels/sample.ts";
 import { ropeTable } from "../../kernels/rope.ts";
 import {
   MOE_TC_ROWS_PER_EXPERT,
-  MOE_TCD_ROWS_PER_EXPERT,
+  MOE_TCS_ROWS_PER_EXPERT,
   MoeBlock,
 } from "../../kernels/moe_block.ts";
 import { MOE_STAGE_KERNEL, MOE_STAGE_LABEL, type MoeStage } from "../../kernels/moe_cost.ts";
@@ -163,11 +163,6 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreTile?: 0 | 16 | 32 | 64;
   /**
-   * The tensor-core GEMM's form: "tc" (matrices loaded straight from storage, default) or
-   * "tcs" (both operands staged through workgroup memory from 16-byte loads).
-   */
-  readonly tensorCoreForm?: "tc" | "tcs" | "tcp";
-  /**
    * Split-K of the tensor-core GEMM for steps of at most 128 rows: about this many
    * workgroups a linear layer (default 2048; 0: never split). Few rows give few (row, column)
    * tiles, and each subgroup then waits on memory alone; k splits add subgroups, and
@@ -183,11 +178,9 @@ export interface GpuModelOptions {
   /**
    * MoE steps of more than this many rows an expert on average, up to moeTensorCoreRows, run
    * the expert GEMMs' tensor-core decode forms (MoeBlockOptions.tensorCoreDecodeRowsPerExpert;
-   * default MOE_TCD_ROWS_PER_EXPERT, below 0 never).
+   * default MOE_TCS_ROWS_PER_EXPERT = 2, below 0 never).
    */
   readonly moeTensorCoreDecodeRows?: number;
-  /** Their form (MoeBlockOptions.tensorCoreDecodeForm; default "tcs"). */
-  readonly moeTensorCoreDecodeForm?: "tcs" | "tcp" | "tcd";
   /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
@@ -437,11 +430,9 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
-      tensorCoreForm: options.tensorCoreForm ?? "tc",
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
-      moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCD_ROWS_PER_EXPERT,
-      moeTensorCoreDecodeForm: options.moeTensorCoreDecodeForm ?? "tcs",
+      moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
@@ -483,7 +474,6 @@ export class GpuModel implements ForwardModel {
         decodeForms: opts.moeDecodeForms,
         tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
         tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
-        tensorCoreDecodeForm: opts.moeTensorCoreDecodeForm,
       })
       : null;
     const buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
@@ -970,9 +960,7 @@ export class GpuModel implements ForwardModel {
     if (!l.tc || min <= 0 || rows < min) return null;
     const own = (this.opts.manyRowsByKind as Record<string, string | undefined>)[kind];
     if (own && own !== "gemm" && rows <= this.opts.stagedMaxRows) return null;
-    const variant = `f16-${this.opts.tensorCoreForm}${
-      this.opts.tensorCoreTile || tensorCoreTileFor(rows)
-    }`;
+    const variant = `f16-tc${this.opts.tensorCoreTile || tensorCoreTileFor(rows)}`;
     const target = this.opts.tensorCoreSplitTarget;
     const splits = target > 0 && kind !== "lmHead" && rows <= TC_SPLIT_MAX_ROWS
       ? gemmTc.gemmTcSplits(

@@ -1,0 +1,49 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { readFileSync } from "node:fs";
+import { preludeOf, variantByName } from "../../kernels/kernel.ts";
+import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
+import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
+
+const stages = [
+  { mod: gateUpTc, shader: "moe_gemm_gate_up_tcs.wgsl", columns: 16 },
+  { mod: downTc, shader: "moe_gemm_down_tcs.wgsl", columns: 64 },
+];
+
+test("the staged decode forms read their f16 operands as 16-byte words", () => {
+  for (const { mod } of stages) {
+    const v = variantByName(mod.spec, "f16-tcs");
+    const prelude = preludeOf(mod.spec, v);
+    const reads = mod.spec.bindings.filter((b) => b.type === "T" && b.access === "read");
+    assert.equal(reads.length, 2, mod.spec.name);
+    for (const b of reads) {
+      assert.match(prelude, new RegExp(`var<storage, read> ${b.name}: array<vec4<u32>>;`));
+    }
+    // the written binding keeps its type, and the prefill form its T bindings
+    const out = mod.spec.bindings.find((b) => b.access === "read_write")!;
+    assert.match(prelude, new RegExp(`read_write> ${out.name}: array<${out.type}>;`));
+    const prefill = preludeOf(mod.spec, variantByName(mod.spec, "f16-tc"));
+    for (const b of reads) {
+      assert.match(prefill, new RegExp(`var<storage, read> ${b.name}: array<T>;`));
+    }
+  }
+  assert.throws(
+    () => preludeOf(gateUpTc.spec, { name: "x", dtype: "f32", wideWords: true }),
+    /wide-words variant stores f16/,
+  );
+});
+
+test("their grids take CW columns a workgroup, and each declares one workgroup struct", () => {
+  const p = { hidden: 2048, inter: 768, max_items: 200 };
+  for (const { mod, shader, columns } of stages) {
+    const v = variantByName(mod.spec, "f16-tcs");
+    const width = mod === gateUpTc ? p.inter : p.hidden;
+    assert.equal(mod.spec.grid(p, v, {} as never), [width / columns, 200, 1], mod.spec.name);
+    const wgsl = readFileSync(new URL(`../../shaders/${shader}`, import.meta.url), "utf8");
+    // separate workgroup variables beside subgroup-matrix stores read wrong values on the
+    // H200's driver (see paged_attention_tc.wgsl): one struct
+    assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"], shader);
+  }
+});
+
+test.run();
