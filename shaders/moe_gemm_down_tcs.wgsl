@@ -8,6 +8,7 @@
 // tile's sums go through workgroup memory and only the item's rows are stored. hidden must be
 // a multiple of 64, inter of 32; act holds 64 rows past the last item.
 //#include "lib/moe_work_item.wgsl"
+//#include "lib/stage_words.wgsl"
 
 const BK: u32 = 32u; // inter a step
 const LD: u32 = 40u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
@@ -19,39 +20,6 @@ struct Wg {
   s: array<f32, 16u * 64u>, // the sums [16 rows][64 columns]
 }
 var<workgroup> wg: Wg;
-
-// Writes the 8 f16 of word v to wg.b (put8a: wg.a) from offset at. (Storing them in an
-// order rotated by the lane's row group, which makes a store instruction's lanes hit distinct
-// banks, measured no faster on the H200.)
-fn put8b(at: u32, v: vec4<u32>) {
-  let h0 = bitcast<vec2<f16>>(v.x);
-  let h1 = bitcast<vec2<f16>>(v.y);
-  let h2 = bitcast<vec2<f16>>(v.z);
-  let h3 = bitcast<vec2<f16>>(v.w);
-  wg.b[at] = h0.x;
-  wg.b[at + 1u] = h0.y;
-  wg.b[at + 2u] = h1.x;
-  wg.b[at + 3u] = h1.y;
-  wg.b[at + 4u] = h2.x;
-  wg.b[at + 5u] = h2.y;
-  wg.b[at + 6u] = h3.x;
-  wg.b[at + 7u] = h3.y;
-}
-
-fn put8a(at: u32, v: vec4<u32>) {
-  let h0 = bitcast<vec2<f16>>(v.x);
-  let h1 = bitcast<vec2<f16>>(v.y);
-  let h2 = bitcast<vec2<f16>>(v.z);
-  let h3 = bitcast<vec2<f16>>(v.w);
-  wg.a[at] = h0.x;
-  wg.a[at + 1u] = h0.y;
-  wg.a[at + 2u] = h1.x;
-  wg.a[at + 3u] = h1.y;
-  wg.a[at + 4u] = h2.x;
-  wg.a[at + 5u] = h2.y;
-  wg.a[at + 6u] = h3.x;
-  wg.a[at + 7u] = h3.y;
-}
 
 @compute @workgroup_size(32)
 fn main(

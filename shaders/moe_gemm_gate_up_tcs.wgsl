@@ -10,6 +10,7 @@
 // 16 at a time; each step covers BK = 64 of hidden, and the next step's words are loaded
 // before this step's products. hidden must be a multiple of 64, inter of 16.
 //#include "lib/moe_work_item.wgsl"
+//#include "lib/stage_words.wgsl"
 
 const BK: u32 = 64u; // hidden a step
 const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
@@ -21,39 +22,6 @@ struct Wg {
   s: array<f32, 512u>, // the gate sums [16][16], then the up sums
 }
 var<workgroup> wg: Wg;
-
-// Writes the 8 f16 of word v to wg.b (put8a: wg.a) from offset at. (Storing them in an
-// order rotated by the lane's row group, which makes a store instruction's lanes hit distinct
-// banks, measured no faster on the H200.)
-fn put8b(at: u32, v: vec4<u32>) {
-  let h0 = bitcast<vec2<f16>>(v.x);
-  let h1 = bitcast<vec2<f16>>(v.y);
-  let h2 = bitcast<vec2<f16>>(v.z);
-  let h3 = bitcast<vec2<f16>>(v.w);
-  wg.b[at] = h0.x;
-  wg.b[at + 1u] = h0.y;
-  wg.b[at + 2u] = h1.x;
-  wg.b[at + 3u] = h1.y;
-  wg.b[at + 4u] = h2.x;
-  wg.b[at + 5u] = h2.y;
-  wg.b[at + 6u] = h3.x;
-  wg.b[at + 7u] = h3.y;
-}
-
-fn put8a(at: u32, v: vec4<u32>) {
-  let h0 = bitcast<vec2<f16>>(v.x);
-  let h1 = bitcast<vec2<f16>>(v.y);
-  let h2 = bitcast<vec2<f16>>(v.z);
-  let h3 = bitcast<vec2<f16>>(v.w);
-  wg.a[at] = h0.x;
-  wg.a[at + 1u] = h0.y;
-  wg.a[at + 2u] = h1.x;
-  wg.a[at + 3u] = h1.y;
-  wg.a[at + 4u] = h2.x;
-  wg.a[at + 5u] = h2.y;
-  wg.a[at + 6u] = h3.x;
-  wg.a[at + 7u] = h3.y;
-}
 
 @compute @workgroup_size(32)
 fn main(
