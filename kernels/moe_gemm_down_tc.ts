@@ -40,6 +40,14 @@ export const spec: KernelSpec<typeof params.fields> = {
       wideWords: true,
       consts: { CW: 64 },
     },
+    {
+      name: "f16-tcs2",
+      dtype: "f16",
+      subgroupMatrix: { m: 16, n: 16, k: 16 },
+      shader: "moe_gemm_down_tcs2.wgsl",
+      wideWords: true,
+      consts: { CW: 32 },
+    },
   ],
   grid: (p, v) => [p.hidden / (v.consts?.CW ?? 64), Math.max(1, p.max_items), 1],
 };
