@@ -5,8 +5,7 @@
  * writes, its rows padded with zeros to the variant's row tile (`gemmTcRowsPad`); n and k
  * must be multiples of 16. A workgroup (one subgroup of 32) owns TM rows x 64 columns of c:
  * `f16-tc16` (1 x 4 tiles, the most workgroups: decode-sized row counts), `f16-tc32`,
- * `f16-tc64` (4 x 4 tiles, the most reuse: prefill); `f16-tcs16` takes 16-row tiles with both
- * operands staged through workgroup memory from 16-byte loads (gemm_tcs.wgsl). Split-K: with `k_split < k` workgroup z
+ * `f16-tc64` (4 x 4 tiles, the most reuse: prefill). Split-K: with `k_split < k` workgroup z
  * sums its k_split of the reduction into slice z of c (`[splits, m, n]`, no accumulate) and
  * `splitk_reduce` adds the slices: decode-sized steps have too few (row, column) tiles to
  * keep the GPU's subgroups busy.
@@ -43,13 +42,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "b", type: "T", access: "read", shape: "[n, k]" },
     { name: "c", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
   ],
-  variants: [
-    tcVariant(16),
-    tcVariant(32),
-    tcVariant(64),
-    // 16-row tiles with both operands staged through workgroup memory (decode-sized steps)
-    { ...tcVariant(16), name: "f16-tcs16", shader: "gemm_tcs.wgsl", wideWords: true },
-  ],
+  variants: [tcVariant(16), tcVariant(32), tcVariant(64)],
   grid: (p, v) => [
     Math.ceil(p.n / 64),
     Math.ceil(p.m / (v.consts?.TM ?? 64)),

@@ -106,8 +106,6 @@ export interface MoeBlockOptions {
    * expert's weights for 1-16 rows); below 0: never. Default MOE_TCS_ROWS_PER_EXPERT.
    */
   readonly tensorCoreDecodeRowsPerExpert?: number;
-  /** The down GEMM's tensor-core decode form: `f16-tcs` (default) or `f16-tcs2`. */
-  readonly tensorCoreDecodeDown?: "f16-tcs" | "f16-tcs2";
 }
 
 /**
@@ -578,7 +576,7 @@ async function tensorCorePipes(
       downDecode: await getPipeline(
         gpu,
         downTc.spec,
-        variantByName(downTc.spec, options.tensorCoreDecodeDown ?? "f16-tcs"),
+        variantByName(downTc.spec, "f16-tcs"),
       ) as unknown as Pipe,
     };
   } catch (err) {

@@ -3,11 +3,11 @@
  * matrices, f32 sums): `y[r, n] = act[r] . w[e, n]` for the rows r
  * of each work item (expert e), with `act` the f16 activations of `moe_gemm_gate_up_tc`
  * (64 rows of padding after the last item) and `w` `[experts, hidden, inter]`. A workgroup
- * takes a work item's 64 rows x 64 columns (`f16-tc`, prefill-sized steps), or 64 columns of
+ * takes a work item's 64 rows x 64 columns (`f16-tc`, prefill-sized steps), or 32 columns of
  * it 16 rows at a time with the weights staged through workgroup memory from 16-byte loads
  * (`f16-tcs`, decode-sized steps: one pass over an expert's weights for 1-16 rows); launch
- * indirect after moe_dispatch (grid x `hidden / 64`, y the items). hidden must be a multiple
- * of 64, inter of 32 (moeTcFits).
+ * indirect after moe_dispatch (grid x `hidden / 64`, or `/ 32` for f16-tcs, y the items).
+ * hidden must be a multiple of 64, inter of 32 (moeTcFits).
  */
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
@@ -37,14 +37,6 @@ export const spec: KernelSpec<typeof params.fields> = {
       dtype: "f16",
       subgroupMatrix: { m: 16, n: 16, k: 16 },
       shader: "moe_gemm_down_tcs.wgsl",
-      wideWords: true,
-      consts: { CW: 64 },
-    },
-    {
-      name: "f16-tcs2",
-      dtype: "f16",
-      subgroupMatrix: { m: 16, n: 16, k: 16 },
-      shader: "moe_gemm_down_tcs2.wgsl",
       wideWords: true,
       consts: { CW: 32 },
     },

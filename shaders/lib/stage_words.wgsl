@@ -1,5 +1,5 @@
 // Staging of 16-byte words into workgroup memory for the subgroup-matrix loads of the staged
-// tensor-core forms (moe_gemm_*_tcs, gemm_tcs): a word read from a `vec4<u32>` binding holds
+// tensor-core forms (moe_gemm_*_tcs): a word read from a `vec4<u32>` binding holds
 // 8 f16. The including shader declares `var<workgroup> wg` with f16 arrays `a` and `b`.
 
 // Writes the 8 f16 of word v to wg.b (put8a: wg.a) from offset at. (Storing them in an

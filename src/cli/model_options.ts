@@ -67,12 +67,6 @@ export const TENSOR_CORE_OPTIONS = {
     values: ["0", "16", "32", "64"],
     help: "the tensor-core GEMM's rows a workgroup (0: by rows)",
   },
-  tensorCoreDecodeForm: {
-    type: "string",
-    values: ["tc", "tcs"],
-    help: "the tensor-core GEMM of steps up to 128 rows: tc (matrices loaded from storage) or " +
-      "tcs (16-row tiles staged through workgroup memory) (default tc)",
-  },
   moeTensorCoreRows: {
     type: "number",
     integer: true,
@@ -85,12 +79,6 @@ export const TENSOR_CORE_OPTIONS = {
     min: -1,
     help: "MoE steps with more than this many rows an expert (up to --moe-tensor-core-rows) " +
       "run the expert GEMMs' tensor-core decode forms (default 2; -1 never)",
-  },
-  moeTcDecodeDown: {
-    type: "string",
-    values: ["f16-tcs", "f16-tcs2"],
-    help: "the MoE down GEMM's tensor-core decode form: f16-tcs (64 columns a workgroup) or " +
-      "f16-tcs2 (32 columns, 128-byte weight runs) (default f16-tcs)",
   },
   prefillAttention: {
     type: "string",
@@ -112,31 +100,25 @@ export function tensorCoreOptions(
   o: {
     readonly tensorCoreRows?: number;
     readonly tensorCoreTile?: string;
-    readonly tensorCoreDecodeForm?: string;
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
-    readonly moeTcDecodeDown?: string;
     readonly prefillAttention?: string;
   },
 ): {
   tensorCoreRows?: number;
   tensorCoreTile?: 0 | 16 | 32 | 64;
-  tensorCoreDecodeForm?: "tc" | "tcs";
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
-  moeTensorCoreDecodeDown?: "f16-tcs" | "f16-tcs2";
   prefillAttention?: PrefillAttentionForm;
 } {
   return {
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
-    moeTensorCoreDecodeDown: o.moeTcDecodeDown as "f16-tcs" | "f16-tcs2" | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
-    tensorCoreDecodeForm: o.tensorCoreDecodeForm as "tc" | "tcs" | undefined,
     tensorCoreTile: o.tensorCoreTile === undefined
       ? undefined
       : Number(o.tensorCoreTile) as 0 | 16 | 32 | 64,

@@ -163,12 +163,6 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreTile?: 0 | 16 | 32 | 64;
   /**
-   * The tensor-core GEMM of decode-sized steps (up to 128 rows): "tc" (its matrices loaded
-   * straight from storage, tiled by rows, default) or "tcs" (16-row tiles staged through
-   * workgroup memory, `f16-tcs16`).
-   */
-  readonly tensorCoreDecodeForm?: "tc" | "tcs";
-  /**
    * Split-K of the tensor-core GEMM for steps of at most 128 rows: about this many
    * workgroups a linear layer (default 2048; 0: never split). Few rows give few (row, column)
    * tiles, and each subgroup then waits on memory alone; k splits add subgroups, and
@@ -187,8 +181,6 @@ export interface GpuModelOptions {
    * default MOE_TCS_ROWS_PER_EXPERT = 2, below 0 never).
    */
   readonly moeTensorCoreDecodeRows?: number;
-  /** MoeBlockOptions.tensorCoreDecodeDown. */
-  readonly moeTensorCoreDecodeDown?: "f16-tcs" | "f16-tcs2";
   /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
@@ -438,11 +430,9 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
-      tensorCoreDecodeForm: options.tensorCoreDecodeForm ?? "tc",
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
-      moeTensorCoreDecodeDown: options.moeTensorCoreDecodeDown ?? "f16-tcs",
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
@@ -484,7 +474,6 @@ export class GpuModel implements ForwardModel {
         decodeForms: opts.moeDecodeForms,
         tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
         tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
-        tensorCoreDecodeDown: opts.moeTensorCoreDecodeDown,
       })
       : null;
     const buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
@@ -971,9 +960,7 @@ export class GpuModel implements ForwardModel {
     if (!l.tc || min <= 0 || rows < min) return null;
     const own = (this.opts.manyRowsByKind as Record<string, string | undefined>)[kind];
     if (own && own !== "gemm" && rows <= this.opts.stagedMaxRows) return null;
-    const variant = this.opts.tensorCoreDecodeForm === "tcs" && rows <= TC_SPLIT_MAX_ROWS
-      ? "f16-tcs16"
-      : `f16-tc${this.opts.tensorCoreTile || tensorCoreTileFor(rows)}`;
+    const variant = `f16-tc${this.opts.tensorCoreTile || tensorCoreTileFor(rows)}`;
     const target = this.opts.tensorCoreSplitTarget;
     const splits = target > 0 && kind !== "lmHead" && rows <= TC_SPLIT_MAX_ROWS
       ? gemmTc.gemmTcSplits(

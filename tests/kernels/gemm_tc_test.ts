@@ -9,8 +9,7 @@ import {
   spec,
 } from "../../kernels/gemm_tc.ts";
 import { castF16Params } from "../../kernels/cast_f16.ts";
-import { preludeOf, variantByName } from "../../kernels/kernel.ts";
-import { readFileSync } from "node:fs";
+import { variantByName } from "../../kernels/kernel.ts";
 import { tensorCoreTileFor } from "../../src/model/gpu_model.ts";
 
 test("the tensor-core GEMM pads rows to its tile and covers every column tile", () => {
@@ -61,21 +60,6 @@ test("the row tile grows with the rows: many workgroups for decode, reuse for pr
   assert.is(tensorCoreTileFor(65), 32);
   assert.is(tensorCoreTileFor(256), 32);
   assert.is(tensorCoreTileFor(2048), 64);
-});
-
-test("the staged 16-row form reads a and b as 16-byte words in one workgroup struct, on tc16's grid", () => {
-  const tcs = variantByName(spec, "f16-tcs16");
-  const prelude = preludeOf(spec, tcs);
-  assert.match(prelude, /var<storage, read> a: array<vec4<u32>>;/);
-  assert.match(prelude, /var<storage, read> b: array<vec4<u32>>;/);
-  assert.match(prelude, /var<storage, read_write> c: array<f32>;/);
-  const p = gemmTcParams(64, 5120, 2048, false, 4);
-  assert.equal(
-    spec.grid(p, tcs, undefined as never),
-    spec.grid(p, variantByName(spec, "f16-tc16"), undefined as never),
-  );
-  const wgsl = readFileSync(new URL("../../shaders/gemm_tcs.wgsl", import.meta.url), "utf8");
-  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
 });
 
 test.run();

@@ -7,7 +7,7 @@ import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
 
 const stages = [
   { mod: gateUpTc, shader: "moe_gemm_gate_up_tcs.wgsl", columns: 16 },
-  { mod: downTc, shader: "moe_gemm_down_tcs.wgsl", columns: 64 },
+  { mod: downTc, shader: "moe_gemm_down_tcs.wgsl", columns: 32 },
 ];
 
 test("the staged decode forms read their f16 operands as 16-byte words", () => {
