@@ -106,8 +106,6 @@ export interface MoeBlockOptions {
    * expert's weights for 1-16 rows); below 0: never. Default MOE_TCS_ROWS_PER_EXPERT.
    */
   readonly tensorCoreDecodeRowsPerExpert?: number;
-  /** The decode forms' variant: `f16-tcs` (BK 64, default) or `f16-tcs128`. */
-  readonly tensorCoreDecodeVariant?: "f16-tcs" | "f16-tcs128";
 }
 
 /**
@@ -573,12 +571,12 @@ async function tensorCorePipes(
       gateUpDecode: await getPipeline(
         gpu,
         gateUpTc.spec,
-        variantByName(gateUpTc.spec, options.tensorCoreDecodeVariant ?? "f16-tcs"),
+        variantByName(gateUpTc.spec, "f16-tcs"),
       ) as unknown as Pipe,
       downDecode: await getPipeline(
         gpu,
         downTc.spec,
-        variantByName(downTc.spec, options.tensorCoreDecodeVariant ?? "f16-tcs"),
+        variantByName(downTc.spec, "f16-tcs"),
       ) as unknown as Pipe,
     };
   } catch (err) {

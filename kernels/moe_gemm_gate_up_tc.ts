@@ -34,15 +34,14 @@ export const spec: KernelSpec<typeof params.fields> = {
   ],
   variants: [
     { name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } },
-    // the decode forms: BK 64 (f16-tcs) or 128 (f16-tcs128) of k a step
-    ...[64, 128].map((bk) => ({
-      name: bk === 64 ? "f16-tcs" : `f16-tcs${bk}`,
-      dtype: "f16" as const,
+    {
+      name: "f16-tcs",
+      dtype: "f16",
       subgroupMatrix: { m: 16, n: 16, k: 16 },
       shader: "moe_gemm_gate_up_tcs.wgsl",
       wideWords: true,
-      consts: { CW: 16, BK: bk },
-    })),
+      consts: { CW: 16 },
+    },
   ],
   grid: (p, v) => [p.inter / (v.consts?.CW ?? 32), Math.max(1, p.max_items), 1],
 };

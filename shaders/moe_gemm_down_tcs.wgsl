@@ -2,24 +2,22 @@
 // weights staged through workgroup memory: y[r, n] = act[r, :] . w[e, n, :], as
 // moe_gemm_down_tc, staged as moe_gemm_gate_up_tcs.wgsl stages its operands: one workgroup (one
 // subgroup of 32) takes CW = 32 output columns (32 weight rows) of a work item and walks its rows
-// 16 at a time; each step covers BK (64 or 128: the variant's) of inter, each weight row read in
-// BK * 2-byte runs (64 output columns with 64-byte runs moved the down weights at 1.9 TB/s on the
-// H200, 32 columns with 128-byte runs 2.2). Words past inter are staged as zeros (inter need only
-// be a multiple of 16). A row tile's sums go through workgroup memory and only the item's rows are
-// stored. hidden must be a multiple of 32; act holds 64 rows past the last item (the gate/up
-// GEMM's padding).
+// 16 at a time; each step covers BK = 64 of inter, so each weight row is read in 128-byte runs
+// (64 output columns with 64-byte runs moved the down weights at 1.9 TB/s on the H200, this form
+// 2.2). Words past inter are staged as zeros (inter need only be a multiple of 16). A row tile's
+// sums go through workgroup memory and only the item's rows are stored. hidden must be a
+// multiple of 32; act holds 64 rows past the last item (the gate/up GEMM's padding).
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
 
-const WPR: u32 = BK / 8u; // 16-byte words of a row a step
-const RPL: u32 = 32u / WPR; // rows one load instruction covers
-const LD: u32 = BK + 8u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
+const BK: u32 = 64u; // inter a step
+const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
 
 // One workgroup struct (see paged_attention_tc.wgsl).
 struct Wg {
-  b: array<f16, 32u * (BK + 8u)>, // 32 weight rows x BK
-  a: array<f16, 16u * (BK + 8u)>, // 16 rows of act x BK
-  s: array<f32, 512u>, // the sums [16 rows][32 columns]
+  b: array<f16, 32u * 72u>, // 32 weight rows x BK
+  a: array<f16, 16u * 72u>, // 16 rows of act x BK
+  s: array<f32, 16u * 32u>, // the sums [16 rows][32 columns]
 }
 var<workgroup> wg: Wg;
 
@@ -38,47 +36,47 @@ fn main(
   let hd = params.hidden;
   let i8 = params.inter / 8u; // words a row
   let n0 = wid.x * CW;
-  let lr = lid / WPR; // the row of RPL a load covers
-  let lk = lid % WPR; // its word in the step's BK
+  let lr = lid / 8u; // the row of 4 a load covers
+  let lk = lid % 8u; // its word in the step's BK
   let zero = vec4<u32>(0u);
-  var w_at = array<u32, 16>();
-  for (var i = 0u; i < WPR; i++) {
-    w_at[i] = (e * hd + n0 + RPL * i + lr) * i8;
+  var w_at = array<u32, 8>();
+  for (var i = 0u; i < 8u; i++) {
+    w_at[i] = (e * hd + n0 + 4u * i + lr) * i8;
   }
   for (var t0 = it.y; t0 < r_end; t0 += 16u) {
-    var a_at = array<u32, 8>();
-    for (var i = 0u; i < WPR / 2u; i++) {
-      a_at[i] = (t0 + RPL * i + lr) * i8;
+    var a_at = array<u32, 4>();
+    for (var i = 0u; i < 4u; i++) {
+      a_at[i] = (t0 + 4u * i + lr) * i8;
     }
     // this lane's word of the step (a word past inter reads the last one: staged as zero)
     var wk = lk;
-    var wv = array<vec4<u32>, 16>();
-    var av = array<vec4<u32>, 8>();
-    for (var i = 0u; i < WPR; i++) {
+    var wv = array<vec4<u32>, 8>();
+    var av = array<vec4<u32>, 4>();
+    for (var i = 0u; i < 8u; i++) {
       wv[i] = select(zero, w[w_at[i] + min(wk, i8 - 1u)], wk < i8);
     }
-    for (var i = 0u; i < WPR / 2u; i++) {
+    for (var i = 0u; i < 4u; i++) {
       av[i] = select(zero, act[a_at[i] + min(wk, i8 - 1u)], wk < i8);
     }
     var y0 = subgroup_matrix_result<f32, 16, 16>();
     var y1 = subgroup_matrix_result<f32, 16, 16>();
-    for (var k8 = 0u; k8 < i8; k8 += WPR) {
+    for (var k8 = 0u; k8 < i8; k8 += BK / 8u) {
       // the previous step's matrices are loaded: stage this step's words
       workgroupBarrier();
-      for (var i = 0u; i < WPR; i++) {
-        put8b((RPL * i + lr) * LD + 8u * lk, wv[i]);
+      for (var i = 0u; i < 8u; i++) {
+        put8b((4u * i + lr) * LD + 8u * lk, wv[i]);
       }
-      for (var i = 0u; i < WPR / 2u; i++) {
-        put8a((RPL * i + lr) * LD + 8u * lk, av[i]);
+      for (var i = 0u; i < 4u; i++) {
+        put8a((4u * i + lr) * LD + 8u * lk, av[i]);
       }
       workgroupBarrier();
       // the next step's words
-      wk += WPR;
+      wk += BK / 8u;
       let at = min(wk, i8 - 1u);
-      for (var i = 0u; i < WPR; i++) {
+      for (var i = 0u; i < 8u; i++) {
         wv[i] = select(zero, w[w_at[i] + at], wk < i8);
       }
-      for (var i = 0u; i < WPR / 2u; i++) {
+      for (var i = 0u; i < 4u; i++) {
         av[i] = select(zero, act[a_at[i] + at], wk < i8);
       }
       let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);
@@ -101,28 +99,6 @@ fn main(
       let q3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 48u, LD);
       y0 = subgroupMatrixMultiplyAccumulate(a3, p3, y0);
       y1 = subgroupMatrixMultiplyAccumulate(a3, q3, y1);
-      if (BK > 64u) {
-        let a4 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 64u, LD);
-        let p4 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 64u, LD);
-        let q4 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 64u, LD);
-        y0 = subgroupMatrixMultiplyAccumulate(a4, p4, y0);
-        y1 = subgroupMatrixMultiplyAccumulate(a4, q4, y1);
-        let a5 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 80u, LD);
-        let p5 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 80u, LD);
-        let q5 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 80u, LD);
-        y0 = subgroupMatrixMultiplyAccumulate(a5, p5, y0);
-        y1 = subgroupMatrixMultiplyAccumulate(a5, q5, y1);
-        let a6 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 96u, LD);
-        let p6 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 96u, LD);
-        let q6 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 96u, LD);
-        y0 = subgroupMatrixMultiplyAccumulate(a6, p6, y0);
-        y1 = subgroupMatrixMultiplyAccumulate(a6, q6, y1);
-        let a7 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 112u, LD);
-        let p7 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 112u, LD);
-        let q7 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 112u, LD);
-        y0 = subgroupMatrixMultiplyAccumulate(a7, p7, y0);
-        y1 = subgroupMatrixMultiplyAccumulate(a7, q7, y1);
-      }
     }
     subgroupMatrixStore<row_major>(&wg.s, 0u, y0, 32u);
     subgroupMatrixStore<row_major>(&wg.s, 16u, y1, 32u);

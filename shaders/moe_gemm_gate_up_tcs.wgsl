@@ -7,20 +7,18 @@
 // declared vec4<u32>, 8 f16 a word), write them to workgroup memory, and the matrices load
 // from there. One workgroup (one subgroup of 32: matrix offsets stay workgroup-uniform) takes
 // CW = 16 act columns of a work item (16 gate and 16 up weight rows) and walks the item's rows
-// 16 at a time; each step covers BK (64 or 128: the variant's) of hidden, each weight row read in
-// BK * 2-byte runs, and the next step's words are loaded before this step's products; words past
-// hidden are staged as zeros. hidden must be a multiple of 16, inter of 16.
+// 16 at a time; each step covers BK = 64 of hidden, and the next step's words are loaded
+// before this step's products. hidden must be a multiple of 64, inter of 16.
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
 
-const WPR: u32 = BK / 8u; // 16-byte words of a row a step
-const RPL: u32 = 32u / WPR; // rows one load instruction covers
-const LD: u32 = BK + 8u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
+const BK: u32 = 64u; // hidden a step
+const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
 
 // One workgroup struct (see paged_attention_tc.wgsl).
 struct Wg {
-  b: array<f16, 32u * (BK + 8u)>, // 32 weight rows x BK
-  a: array<f16, 16u * (BK + 8u)>, // 16 rows of a x BK
+  b: array<f16, 32u * 72u>, // 32 weight rows (16 gate, 16 up) x BK
+  a: array<f16, 16u * 72u>, // 16 rows of a x BK
   s: array<f32, 512u>, // the gate sums [16][16], then the up sums
 }
 var<workgroup> wg: Wg;
@@ -40,55 +38,51 @@ fn main(
   let inter = params.inter;
   let h8 = params.hidden / 8u; // words a row
   let c0 = wid.x * CW;
-  let lr = lid / WPR; // the row of RPL a load covers
-  let lk = lid % WPR; // its word in the step's BK
-  let zero = vec4<u32>(0u);
-  // weight row j = RPL i + lr of the 32: gate row c0 + j, then up row inter + c0 + j - 16
-  var w_at = array<u32, 16>();
-  for (var i = 0u; i < WPR; i++) {
-    let j = RPL * i + lr;
+  let lr = lid / 8u; // the row of 4 a load covers
+  let lk = lid % 8u; // its word in the step's BK
+  // weight row j = 4 i + lr of the 32: gate row c0 + j, then up row inter + c0 + j - 16
+  var w_at = array<u32, 8>();
+  for (var i = 0u; i < 8u; i++) {
+    let j = 4u * i + lr;
     let row = select(inter + c0 + j - 16u, c0 + j, j < 16u);
-    w_at[i] = (e * 2u * inter + row) * h8;
+    w_at[i] = (e * 2u * inter + row) * h8 + lk;
   }
   for (var t0 = it.y; t0 < r_end; t0 += 16u) {
-    var a_at = array<u32, 8>();
-    for (var i = 0u; i < WPR / 2u; i++) {
-      a_at[i] = (t0 + RPL * i + lr) * h8;
+    var a_at = array<u32, 4>();
+    for (var i = 0u; i < 4u; i++) {
+      a_at[i] = (t0 + 4u * i + lr) * h8 + lk;
     }
-    // this lane's word of the step (a word past hidden reads the last one: staged as zero)
-    var wk = lk;
-    var wv = array<vec4<u32>, 16>();
-    var av = array<vec4<u32>, 8>();
-    for (var i = 0u; i < WPR; i++) {
-      wv[i] = select(zero, w[w_at[i] + min(wk, h8 - 1u)], wk < h8);
+    var wv = array<vec4<u32>, 8>();
+    var av = array<vec4<u32>, 4>();
+    for (var i = 0u; i < 8u; i++) {
+      wv[i] = w[w_at[i]];
     }
-    for (var i = 0u; i < WPR / 2u; i++) {
-      av[i] = select(zero, a[a_at[i] + min(wk, h8 - 1u)], wk < h8);
+    for (var i = 0u; i < 4u; i++) {
+      av[i] = a[a_at[i]];
     }
     var g = subgroup_matrix_result<f32, 16, 16>();
     var u = subgroup_matrix_result<f32, 16, 16>();
-    for (var k8 = 0u; k8 < h8; k8 += WPR) {
+    for (var k8 = 0u; k8 < h8; k8 += BK / 8u) {
       // the previous step's matrices are loaded: stage this step's words
       workgroupBarrier();
-      for (var i = 0u; i < WPR; i++) {
-        put8b((RPL * i + lr) * LD + 8u * lk, wv[i]);
+      for (var i = 0u; i < 8u; i++) {
+        put8b((4u * i + lr) * LD + 8u * lk, wv[i]);
       }
-      for (var i = 0u; i < WPR / 2u; i++) {
-        put8a((RPL * i + lr) * LD + 8u * lk, av[i]);
+      for (var i = 0u; i < 4u; i++) {
+        put8a((4u * i + lr) * LD + 8u * lk, av[i]);
       }
       workgroupBarrier();
-      // the next step's words
-      wk += WPR;
-      let at = min(wk, h8 - 1u);
-      for (var i = 0u; i < WPR; i++) {
-        wv[i] = select(zero, w[w_at[i] + at], wk < h8);
+      // the next step's words (the last step loads itself again: in cache, never used)
+      let kn = min(k8 + BK / 8u, h8 - BK / 8u);
+      for (var i = 0u; i < 8u; i++) {
+        wv[i] = w[w_at[i] + kn];
       }
-      for (var i = 0u; i < WPR / 2u; i++) {
-        av[i] = select(zero, a[a_at[i] + at], wk < h8);
+      for (var i = 0u; i < 4u; i++) {
+        av[i] = a[a_at[i] + kn];
       }
       let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);
       let g0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 0u, LD);
-      let u0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 0u, LD);
+      let u0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD, LD);
       g = subgroupMatrixMultiplyAccumulate(a0, g0, g);
       u = subgroupMatrixMultiplyAccumulate(a0, u0, u);
       let a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 16u, LD);
@@ -106,28 +100,6 @@ fn main(
       let u3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 48u, LD);
       g = subgroupMatrixMultiplyAccumulate(a3, g3, g);
       u = subgroupMatrixMultiplyAccumulate(a3, u3, u);
-      if (BK > 64u) {
-        let a4 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 64u, LD);
-        let g4 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 64u, LD);
-        let u4 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 64u, LD);
-        g = subgroupMatrixMultiplyAccumulate(a4, g4, g);
-        u = subgroupMatrixMultiplyAccumulate(a4, u4, u);
-        let a5 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 80u, LD);
-        let g5 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 80u, LD);
-        let u5 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 80u, LD);
-        g = subgroupMatrixMultiplyAccumulate(a5, g5, g);
-        u = subgroupMatrixMultiplyAccumulate(a5, u5, u);
-        let a6 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 96u, LD);
-        let g6 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 96u, LD);
-        let u6 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 96u, LD);
-        g = subgroupMatrixMultiplyAccumulate(a6, g6, g);
-        u = subgroupMatrixMultiplyAccumulate(a6, u6, u);
-        let a7 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 112u, LD);
-        let g7 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 112u, LD);
-        let u7 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 112u, LD);
-        g = subgroupMatrixMultiplyAccumulate(a7, g7, g);
-        u = subgroupMatrixMultiplyAccumulate(a7, u7, u);
-      }
     }
     subgroupMatrixStore<row_major>(&wg.s, 0u, g, 16u);
     subgroupMatrixStore<row_major>(&wg.s, 256u, u, 16u);

@@ -80,12 +80,6 @@ export const TENSOR_CORE_OPTIONS = {
     help: "MoE steps with more than this many rows an expert (up to --moe-tensor-core-rows) " +
       "run the expert GEMMs' tensor-core decode forms (default 2; -1 never)",
   },
-  moeTcDecodeVariant: {
-    type: "string",
-    values: ["f16-tcs", "f16-tcs128"],
-    help: "the expert GEMMs' tensor-core decode form: f16-tcs (64 of k a step) or f16-tcs128 " +
-      "(128) (default f16-tcs)",
-  },
   prefillAttention: {
     type: "string",
     values: ["tc", "tc2", "fma"],
@@ -109,7 +103,6 @@ export function tensorCoreOptions(
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
-    readonly moeTcDecodeVariant?: string;
     readonly prefillAttention?: string;
   },
 ): {
@@ -118,14 +111,12 @@ export function tensorCoreOptions(
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
-  moeTensorCoreDecodeVariant?: "f16-tcs" | "f16-tcs128";
   prefillAttention?: PrefillAttentionForm;
 } {
   return {
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
-    moeTensorCoreDecodeVariant: o.moeTcDecodeVariant as "f16-tcs" | "f16-tcs128" | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreTile: o.tensorCoreTile === undefined

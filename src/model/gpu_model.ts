@@ -181,8 +181,6 @@ export interface GpuModelOptions {
    * default MOE_TCS_ROWS_PER_EXPERT = 2, below 0 never).
    */
   readonly moeTensorCoreDecodeRows?: number;
-  /** MoeBlockOptions.tensorCoreDecodeVariant. */
-  readonly moeTensorCoreDecodeVariant?: "f16-tcs" | "f16-tcs128";
   /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
@@ -435,7 +433,6 @@ export class GpuModel implements ForwardModel {
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
-      moeTensorCoreDecodeVariant: options.moeTensorCoreDecodeVariant ?? "f16-tcs",
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
@@ -477,7 +474,6 @@ export class GpuModel implements ForwardModel {
         decodeForms: opts.moeDecodeForms,
         tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
         tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
-        tensorCoreDecodeVariant: opts.moeTensorCoreDecodeVariant,
       })
       : null;
     const buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
