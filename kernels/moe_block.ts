@@ -7,8 +7,9 @@
  *                                                      work_items, dispatch_args
  *   3. moe_gemm_gate_up  indirect (dispatch_args+0)  x, w_gate_up -> act [N, inter]
  *   4. moe_gemm_down     indirect (dispatch_args+12) act, w_down -> y [N, hidden]
- *   (3, 4 on the tensor cores, prefill-sized steps: moe_gather_f16 -> a16 [N + 64, hidden],
- *    moe_gemm_gate_up_tc -> act16 [N + 64, inter] f16, moe_gemm_down_tc -> y)
+ *   (3, 4 on the tensor cores: moe_gather_f16 -> a16 [N + 64, hidden], moe_gemm_gate_up_tc
+ *    -> act16 [N + 64, inter] f16, moe_gemm_down_tc -> y; their `f16-tc` forms for
+ *    prefill-sized steps, their staged `f16-tcs` forms for 2-8 rows an expert)
  *   5. moe_combine       tokens * hidden / 4 invocations: residual += sum_j w * y[row]
  * Bytes (s = bytes per weight, U = experts that receive a token): router T*E*4 + N*8;
  * dispatch N*12 + (E+1)*4 + 16*(items+1) + 24; gate/up U*2*I*H*s + N*H*4 + N*I*4;
