@@ -166,6 +166,22 @@ export const MOE_TC_ROWS_PER_EXPERT = 8;
  */
 export const MOE_TCS_ROWS_PER_EXPERT = 2;
 
+/**
+ * The tensor-core form of a step's expert GEMMs at `perExpert` rows an expert on average:
+ * "tc" (the prefill form) above `min` rows (MOE_TC_ROWS_PER_EXPERT; 0 or below: no tensor
+ * cores), "tcs" (the staged decode form) above `decodeMin` (MOE_TCS_ROWS_PER_EXPERT; below 0:
+ * never), else null (the lane-group or FMA forms).
+ */
+export function moeTensorCoreForm(
+  perExpert: number,
+  min = MOE_TC_ROWS_PER_EXPERT,
+  decodeMin = MOE_TCS_ROWS_PER_EXPERT,
+): "tc" | "tcs" | null {
+  if (min <= 0 || perExpert <= 0) return null;
+  if (perExpert > min) return "tc";
+  return decodeMin >= 0 && perExpert > decodeMin ? "tcs" : null;
+}
+
 type Pipe = KernelPipeline<ParamFields>;
 
 /** Scratch buffers of the block, sized for maxTokens (exposed for tests and tracing). */
@@ -430,15 +446,14 @@ export class MoeBlock {
    */
   private tensorCoreFor(tokens: number): { gateUp: Pipe; down: Pipe } | null {
     const tc = this.pipes.tc;
-    const perExpert = (tokens * this.shape.topK) / this.shape.experts;
-    const min = this.options.tensorCoreRowsPerExpert ?? MOE_TC_ROWS_PER_EXPERT;
-    if (!tc || min <= 0 || perExpert <= 0) return null;
-    if (perExpert > min) return tc;
-    const decodeMin = this.options.tensorCoreDecodeRowsPerExpert ?? MOE_TCS_ROWS_PER_EXPERT;
-    if (decodeMin < 0 || perExpert <= decodeMin || !tc.gateUpDecode || !tc.downDecode) {
-      return null;
-    }
-    return { gateUp: tc.gateUpDecode, down: tc.downDecode };
+    if (!tc) return null;
+    const form = moeTensorCoreForm(
+      (tokens * this.shape.topK) / this.shape.experts,
+      this.options.tensorCoreRowsPerExpert,
+      tc.gateUpDecode && tc.downDecode ? this.options.tensorCoreDecodeRowsPerExpert : -1,
+    );
+    if (form === "tc") return tc;
+    return form === "tcs" ? { gateUp: tc.gateUpDecode!, down: tc.downDecode! } : null;
   }
 
   /**

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
 import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
 import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
+import { moeTensorCoreForm } from "../../kernels/moe_block.ts";
 
 const stages = [
   { mod: gateUpTc, shader: "moe_gemm_gate_up_tcs.wgsl", columns: 16 },
@@ -44,6 +45,29 @@ test("their grids take CW columns a workgroup, and each declares one workgroup s
     // H200's driver (see paged_attention_tc.wgsl): one struct
     assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"], shader);
   }
+});
+
+test("steps take the staged decode forms above 2 rows an expert, the prefill form above 8", () => {
+  // Qwen3-30B-A3B: 128 experts, top 8, so rows an expert = tokens / 16
+  const form = (tokens: number, min?: number, decodeMin?: number) =>
+    moeTensorCoreForm((tokens * 8) / 128, min, decodeMin);
+  assert.equal([1, 8, 32, 33, 64, 128, 129, 2048].map((t) => form(t)), [
+    null,
+    null,
+    null,
+    "tcs",
+    "tcs",
+    "tcs",
+    "tc",
+    "tc",
+  ]);
+  // -1 keeps decode steps on the lane-group forms; 0 rows an expert is no step
+  assert.equal([form(64, undefined, -1), form(2048, undefined, -1)], [null, "tc"]);
+  assert.is(form(0), null);
+  // no tensor cores at all
+  assert.equal([form(64, 0), form(2048, 0)], [null, null]);
+  // 0 sends every step with rows to the decode forms up to the prefill threshold
+  assert.equal([form(1, undefined, 0), form(128, undefined, 0)], ["tcs", "tcs"]);
 });
 
 test.run();
