@@ -2,7 +2,7 @@
 # Collects the figures the issues ask for on a GPU host, through the offline bundle. Run from
 # the repository root with the bundle at dist/webfpm-linux-x64.tar (`deno task bundle`):
 #   scripts/gpu_evidence.sh OUTDIR STAGE...
-# stages: validate perf attention bench kvwarm library fidelity dp tasks, and validate=KERNEL,KERNEL
+# stages: validate perf attention bench kvwarm library fidelity logits dp tasks, and validate=KERNEL,KERNEL
 # (validate for those kernels only; tasks: EVIDENCE_TASKS, see there) (fidelity scores the libraries that
 # kvwarm and library wrote into the same OUTDIR; elsewhere, run `deno task fidelity` later)
 # On a two-GPU host, scripts/gpu_evidence_pair.sh runs two of these side by side, one per GPU.
@@ -206,6 +206,35 @@ for stage in "$@"; do
         run "${words[@]}" 2>&1 | tee "$out/task-$i-${words[0]}.txt" | tail -${EVIDENCE_TASK_TAIL:-40}
       done
       ;;
+    logits)
+      # End-to-end logits of kernel forms against the defaults: `logits` on one prompt of
+      # EVIDENCE_LOGITS_TOKENS deterministic token ids (default 64: 4 rows an expert on
+      # Qwen3-30B-A3B, the MoE decode forms), f16, with the defaults and then per
+      # EVIDENCE_LOGITS_AB "NAME=FLAGS;..." set, each compared with `logits-diff` (JSON in
+      # OUTDIR/logits-diff-NAME.json). The logits files are removed afterwards (40 MB each at 64
+      # tokens) unless EVIDENCE_KEEP_LOGITS=1. A run that fails or times out leaves its log.
+      ids=$(awk -v n="${EVIDENCE_LOGITS_TOKENS:-64}" \
+        'BEGIN { for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), (i * 7919) % 151000 + 1 }')
+      log "logits: the defaults"
+      run logits --model $model --dtype f16 --token-ids "$ids" --out "$out/logits-default.safetensors" \
+        >"$out/logits-default.txt" 2>&1
+      tail -3 "$out/logits-default.txt"
+      IFS=';' read -ra ab <<<"${EVIDENCE_LOGITS_AB:-lane=--moe-tc-decode-rows -1;fma=--tensor-core-rows 0 --moe-tensor-core-rows 0 --prefill-attention fma}"
+      for pair in "${ab[@]}"; do
+        [ -n "${pair// /}" ] || continue
+        name=${pair%%=*}
+        read -ra flags <<<"${pair#*=}"
+        log "logits: $name (${flags[*]})"
+        run logits --model $model --dtype f16 --token-ids "$ids" "${flags[@]}" \
+          --out "$out/logits-$name.safetensors" >"$out/logits-$name.txt" 2>&1
+        tail -3 "$out/logits-$name.txt"
+        if [ -f "$out/logits-default.safetensors" ] && [ -f "$out/logits-$name.safetensors" ]; then
+          run logits-diff "$out/logits-default.safetensors" "$out/logits-$name.safetensors" \
+            --json "$out/logits-diff-$name.json" 2>&1 | tee "$out/logits-diff-$name.txt"
+        fi
+      done
+      [ "${EVIDENCE_KEEP_LOGITS:-0}" = 1 ] || rm -f "$out"/logits-*.safetensors
+      ;;
     dp)
       log "two ranks in lockstep (one GPU each where the host has two)"
       nvidia-smi -L >"$out/gpus.txt" 2>&1
@@ -214,7 +243,7 @@ for stage in "$@"; do
         --dp 2 --kvwarm on --content text $limits --out "$out/bench-dp.json" 2>&1 | tee "$out/bench-dp.txt" | tail -20
       ;;
     *)
-      echo "unknown stage $stage (validate perf attention bench kvwarm library fidelity dp tasks)" >&2
+      echo "unknown stage $stage (validate perf attention bench kvwarm library fidelity logits dp tasks)" >&2
       ;;
   esac
 done
