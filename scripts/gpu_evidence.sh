@@ -233,7 +233,10 @@ for stage in "$@"; do
             --json "$out/logits-diff-$name.json" 2>&1 | tee "$out/logits-diff-$name.txt"
         fi
       done
-      [ "${EVIDENCE_KEEP_LOGITS:-0}" = 1 ] || rm -f "$out"/logits-*.safetensors
+      if [ "${EVIDENCE_KEEP_LOGITS:-0}" != 1 ]; then # (no globs here: set -f)
+        rm -f "$out/logits-default.safetensors"
+        for pair in "${ab[@]}"; do rm -f "$out/logits-${pair%%=*}.safetensors"; done
+      fi
       ;;
     dp)
       log "two ranks in lockstep (one GPU each where the host has two)"
