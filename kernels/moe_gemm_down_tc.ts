@@ -13,7 +13,7 @@ import type { KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmDownRef } from "./moe_gemm_down.ts";
-import { moeTcParams } from "./moe_gemm_gate_up_tc.ts";
+import { moeTcParams, moeTcVariants } from "./moe_gemm_gate_up_tc.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import { type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
@@ -30,17 +30,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     WORK_ITEMS_READ,
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
   ],
-  variants: [
-    { name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } },
-    {
-      name: "f16-tcs",
-      dtype: "f16",
-      subgroupMatrix: { m: 16, n: 16, k: 16 },
-      shader: "moe_gemm_down_tcs.wgsl",
-      wideWords: true,
-      consts: { CW: 32 },
-    },
-  ],
+  variants: moeTcVariants("moe_gemm_down_tcs.wgsl", 32),
   grid: (p, v) => [p.hidden / (v.consts?.CW ?? 64), Math.max(1, p.max_items), 1],
 };
 

@@ -13,7 +13,7 @@
  * be a multiple of 16, inter of 32; work items of at most 64 rows (MOE_BLOCK_M).
  */
 import type { KernelCase } from "./case.ts";
-import type { KernelSpec } from "./kernel.ts";
+import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmGateUpRef } from "./moe_gemm_gate_up.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
@@ -32,19 +32,29 @@ export const spec: KernelSpec<typeof params.fields> = {
     WORK_ITEMS_READ,
     { name: "act", type: "T", access: "read_write", shape: "[rows + 64, inter]" },
   ],
-  variants: [
-    { name: "f16-tc", dtype: "f16", subgroupMatrix: { m: 16, n: 16, k: 16 } },
+  variants: moeTcVariants("moe_gemm_gate_up_tcs.wgsl", 16),
+  grid: (p, v) => [p.inter / (v.consts?.CW ?? 32), Math.max(1, p.max_items), 1],
+};
+
+/**
+ * The two forms of either tensor-core expert GEMM: `f16-tc` (the kernel's own shader) and the
+ * staged decode form `f16-tcs` (`shader`, `columns` output columns a workgroup, the f16
+ * operands read as 16-byte words).
+ */
+export function moeTcVariants(shader: string, columns: number): Variant[] {
+  const matrix = { m: 16, n: 16, k: 16 };
+  return [
+    { name: "f16-tc", dtype: "f16", subgroupMatrix: matrix },
     {
       name: "f16-tcs",
       dtype: "f16",
-      subgroupMatrix: { m: 16, n: 16, k: 16 },
-      shader: "moe_gemm_gate_up_tcs.wgsl",
+      subgroupMatrix: matrix,
+      shader,
       wideWords: true,
-      consts: { CW: 16 },
+      consts: { CW: columns },
     },
-  ],
-  grid: (p, v) => [p.inter / (v.consts?.CW ?? 32), Math.max(1, p.max_items), 1],
-};
+  ];
+}
 
 /** Whether an expert shape fits the tensor-core expert GEMMs (gate/up and down). */
 export function moeTcFits(hidden: number, inter: number): boolean {
