@@ -201,14 +201,19 @@ export interface MoeBlockScratch {
   readonly act16: GPUBuffer | null;
 }
 
+/** One form of the tensor-core expert GEMMs: its gate/up and down pipelines. */
+interface TcPair {
+  readonly gateUp: Pipe;
+  readonly down: Pipe;
+}
+
 /** The tensor-core path's pipelines. */
 interface TcPipes {
-  readonly gather: KernelPipeline<ParamFields>;
-  readonly gateUp: KernelPipeline<ParamFields>;
-  readonly down: KernelPipeline<ParamFields>;
-  /** The decode forms (`f16-tcs`), null where they did not compile. */
-  readonly gateUpDecode: KernelPipeline<ParamFields> | null;
-  readonly downDecode: KernelPipeline<ParamFields> | null;
+  readonly gather: Pipe;
+  /** `f16-tc`, prefill-sized steps. */
+  readonly prefill: TcPair;
+  /** `f16-tcs`, decode-sized steps; null where they are off or did not compile. */
+  readonly decode: TcPair | null;
 }
 
 /** One MoE block's pipelines, params and scratch; encode() records its five dispatches. */
@@ -222,7 +227,7 @@ export class MoeBlock {
   private combineGrid: readonly number[] = [];
   private gatherGrid: readonly number[] = [];
   /** The tensor-core pipelines of this step's expert GEMMs when they run on them, else null. */
-  private stepTc: { gateUp: Pipe; down: Pipe } | null = null;
+  private stepTc: TcPair | null = null;
 
   private constructor(
     private readonly gpu: Gpu,
@@ -444,16 +449,15 @@ export class MoeBlock {
    * tensorCoreRowsPerExpert rows an expert, the decode forms above
    * tensorCoreDecodeRowsPerExpert, else null (the lane-group or FMA forms).
    */
-  private tensorCoreFor(tokens: number): { gateUp: Pipe; down: Pipe } | null {
+  private tensorCoreFor(tokens: number): TcPair | null {
     const tc = this.pipes.tc;
     if (!tc) return null;
     const form = moeTensorCoreForm(
       (tokens * this.shape.topK) / this.shape.experts,
       this.options.tensorCoreRowsPerExpert,
-      tc.gateUpDecode && tc.downDecode ? this.options.tensorCoreDecodeRowsPerExpert : -1,
+      tc.decode ? this.options.tensorCoreDecodeRowsPerExpert : -1,
     );
-    if (form === "tc") return tc;
-    return form === "tcs" ? { gateUp: tc.gateUpDecode!, down: tc.downDecode! } : null;
+    return form === "tc" ? tc.prefill : form === "tcs" ? tc.decode : null;
   }
 
   /**
@@ -567,38 +571,35 @@ async function tensorCorePipes(
   if (!gateUpTc.moeTcFits(shape.hidden, shape.inter)) return null;
   const v = gateUpTc.spec.variants[0];
   if (unsupportedReason(gpu, v) !== null) return null;
-  let pipes: Omit<TcPipes, "gateUpDecode" | "downDecode">;
+  let gather: Pipe, prefill: TcPair;
   try {
-    pipes = {
-      gather: await getPipeline(gpu, gatherF16.spec, gatherF16.spec.variants[0]) as unknown as Pipe,
-      gateUp: await getPipeline(gpu, gateUpTc.spec, v) as unknown as Pipe,
-      down: await getPipeline(gpu, downTc.spec, downTc.spec.variants[0]) as unknown as Pipe,
-    };
+    gather = await getPipeline(gpu, gatherF16.spec, gatherF16.spec.variants[0]) as unknown as Pipe;
+    prefill = await tcPair(gpu, v.name);
   } catch (err) {
     console.error(`moe block: tensor-core expert GEMMs left out: ${(err as Error).message}`);
     return null;
   }
   if ((options.tensorCoreDecodeRowsPerExpert ?? MOE_TCS_ROWS_PER_EXPERT) < 0) {
-    return { ...pipes, gateUpDecode: null, downDecode: null };
+    return { gather, prefill, decode: null };
   }
   try {
-    return {
-      ...pipes,
-      gateUpDecode: await getPipeline(
-        gpu,
-        gateUpTc.spec,
-        variantByName(gateUpTc.spec, "f16-tcs"),
-      ) as unknown as Pipe,
-      downDecode: await getPipeline(
-        gpu,
-        downTc.spec,
-        variantByName(downTc.spec, "f16-tcs"),
-      ) as unknown as Pipe,
-    };
+    return { gather, prefill, decode: await tcPair(gpu, "f16-tcs") };
   } catch (err) {
     console.error(`moe block: tensor-core decode forms left out: ${(err as Error).message}`);
-    return { ...pipes, gateUpDecode: null, downDecode: null };
+    return { gather, prefill, decode: null };
   }
+}
+
+/** The gate/up and down pipelines of the tensor-core expert GEMMs' variant `name`. */
+async function tcPair(gpu: Gpu, name: string): Promise<TcPair> {
+  return {
+    gateUp: await getPipeline(
+      gpu,
+      gateUpTc.spec,
+      variantByName(gateUpTc.spec, name),
+    ) as unknown as Pipe,
+    down: await getPipeline(gpu, downTc.spec, variantByName(downTc.spec, name)) as unknown as Pipe,
+  };
 }
 
 /** Host inputs of the CPU block reference. */
