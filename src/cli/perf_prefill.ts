@@ -124,20 +124,23 @@ await runCli(async () => {
   // The GPU at full clocks before anything is timed: steps of the most tokens a step, untimed.
   // On the H200 the small shapes measured first read 2-4x the GPU time that the same steps
   // read after larger ones in bench (1 x 1: 17.7-19.3 ms against 5.3).
-  const warm = shapes.reduce((a, x) =>
-    Math.min(x.batch * x.tokens, o.maxNumTokens) > Math.min(a.batch * a.tokens, o.maxNumTokens)
-      ? x
-      : a
-  );
-  const warmBatch = Math.max(1, Math.min(warm.batch, Math.floor(o.maxNumTokens / warm.tokens)));
+  // a shape's steps: the sequences each carries (as many as --max-num-tokens holds, >= 1)
+  const stepsOf = (batch: number, tokens: number) => {
+    const perStep = Math.max(1, Math.floor(o.maxNumTokens / tokens));
+    const steps: number[] = [];
+    for (let left = batch; left > 0; left -= perStep) steps.push(Math.min(perStep, left));
+    return steps;
+  };
+  const firstStepTokens = (s: { batch: number; tokens: number }) =>
+    stepsOf(s.batch, s.tokens)[0] * s.tokens;
+  const warm = shapes.reduce((a, x) => (firstStepTokens(x) > firstStepTokens(a) ? x : a));
+  const warmBatch = stepsOf(warm.batch, warm.tokens)[0];
   const warmEnd = performance.now() + o.warmupS * 1000;
   while (performance.now() < warmEnd) {
     await model.forward(syntheticPrefill(model, warmBatch, warm.tokens)).sampled;
   }
   for (const { batch, tokens } of shapes) {
-    const perStep = Math.max(1, Math.floor(o.maxNumTokens / tokens));
-    const steps: number[] = [];
-    for (let left = batch; left > 0; left -= perStep) steps.push(Math.min(perStep, left));
+    const steps = stepsOf(batch, tokens);
     const once = async () => {
       let ms = 0;
       for (const b of steps) {

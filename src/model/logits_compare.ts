@@ -11,6 +11,7 @@
  * ```
  */
 import { SafetensorsFile } from "./safetensors_file.ts";
+import { tensorToF32 } from "./tensor_convert.ts";
 
 export interface LogitsComparison {
   readonly tokens: number;
@@ -76,8 +77,8 @@ function compareOpen(a: SafetensorsFile, b: SafetensorsFile): LogitsComparison {
   const differ: number[] = [];
   for (let r0 = 0; r0 < tokens; r0 += ROWS) {
     const n = Math.min(ROWS, tokens - r0);
-    const ra = f32(a.readRows("logits", r0, n));
-    const rb = f32(b.readRows("logits", r0, n));
+    const ra = tensorToF32(a.readRows("logits", r0, n), "F32");
+    const rb = tensorToF32(b.readRows("logits", r0, n), "F32");
     for (let r = 0; r < n; r++) {
       const o = r * vocab;
       let bestA = 0, bestB = 0, finite = true;
@@ -134,10 +135,4 @@ function tokenIds(f: SafetensorsFile): Int32Array | null {
   if (!f.has("token_ids")) return null;
   const bytes = f.read("token_ids");
   return new Int32Array(bytes.slice().buffer);
-}
-
-function f32(bytes: Uint8Array): Float32Array {
-  return bytes.byteOffset % 4 === 0
-    ? new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4)
-    : new Float32Array(bytes.slice().buffer);
 }
