@@ -215,26 +215,23 @@ for stage in "$@"; do
       # tokens) unless EVIDENCE_KEEP_LOGITS=1. A run that fails or times out leaves its log.
       ids=$(awk -v n="${EVIDENCE_LOGITS_TOKENS:-64}" \
         'BEGIN { for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), (i * 7919) % 151000 + 1 }')
-      log "logits: the defaults"
-      run logits --model $model --dtype f16 --token-ids "$ids" --out "$out/logits-default.safetensors" \
-        >"$out/logits-default.txt" 2>&1
-      tail -3 "$out/logits-default.txt"
-      IFS=';' read -ra ab <<<"${EVIDENCE_LOGITS_AB:-lane=--moe-tc-decode-rows -1;fma=--tensor-core-rows 0 --moe-tensor-core-rows 0 --prefill-attention fma}"
+      # the defaults first ("default=", no flags), then each set, diffed against the defaults
+      IFS=';' read -ra ab <<<"default=;${EVIDENCE_LOGITS_AB:-lane=--moe-tc-decode-rows -1;fma=--tensor-core-rows 0 --moe-tensor-core-rows 0 --prefill-attention fma}"
       for pair in "${ab[@]}"; do
         [ -n "${pair// /}" ] || continue
         name=${pair%%=*}
         read -ra flags <<<"${pair#*=}"
-        log "logits: $name (${flags[*]})"
+        log "logits: $name (${flags[*]:-the defaults})"
         run logits --model $model --dtype f16 --token-ids "$ids" "${flags[@]}" \
           --out "$out/logits-$name.safetensors" >"$out/logits-$name.txt" 2>&1
         tail -3 "$out/logits-$name.txt"
-        if [ -f "$out/logits-default.safetensors" ] && [ -f "$out/logits-$name.safetensors" ]; then
+        if [ "$name" != default ] && [ -f "$out/logits-default.safetensors" ] &&
+          [ -f "$out/logits-$name.safetensors" ]; then
           run logits-diff "$out/logits-default.safetensors" "$out/logits-$name.safetensors" \
             --json "$out/logits-diff-$name.json" 2>&1 | tee "$out/logits-diff-$name.txt"
         fi
       done
       if [ "${EVIDENCE_KEEP_LOGITS:-0}" != 1 ]; then # (no globs here: set -f)
-        rm -f "$out/logits-default.safetensors"
         for pair in "${ab[@]}"; do rm -f "$out/logits-${pair%%=*}.safetensors"; done
       fi
       ;;
