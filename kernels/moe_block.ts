@@ -161,8 +161,9 @@ export const MOE_TC_ROWS_PER_EXPERT = 8;
 /**
  * Rows an expert above which (up to MOE_TC_ROWS_PER_EXPERT) a step's expert GEMMs take the
  * tensor-core decode forms (`f16-tcs`) by default. H200, Qwen3-30B-A3B, 2026-11-30, decode GPU
- * ms, the lane-group forms -> f16-tcs: 8 x 1024 (0.5 rows an expert) 15.6 -> 19.0, 32 x 1024
- * (2) 33.0 -> 34.3, 64 x 1024 (4) 48.1 -> 44.2, 128 x 1024 (8) 78.0 -> 53.6.
+ * ms, the lane-group forms -> f16-tcs (a57b92f; the lane-group figures at 8 and 64 x 1024 from
+ * the same call, at 32 and 128 x 1024 from the one before): 8 x 1024 (0.5 rows an expert) 15.6
+ * -> 19.0, 32 x 1024 (2) 33.0 -> 34.3, 64 x 1024 (4) 48.1 -> 44.2, 128 x 1024 (8) 78.0 -> 53.6.
  */
 export const MOE_TCS_ROWS_PER_EXPERT = 2;
 
