@@ -8,7 +8,10 @@
  * `f16-tc64` (4 x 4 tiles, the most reuse: prefill). Split-K: with `k_split < k` workgroup z
  * sums its k_split of the reduction into slice z of c (`[splits, m, n]`, no accumulate) and
  * `splitk_reduce` adds the slices: decode-sized steps have too few (row, column) tiles to
- * keep the GPU's subgroups busy.
+ * keep the GPU's subgroups busy. The staged forms `f16-tcs16`, `f16-tcs32` and `f16-tcs64`
+ * (gemm_tcs.wgsl, decode-sized row counts) read both operands as 16-byte words through
+ * workgroup memory: a workgroup owns TM rows x 32 columns and steps 64 of k at a time, so k
+ * and k_split must be multiples of 64 there (`gemmTcKStep`).
  */
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
@@ -33,6 +36,17 @@ function tcVariant(tm: 16 | 32 | 64): Variant {
   };
 }
 
+function stagedVariant(tm: 16 | 32 | 64): Variant {
+  return {
+    name: `f16-tcs${tm}`,
+    dtype: "f16",
+    subgroupMatrix: { m: 16, n: 16, k: 16 },
+    shader: "gemm_tcs.wgsl",
+    wideWords: true,
+    consts: { RT: tm / 16, TM: tm, CW: 32 },
+  };
+}
+
 export const spec: KernelSpec<typeof params.fields> = {
   name: "gemm_tc",
   shader: "gemm_tc.wgsl",
@@ -42,9 +56,16 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "b", type: "T", access: "read", shape: "[n, k]" },
     { name: "c", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
   ],
-  variants: [tcVariant(16), tcVariant(32), tcVariant(64)],
+  variants: [
+    tcVariant(16),
+    tcVariant(32),
+    tcVariant(64),
+    stagedVariant(16),
+    stagedVariant(32),
+    stagedVariant(64),
+  ],
   grid: (p, v) => [
-    Math.ceil(p.n / 64),
+    Math.ceil(p.n / (v.consts?.CW ?? 64)),
     Math.ceil(p.m / (v.consts?.TM ?? 64)),
     Math.ceil(p.k / p.k_split),
   ],
@@ -54,6 +75,17 @@ export const spec: KernelSpec<typeof params.fields> = {
 export function gemmTcRowsPad(m: number, variant: Variant): number {
   const tm = variant.consts?.TM ?? 64;
   return Math.ceil(m / tm) * tm;
+}
+
+/** The tensor-core variants that load their matrices straight from memory (gemm_tc.wgsl). */
+export const GEMM_TC_VARIANTS = ["f16-tc16", "f16-tc32", "f16-tc64"] as const;
+
+/** The staged variants (gemm_tcs.wgsl): decode-sized row counts. */
+export const GEMM_TCS_VARIANTS = ["f16-tcs16", "f16-tcs32", "f16-tcs64"] as const;
+
+/** The k a variant steps at a time: k and k_split must be multiples of it. */
+export function gemmTcKStep(variant: Variant): number {
+  return variant.wideWords ? 64 : 16;
 }
 
 /** Whether an n x k weight fits the tensor-core GEMM (both multiples of 16). */
@@ -68,24 +100,28 @@ export function gemmTcParams(
   k: number,
   accumulate: boolean,
   splits = 1,
+  kStep = 16,
 ): ParamValues<typeof params.fields> {
   if (!gemmTcFits(n, k)) {
     throw new Error(`gemm_tc: n = ${n} and k = ${k} must be positive multiples of 16`);
   }
+  if (k % kStep !== 0) {
+    throw new Error(`gemm_tc: k = ${k} must be a multiple of the variant's k step ${kStep}`);
+  }
   if (!Number.isInteger(m) || m < 0) throw new Error(`gemm_tc: m = ${m} must be an integer >= 0`);
-  const kSplit = gemmTcSplitK(k, splits);
+  const kSplit = gemmTcSplitK(k, splits, kStep);
   if (kSplit < k && accumulate) {
     throw new Error("gemm_tc: split-K writes partial sums; splitk_reduce accumulates");
   }
   return { m, n, k, accumulate: accumulate ? 1 : 0, k_split: kSplit };
 }
 
-/** The k of one split for about `splits` splits: a multiple of 16 (k itself for 1). */
-export function gemmTcSplitK(k: number, splits: number): number {
+/** The k of one split for about `splits` splits: a multiple of kStep (k itself for 1). */
+export function gemmTcSplitK(k: number, splits: number, kStep = 16): number {
   if (!Number.isInteger(splits) || splits < 1) {
     throw new Error(`gemm_tc: splits = ${splits} must be an integer >= 1`);
   }
-  return Math.ceil(k / 16 / splits) * 16;
+  return Math.ceil(k / kStep / splits) * kStep;
 }
 
 /**
@@ -102,7 +138,8 @@ export function gemmTcSplits(
   max = 16,
   minSlices = 8,
 ): number {
-  const tiles = Math.ceil(n / 64) * Math.ceil(m / (variant.consts?.TM ?? 64));
+  const tiles = Math.ceil(n / (variant.consts?.CW ?? 64)) *
+    Math.ceil(m / (variant.consts?.TM ?? 64));
   let s = 1;
   while (tiles * s < target && s * 2 <= max && k / 16 / (s * 2) >= minSlices) s *= 2;
   return s;
@@ -114,14 +151,18 @@ function tcCase(
   k: number,
   accumulate = false,
   splits = 1,
+  kStep = 16,
 ): KernelCase<typeof params.fields> {
   // every variant reads up to the largest row tile: pad for that one
   const rowsPad = Math.ceil(m / 64) * 64;
-  const p = gemmTcParams(m, n, k, accumulate, splits);
+  const p = gemmTcParams(m, n, k, accumulate, splits, kStep);
   const slices = Math.ceil(k / p.k_split);
+  // the staged forms step 64 of k: shapes they cannot take compare on the others only
+  const staged = k % 64 === 0 && p.k_split % 64 === 0;
   return {
     label: `m=${m} n=${n} k=${k}${accumulate ? " c+=" : ""}${slices > 1 ? ` split ${slices}` : ""}`,
     params: p,
+    ...(staged ? {} : { variants: GEMM_TC_VARIANTS }),
     inputs: (rng) => {
       const a = new Float32Array(rowsPad * k);
       a.set(rng.fillNormal(new Float32Array(m * k)));
@@ -183,4 +224,12 @@ export const cases = [
   tcCase(130, 2048, 4096, true),
   tcCase(1024, 1024, 1024),
   tcCase(2000, 2048, 2048),
+  // the staged forms' shapes: a partial row tile and a half column block (n 80), splits of
+  // 64 (the last one short), several row blocks, accumulate; Qwen3-30B-A3B's o at 32 rows in
+  // 8 splits and the router's 128 columns at 9 rows
+  tcCase(9, 80, 128),
+  tcCase(37, 144, 192, false, 3, 64),
+  tcCase(100, 48, 256, true),
+  tcCase(32, 2048, 4096, false, 8, 64),
+  tcCase(9, 128, 2048, false, 16, 64),
 ];

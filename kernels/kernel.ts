@@ -214,6 +214,28 @@ export function getPipeline<F extends ParamFields>(
   return hit as Promise<KernelPipeline<F>>;
 }
 
+/**
+ * The named variants that compile on this device, each compiled (and cached); one that does
+ * not is reported on stderr as left out (`who` names the caller), not thrown.
+ */
+export async function compiledVariants<F extends ParamFields>(
+  gpu: Gpu,
+  kernel: KernelSpec<F>,
+  names: readonly string[],
+  who: string,
+): Promise<string[]> {
+  const ok: string[] = [];
+  for (const name of names) {
+    try {
+      await getPipeline(gpu, kernel, variantByName(kernel, name));
+      ok.push(name);
+    } catch (err) {
+      console.error(`${who}: ${kernel.name}/${name} left out: ${(err as Error).message}`);
+    }
+  }
+  return ok;
+}
+
 async function buildPipeline<F extends ParamFields>(
   gpu: Gpu,
   kernel: KernelSpec<F>,

@@ -67,6 +67,19 @@ export const TENSOR_CORE_OPTIONS = {
     values: ["0", "16", "32", "64"],
     help: "the tensor-core GEMM's rows a workgroup (0: by rows)",
   },
+  tensorCoreDecodeRows: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "linear layers of up to this many rows (at most 128) on the tensor cores take the " +
+      "staged forms (gemm_tcs; default 128, 0 never)",
+  },
+  tensorCoreSplitMinK: {
+    type: "number",
+    integer: true,
+    min: 64,
+    help: "the least k a split-K split of the staged forms takes (a multiple of 64; default 512)",
+  },
   moeTensorCoreRows: {
     type: "number",
     integer: true,
@@ -100,6 +113,8 @@ export function tensorCoreOptions(
   o: {
     readonly tensorCoreRows?: number;
     readonly tensorCoreTile?: string;
+    readonly tensorCoreDecodeRows?: number;
+    readonly tensorCoreSplitMinK?: number;
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
@@ -108,6 +123,8 @@ export function tensorCoreOptions(
 ): {
   tensorCoreRows?: number;
   tensorCoreTile?: 0 | 16 | 32 | 64;
+  tensorCoreDecodeRows?: number;
+  tensorCoreSplitMinK?: number;
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
@@ -119,6 +136,8 @@ export function tensorCoreOptions(
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
+    tensorCoreDecodeRows: o.tensorCoreDecodeRows,
+    tensorCoreSplitMinK: o.tensorCoreSplitMinK,
     tensorCoreTile: o.tensorCoreTile === undefined
       ? undefined
       : Number(o.tensorCoreTile) as 0 | 16 | 32 | 64,

@@ -30,7 +30,12 @@ import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage, MapMode } from "../gpu/device.ts";
 import { createStorage, uploadBuffer, writeBuffer } from "../gpu/buffers.ts";
 import { PassTimer } from "../gpu/timestamps.ts";
-import { type BufferArg, unsupportedReason, variantByName } from "../../kernels/kernel.ts";
+import {
+  type BufferArg,
+  compiledVariants,
+  unsupportedReason,
+  variantByName,
+} from "../../kernels/kernel.ts";
 import * as embedding from "../../kernels/embedding.ts";
 import * as rmsnorm from "../../kernels/rmsnorm.ts";
 import * as gemv from "../../kernels/gemv.ts";
@@ -163,6 +168,18 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreTile?: 0 | 16 | 32 | 64;
   /**
+   * Linear layers of tensorCoreRows up to this many rows (at most 128) run the tensor-core
+   * GEMM's staged forms (`gemm_tcs`: weights read once a workgroup as 16-byte words through
+   * workgroup memory, `f16-tcs16/32/64` by rows) where they compile and k is a multiple of
+   * 64; more rows, or 0 here, take gemm_tc's tiles. Default 128.
+   */
+  readonly tensorCoreDecodeRows?: number;
+  /**
+   * The least k a split of the staged forms takes (a multiple of 64; default 512, 8 of their
+   * steps): their split-K partial sums cost as much traffic as the weights at 16 splits.
+   */
+  readonly tensorCoreSplitMinK?: number;
+  /**
    * Split-K of the tensor-core GEMM for steps of at most 128 rows: about this many
    * workgroups a linear layer (default 2048; 0: never split). Few rows give few (row, column)
    * tiles, and each subgroup then waits on memory alone; k splits add subgroups, and
@@ -265,6 +282,8 @@ interface LinearCall {
     readonly cast: KernelCall<typeof castF16.spec.params.fields>;
     readonly gemm: KernelCall<typeof gemmTc.spec.params.fields>;
     readonly reduce: KernelCall<typeof splitkReduce.spec.params.fields>;
+    /** Whether `gemm` has the staged forms (gemm_tcs). */
+    readonly staged: boolean;
   } | null;
   readonly n: number;
   readonly k: number;
@@ -430,6 +449,8 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
+      tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
+      tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
@@ -459,6 +480,7 @@ export class GpuModel implements ForwardModel {
       gemvForms,
       { few: opts.linearFewRows, many: opts.linearManyRows, byKind: opts.manyRowsByKind },
       opts.tensorCoreRows > 0,
+      opts.tensorCoreDecodeRows,
     );
     const moe = config.layerKinds.includes("moe")
       ? await MoeBlock.create(gpu, {
@@ -571,6 +593,11 @@ export class GpuModel implements ForwardModel {
     return this.moe?.gemmVariant ?? null;
   }
 
+  /** Whether the tensor-core GEMM's staged forms compiled (and are on). */
+  private get stagedTc(): boolean {
+    return Object.values(this.calls.linear).some((l) => l.tc?.staged);
+  }
+
   /** The linear-layer and attention kernel variants chosen for this device. */
   get linearVariants(): {
     gemv: string;
@@ -593,6 +620,10 @@ export class GpuModel implements ForwardModel {
           this.opts.tensorCoreRows > 0
             ? `; from ${this.opts.tensorCoreRows} rows the tensor cores (gemm_tc, ${
               this.opts.tensorCoreTile ? `${this.opts.tensorCoreTile}-row tiles` : "tile by rows"
+            }${
+              this.stagedTc
+                ? `; staged f16-tcs up to ${this.opts.tensorCoreDecodeRows} rows where k fits`
+                : ""
             }) where n and k fit`
             : ""
         }`,
@@ -960,7 +991,11 @@ export class GpuModel implements ForwardModel {
     if (!l.tc || min <= 0 || rows < min) return null;
     const own = (this.opts.manyRowsByKind as Record<string, string | undefined>)[kind];
     if (own && own !== "gemm" && rows <= this.opts.stagedMaxRows) return null;
-    const variant = `f16-tc${this.opts.tensorCoreTile || tensorCoreTileFor(rows)}`;
+    const variant = tensorCoreVariantFor(rows, l.k, {
+      decodeRows: l.tc.staged ? this.opts.tensorCoreDecodeRows : 0,
+      tile: this.opts.tensorCoreTile,
+    });
+    const staged = variant.startsWith("f16-tcs");
     const target = this.opts.tensorCoreSplitTarget;
     const splits = target > 0 && kind !== "lmHead" && rows <= TC_SPLIT_MAX_ROWS
       ? gemmTc.gemmTcSplits(
@@ -970,6 +1005,7 @@ export class GpuModel implements ForwardModel {
         variantByName(gemmTc.spec, variant),
         target,
         TC_MAX_SPLITS,
+        staged ? this.opts.tensorCoreSplitMinK / 16 : undefined,
       )
       : 1;
     return { variant, splits };
@@ -984,10 +1020,18 @@ export class GpuModel implements ForwardModel {
     const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0 };
     const tc = this.tensorCoreFor(kind, rows);
     if (tc && l.tc) {
-      const rowsPad = gemmTc.gemmTcRowsPad(rows, variantByName(gemmTc.spec, tc.variant));
+      const variant = variantByName(gemmTc.spec, tc.variant);
+      const rowsPad = gemmTc.gemmTcRowsPad(rows, variant);
       l.tc.cast.setParams(castF16.castF16Params(rows, rowsPad, l.k));
       const split = tc.splits > 1;
-      const p = gemmTc.gemmTcParams(rows, l.n, l.k, l.accumulate && !split, tc.splits);
+      const p = gemmTc.gemmTcParams(
+        rows,
+        l.n,
+        l.k,
+        l.accumulate && !split,
+        tc.splits,
+        gemmTc.gemmTcKStep(variant),
+      );
       l.tc.gemm.setParams(p);
       if (split) {
         l.tc.reduce.setParams(
@@ -1143,6 +1187,7 @@ async function createCalls(
     byKind: Partial<Record<"qkv" | "o" | "router" | "lmHead", string>>;
   },
   tensorCores: boolean,
+  tensorCoreDecodeRows: number,
 ) {
   const packed = packedF16 ? "-packed" : "";
   const decodeVariant = decodeAttention === "lanes"
@@ -1205,6 +1250,10 @@ async function createCalls(
     lmHead: [config.vocabSize, H, false],
   };
   const linear = {} as Record<LinearKind, LinearCall>;
+  // the tensor-core GEMM's staged forms, where they compile (else gemm_tc's tiles alone)
+  const stagedTc = tensorCores && dtype === "f16" && tensorCoreDecodeRows > 0
+    ? await compiledVariants(gpu, gemmTc.spec, gemmTc.GEMM_TCS_VARIANTS, "model")
+    : [];
   if (tensorCores) {
     const why = dtype === "f16"
       ? unsupportedReason(gpu, gemmTc.spec.variants[0])
@@ -1250,9 +1299,10 @@ async function createCalls(
           gemm: await KernelCall.create(
             gpu,
             gemmTc.spec,
-            gemmTc.spec.variants.map((v) => v.name),
+            [...gemmTc.GEMM_TC_VARIANTS, ...stagedTc],
             `gemm_tc ${kind}`,
           ),
+          staged: stagedTc.length > 0,
           reduce: await KernelCall.create(gpu, splitkReduce.spec, ["f32"], `splitk ${kind}`),
         }
         : null,
@@ -1332,6 +1382,15 @@ function prefillAttentionForm(
   throw new Error(`model: prefillAttention "${asked}" cannot run here: ${why}`);
 }
 
+/** GpuModelOptions.tensorCoreSplitMinK, checked. */
+function splitMinK(asked: number | undefined): number {
+  const k = asked ?? 512;
+  if (!Number.isInteger(k) || k < 64 || k % 64 !== 0) {
+    throw new Error(`model: tensorCoreSplitMinK = ${k} must be a positive multiple of 64`);
+  }
+  return k;
+}
+
 /** Linear layers' tensor-core rows by default (GpuModelOptions.tensorCoreRows). */
 function defaultTensorCoreRows(gpu: Gpu, dtype: StorageDtype): number {
   return dtype === "f16" && unsupportedReason(gpu, gemmTc.spec.variants[0]) === null ? 9 : 0;
@@ -1344,6 +1403,22 @@ function defaultTensorCoreRows(gpu: Gpu, dtype: StorageDtype): number {
  */
 export function tensorCoreTileFor(rows: number): 16 | 32 | 64 {
   return rows <= 64 ? 16 : rows <= 256 ? 32 : 64;
+}
+
+/**
+ * The tensor-core GEMM variant for `rows` rows of a layer with input width k: the staged
+ * forms (f16-tcs16/32/64 by rows) up to `decodeRows` rows where k is a multiple of their 64-wide
+ * step, else gemm_tc's tiles (`tile` rows, or 0 for tensorCoreTileFor's choice).
+ */
+export function tensorCoreVariantFor(
+  rows: number,
+  k: number,
+  opts: { readonly decodeRows: number; readonly tile: 0 | 16 | 32 | 64 },
+): string {
+  if (rows <= opts.decodeRows && k % 64 === 0) {
+    return `f16-tcs${rows <= 16 ? 16 : rows <= 32 ? 32 : 64}`;
+  }
+  return `f16-tc${opts.tile || tensorCoreTileFor(rows)}`;
 }
 
 /**

@@ -1,16 +1,21 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
+import { readFileSync } from "node:fs";
 import {
+  GEMM_TC_VARIANTS,
+  GEMM_TCS_VARIANTS,
   gemmTcFits,
+  gemmTcKStep,
   gemmTcParams,
   gemmTcRowsPad,
   gemmTcSplitK,
   gemmTcSplits,
   spec,
 } from "../../kernels/gemm_tc.ts";
+import * as gemmTcKernel from "../../kernels/gemm_tc.ts";
 import { castF16Params } from "../../kernels/cast_f16.ts";
-import { variantByName } from "../../kernels/kernel.ts";
-import { tensorCoreTileFor } from "../../src/model/gpu_model.ts";
+import { preludeOf, variantByName } from "../../kernels/kernel.ts";
+import { tensorCoreTileFor, tensorCoreVariantFor } from "../../src/model/gpu_model.ts";
 
 test("the tensor-core GEMM pads rows to its tile and covers every column tile", () => {
   const tc16 = variantByName(spec, "f16-tc16"), tc64 = variantByName(spec, "f16-tc64");
@@ -60,6 +65,71 @@ test("the row tile grows with the rows: many workgroups for decode, reuse for pr
   assert.is(tensorCoreTileFor(65), 32);
   assert.is(tensorCoreTileFor(256), 32);
   assert.is(tensorCoreTileFor(2048), 64);
+});
+
+test("the staged forms take 32 columns and TM rows a workgroup, reading 16-byte words", () => {
+  const tcs16 = variantByName(spec, "f16-tcs16"), tcs64 = variantByName(spec, "f16-tcs64");
+  assert.is(gemmTcKStep(tcs16), 64);
+  assert.is(gemmTcKStep(variantByName(spec, "f16-tc16")), 16);
+  // qkv at 64 rows: 160 column blocks of 32, one row block, 4 splits of 512
+  const p = gemmTcParams(64, 5120, 2048, false, 4, 64);
+  assert.is(p.k_split, 512);
+  assert.equal(spec.grid(p, tcs64, undefined as never), [160, 1, 4]);
+  // 100 rows: two row blocks of 64 (the second partial), n 48: two column blocks
+  assert.equal(spec.grid(gemmTcParams(100, 48, 256, true), tcs64, undefined as never), [2, 2, 1]);
+  assert.equal(spec.grid(gemmTcParams(9, 48, 256, true), tcs16, undefined as never), [2, 1, 1]);
+  assert.is(gemmTcRowsPad(9, tcs16), 16);
+  assert.is(gemmTcRowsPad(65, tcs64), 128);
+  // their split k is a multiple of 64 (3 splits of 192: 64 each), and k must be one
+  assert.is(gemmTcSplitK(192, 3, 64), 64);
+  assert.is(gemmTcSplitK(2048, 3, 64), 704);
+  assert.throws(() => gemmTcParams(4, 32, 48, false, 1, 64), /k = 48 must be a multiple of .* 64/);
+  // at least 32 slices (512 of k, the model's default) a split: qkv 4, o 8
+  assert.is(gemmTcSplits(64, 5120, 2048, tcs64, 2048, 16, 32), 4);
+  assert.is(gemmTcSplits(64, 2048, 4096, tcs64, 2048, 16, 32), 8);
+  // a and b are read as vec4<u32>; c stays f32; one workgroup struct in the shader
+  const prelude = preludeOf(spec, tcs64);
+  assert.match(prelude, /var<storage, read> a: array<vec4<u32>>;/);
+  assert.match(prelude, /var<storage, read> b: array<vec4<u32>>;/);
+  assert.match(prelude, /var<storage, read_write> c: array<f32>;/);
+  const wgsl = readFileSync(new URL("../../shaders/gemm_tcs.wgsl", import.meta.url), "utf8");
+  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
+  // RT is 1, 2 or 4 (the shader's branches take row tiles 2 and 3 together)
+  assert.equal(GEMM_TCS_VARIANTS.map((n) => variantByName(spec, n).consts?.RT), [1, 2, 4]);
+});
+
+test("validate compares the staged forms only on shapes whose k and splits step by 64", () => {
+  for (const c of gemmTcKernel.cases) {
+    const staged = c.params.k % 64 === 0 && c.params.k_split % 64 === 0;
+    assert.equal(c.variants, staged ? undefined : GEMM_TC_VARIANTS, c.label);
+  }
+  // the staged forms' own shapes are there: partial row tiles, a half column block, splits
+  const labels = gemmTcKernel.cases.filter((c) => !c.variants).map((c) => c.label);
+  assert.ok(labels.includes("m=37 n=144 k=192 split 3"), labels.join(", "));
+  assert.ok(labels.includes("m=9 n=80 k=128"), labels.join(", "));
+});
+
+test("linear layers take the staged forms up to the decode rows where k steps by 64", () => {
+  const on = { decodeRows: 128, tile: 0 as const };
+  assert.equal(
+    [9, 16, 17, 32, 33, 64, 128, 129, 2048].map((r) => tensorCoreVariantFor(r, 2048, on)),
+    [
+      "f16-tcs16",
+      "f16-tcs16",
+      "f16-tcs32",
+      "f16-tcs32",
+      "f16-tcs64",
+      "f16-tcs64",
+      "f16-tcs64",
+      "f16-tc32",
+      "f16-tc64",
+    ],
+  );
+  // k not a multiple of 64, or the staged forms off: gemm_tc's tiles (or the tile asked for)
+  assert.is(tensorCoreVariantFor(64, 2064, on), "f16-tc16");
+  assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 0, tile: 0 }), "f16-tc16");
+  assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 0, tile: 64 }), "f16-tc64");
+  assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 32, tile: 0 }), "f16-tc16");
 });
 
 test.run();
