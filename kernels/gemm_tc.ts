@@ -64,11 +64,14 @@ export const spec: KernelSpec<typeof params.fields> = {
     stagedVariant(32),
     stagedVariant(64),
   ],
-  grid: (p, v) => [
-    Math.ceil(p.n / (v.consts?.CW ?? 64)),
-    Math.ceil(p.m / (v.consts?.TM ?? 64)),
-    Math.ceil(p.k / p.k_split),
-  ],
+  // the staged forms take the row blocks along x (those that read the same weights run side
+  // by side), gemm_tc the column blocks
+  grid: (p, v) => {
+    const rows = Math.ceil(p.m / (v.consts?.TM ?? 64));
+    const columns = Math.ceil(p.n / (v.consts?.CW ?? 64));
+    const splits = Math.ceil(p.k / p.k_split);
+    return v.wideWords ? [rows, columns, splits] : [columns, rows, splits];
+  },
 };
 
 /** Rows of `a` the variant reads for m rows of c: m rounded up to its row tile. */

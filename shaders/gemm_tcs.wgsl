@@ -8,7 +8,7 @@
 // stay workgroup-uniform) owns CW = 32 columns of c (32 weight rows, read in 128-byte runs: BK
 // = 64 of k a step) and RT row tiles of 16 (rows m0 .. m0 + TM, TM = 16 RT), so each weight
 // word staged feeds RT products; the next step's words are loaded before this step's
-// products. Split-K as gemm_tc: workgroup z sums its k_split and, with several splits, writes
+// products. Grid: x the row blocks, y the column blocks, z the splits. Split-K as gemm_tc: workgroup z sums its k_split and, with several splits, writes
 // slice z of c ([splits, m, n]). A row tile's sums go through workgroup memory; only rows
 // below m and columns below n are stored (added to c when accumulate).
 // Requires: k and k_split multiples of 64 (gemmTcParams with the variant), n of 16; a is the
@@ -57,8 +57,9 @@ fn main(
 ) {
   let n = params.n;
   let k8 = params.k / 8u; // words a row
-  let n0 = wid.x * 32u;
-  let m0 = wid.y * TM;
+  // row blocks fastest: the blocks that read the same weights run side by side (L2)
+  let m0 = wid.x * TM;
+  let n0 = wid.y * 32u;
   let kb = wid.z * (params.k_split / 8u);
   let ke = min(kb + params.k_split / 8u, k8);
   let lr = lid / 8u; // the row of 4 a load covers

@@ -65,7 +65,8 @@ export const TENSOR_CORE_OPTIONS = {
   tensorCoreTile: {
     type: "string",
     values: ["0", "16", "32", "64"],
-    help: "the tensor-core GEMM's rows a workgroup (0: by rows)",
+    help: "the tensor-core GEMM's rows a workgroup, in gemm_tc's tiles and the staged forms " +
+      "alike (0: by rows)",
   },
   tensorCoreDecodeRows: {
     type: "number",

@@ -163,8 +163,8 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreRows?: number;
   /**
-   * The tensor-core GEMM's row tile (16, 32 or 64 rows a workgroup), or 0 for its own choice
-   * by rows (see tensorCoreTileFor).
+   * The tensor-core GEMM's row tile (16, 32 or 64 rows a workgroup; gemm_tc's tiles and the
+   * staged forms alike), or 0 for its own choice by rows (see tensorCoreVariantFor).
    */
   readonly tensorCoreTile?: 0 | 16 | 32 | 64;
   /**
@@ -1416,7 +1416,7 @@ export function tensorCoreVariantFor(
   opts: { readonly decodeRows: number; readonly tile: 0 | 16 | 32 | 64 },
 ): string {
   if (rows <= opts.decodeRows && k % 64 === 0) {
-    return `f16-tcs${rows <= 16 ? 16 : rows <= 32 ? 32 : 64}`;
+    return `f16-tcs${opts.tile || (rows <= 16 ? 16 : rows <= 32 ? 32 : 64)}`;
   }
   return `f16-tc${opts.tile || tensorCoreTileFor(rows)}`;
 }

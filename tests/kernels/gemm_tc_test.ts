@@ -71,13 +71,14 @@ test("the staged forms take 32 columns and TM rows a workgroup, reading 16-byte 
   const tcs16 = variantByName(spec, "f16-tcs16"), tcs64 = variantByName(spec, "f16-tcs64");
   assert.is(gemmTcKStep(tcs16), 64);
   assert.is(gemmTcKStep(variantByName(spec, "f16-tc16")), 16);
-  // qkv at 64 rows: 160 column blocks of 32, one row block, 4 splits of 512
+  // qkv at 64 rows: one row block, 160 column blocks of 32, 4 splits of 512
   const p = gemmTcParams(64, 5120, 2048, false, 4, 64);
   assert.is(p.k_split, 512);
-  assert.equal(spec.grid(p, tcs64, undefined as never), [160, 1, 4]);
+  assert.equal(spec.grid(p, tcs64, undefined as never), [1, 160, 4]);
   // 100 rows: two row blocks of 64 (the second partial), n 48: two column blocks
   assert.equal(spec.grid(gemmTcParams(100, 48, 256, true), tcs64, undefined as never), [2, 2, 1]);
-  assert.equal(spec.grid(gemmTcParams(9, 48, 256, true), tcs16, undefined as never), [2, 1, 1]);
+  // (row blocks along x)
+  assert.equal(spec.grid(gemmTcParams(33, 48, 256, true), tcs16, undefined as never), [3, 2, 1]);
   assert.is(gemmTcRowsPad(9, tcs16), 16);
   assert.is(gemmTcRowsPad(65, tcs64), 128);
   // their split k is a multiple of 64 (3 splits of 192: 64 each), and k must be one
@@ -129,6 +130,8 @@ test("linear layers take the staged forms up to the decode rows where k steps by
   assert.is(tensorCoreVariantFor(64, 2064, on), "f16-tc16");
   assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 0, tile: 0 }), "f16-tc16");
   assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 0, tile: 64 }), "f16-tc64");
+  // a tile asked for holds for the staged forms too
+  assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 128, tile: 16 }), "f16-tcs16");
   assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 32, tile: 0 }), "f16-tc16");
 });
 
