@@ -17,11 +17,18 @@
  * The group is padded to GMAX = 8 query heads (zero queries), so a split holds at most
  * SCORES / GMAX = 512 keys whatever G is; G > 8 is refused.
  *
+ * The tensor-core variants (`f16-tc`, `f16-tc32`: shaders/paged_attention_decode_tc.wgsl) take
+ * the G query heads of a kv head as the rows of 16 x 16 x 16 f16 subgroup-matrix products
+ * (G <= 16, head_dim 128 only: see tcDecodeGeometryReason), one subgroup of 32 a workgroup,
+ * K and V staged through workgroup memory KT = 16 or 32 keys a step, the next step's loads
+ * in flight during this one's math, online softmax with a lazy max (P <= e^8 as f16). q * scale
+ * and P are rounded to f16, so their cases compare with a looser tolerance (TC_TOLERANCE).
+ *
  * Bytes: every context key's K and V once (sum(contextLen) * kv_heads * head_dim * 2 *
  * sizeof(T)), q once, and, with splits, num_seqs * num_q_heads * num_splits * (head_dim + 1)
  * f32 of partials written here and read by the merge.
  */
-import type { HostArray, KernelCase } from "./case.ts";
+import type { HostArray, KernelCase, Tolerance } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams } from "./params.ts";
 import {
@@ -69,6 +76,55 @@ const CONSTS = { WG: 128, GMAX: 8, MAX_HD: 128, SCORES: 4096 } as const;
 const TILED = { GMAX: 8, MAX_HD: 128, SCORES: 4096 } as const;
 const TILED_F32 = { ...TILED, WG: 128, TK: 16, OUT_PER_THREAD: 2 } as const;
 const TILED_F16 = { ...TILED, WG: 256, TK: 32, OUT_PER_THREAD: 1 } as const;
+
+/** The head size of the tensor-core variants (their loops over head_dim are unrolled). */
+const TC_HD = 128;
+/** Rows of the tensor-core variants' matrices: at most 16 query heads a kv head. */
+const TC_ROWS = 16;
+
+/**
+ * A tensor-core variant stepping KT keys at a time. No score buffer: SCORES only keeps the
+ * split plan equal to the other forms' (512 keys a split) with GMAX = 16 matrix rows.
+ */
+function tcVariant(name: string, kt: 16 | 32): Variant {
+  return {
+    name,
+    dtype: "f16",
+    subgroupMatrix: { m: 16, n: 16, k: 16 },
+    shader: "paged_attention_decode_tc.wgsl",
+    consts: { WG: 32, GMAX: TC_ROWS, MAX_HD: TC_HD, SCORES: 512 * TC_ROWS, HD: TC_HD, KT: kt },
+  };
+}
+
+/**
+ * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg): K and V f16
+ * [KT, HD + 8] each, S f32 [16, KT + 4], P f16 [16, KT + 8], 2 flags: 10,760 bytes at KT = 16,
+ * 21,000 at KT = 32.
+ */
+export function tcDecodeWorkgroupBytes(v: Variant): number {
+  const { KT: kt, HD: hd } = v.consts!;
+  return 2 * kt * (hd + 8) * 2 + TC_ROWS * (kt + 4) * 4 + TC_ROWS * (kt + 8) * 2 + 8;
+}
+
+/**
+ * Why the tensor-core variants cannot take this head geometry, or null: head_dim must be 128,
+ * num_q_heads a multiple of num_kv_heads with at most 16 query heads a kv head (any
+ * block_size: each key's paged address is its own).
+ */
+export function tcDecodeGeometryReason(
+  p: { num_q_heads: number; num_kv_heads: number; head_dim: number },
+): string | null {
+  if (p.head_dim !== TC_HD) {
+    return `head_dim ${p.head_dim} (the tensor-core variants take ${TC_HD})`;
+  }
+  if (!(p.num_kv_heads >= 1) || p.num_q_heads % p.num_kv_heads !== 0) {
+    return `num_q_heads ${p.num_q_heads} is not a multiple of num_kv_heads ${p.num_kv_heads}`;
+  }
+  if (p.num_q_heads / p.num_kv_heads > TC_ROWS) {
+    return `${p.num_q_heads / p.num_kv_heads} query heads per kv head, at most ${TC_ROWS}`;
+  }
+  return null;
+}
 
 /** The one-key-per-lane forms, f16 and f32, for subgroups of 8 and of 32 (4 subgroups each). */
 function lanesVariants(): Variant[] {
@@ -159,8 +215,23 @@ export const spec: KernelSpec<typeof params.fields> = {
     // One key per lane, subgroup softmax, no barrier in the key loop (f16 read as 32-bit
     // words); `lanes8` for subgroups of 8 (lavapipe), `lanes32` for 32 (NVIDIA).
     ...lanesVariants(),
+    // Tensor cores (f16 subgroup matrices): 16 keys a step, and 32 (half the barriers a key,
+    // but about 64 more registers a lane for the loads in flight).
+    tcVariant("f16-tc", 16),
+    tcVariant("f16-tc32", 32),
   ],
-  grid: (p, v) => {
+  grid: (p, v, gpu) => {
+    if (v.subgroupMatrix) {
+      const reason = tcDecodeGeometryReason(p);
+      if (reason) throw new Error(`paged_attention_decode/${v.name}: ${reason}`);
+      const bytes = tcDecodeWorkgroupBytes(v);
+      const limit = gpu?.limits?.maxComputeWorkgroupStorageSize;
+      if (limit !== undefined && bytes > limit) {
+        throw new Error(
+          `paged_attention_decode/${v.name}: ${bytes} bytes of workgroup memory, the device allows ${limit}`,
+        );
+      }
+    }
     checkAttentionGeometry("paged_attention_decode", p, v, v.consts!.GMAX);
     if (!(p.split_tokens >= 1) || p.split_tokens * v.consts!.GMAX > v.consts!.SCORES) {
       throw new Error(
@@ -279,6 +350,28 @@ interface CaseShape extends AttentionShape {
   readonly contexts: readonly number[];
   /** Forced split length (default: planDecodeSplits with the default target). */
   readonly splitTokens?: number;
+  /** Standard deviation of the keys (default 1.5): larger ones spread the scores. */
+  readonly kStd?: number;
+  /** The tensor-core variants' tolerance (default TC_TOLERANCE). */
+  readonly tcTolerance?: Tolerance;
+}
+
+/** The FMA forms: f32 math on the (f16) K/V as stored. */
+const FMA_TOLERANCE: Tolerance = { atol: 2e-5, rtol: 1e-4 };
+
+/**
+ * The tensor-core variants round q * scale and P to f16 (2^-11 relative each), where the
+ * reference (shared by every variant of a storage type) keeps them exact: a score moves by
+ * about 2^-12 |q * scale| |k| sqrt(head_dim) (some 4e-4 at keys of std 1.5), a weight by 2^-11.
+ * An emulation of the shader (its arithmetic on lavapipe: f16 q * scale and P, f32 sums) used at
+ * most half of a 2e-3 bound on the cases here; 3e-3 leaves a margin of 3.
+ */
+const TC_TOLERANCE: Tolerance = { atol: 3e-3, rtol: 3e-3 };
+
+/** The variants that can take a case's head geometry (undefined: all of them). */
+function caseVariants(p: { num_q_heads: number; num_kv_heads: number; head_dim: number }) {
+  if (tcDecodeGeometryReason(p) === null) return undefined;
+  return spec.variants.filter((v) => !v.subgroupMatrix).map((v) => v.name);
 }
 
 function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
@@ -312,7 +405,7 @@ function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
       const { seqs } = layoutSeqs((x) => rng.shuffle(x), blockSize, lens);
       return {
         q: rng.fillNormal(new Float32Array(qElems)),
-        k_cache: rng.fillNormal(new Float32Array(cacheElems), 1.5),
+        k_cache: rng.fillNormal(new Float32Array(cacheElems), c.kStd ?? 1.5),
         v_cache: rng.fillNormal(new Float32Array(cacheElems)),
         block_tables: packBlockTables(seqs, blockSize, maxBlocks).table,
         seq_info: packSeqInfo(seqs),
@@ -331,7 +424,8 @@ function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
       const r = decodePartialsRef(q, k, v, seqs, c, scale, plan);
       return { part_o: r.partO, part_lse: r.partLse };
     },
-    tolerance: () => ({ atol: 2e-5, rtol: 1e-4 }),
+    tolerance: (v) => v.subgroupMatrix ? c.tcTolerance ?? TC_TOLERANCE : FMA_TOLERANCE,
+    variants: caseVariants({ num_q_heads: numQHeads, num_kv_heads: numKvHeads, head_dim: headDim }),
     bytes: (v) =>
       kvBytes(sizes.seqs, c, v) + qElems * 4 + table.length * 4 +
       (split ? (part.partO + part.partLse) * 4 : qElems * 4),
@@ -391,6 +485,35 @@ export const cases: KernelCase<typeof params.fields>[] = [
     contexts: Array(8).fill(8192),
   }),
   decodeCase({ label: "Qwen3-30B-A3B decode 1 x 1024", ...QWEN3_30B, contexts: [1024] }),
+  // Contexts off every key-step multiple over 32-slot blocks, splits of 100 keys (key steps
+  // that cross blocks): the short sequences' later splits hold no keys (EMPTY_SPLIT_LSE),
+  // 333's last split is partial.
+  decodeCase({
+    label: "Qwen3-30B-A3B decode ctx 1,17,100,333,1000, bs=32",
+    ...QWEN3_30B,
+    blockSize: 32,
+    contexts: [1, 17, 100, 333, 1000],
+    splitTokens: 100,
+  }),
+  // One split (no partials) over contexts off the step multiples, one just under the cap.
+  decodeCase({
+    label: "Qwen3-30B-A3B decode ctx 77,300,511 one split",
+    ...QWEN3_30B,
+    contexts: [77, 300, 511],
+    splitTokens: 511,
+  }),
+  // Keys of std 8: scores of std 8, so later keys of a 512-key split pass the first ones' max
+  // by more than 8 and rows rescale O (the tensor-core forms' lazy max). Peaked weights carry
+  // the f16 rounding of q * scale further into the output.
+  decodeCase({
+    label: "Qwen3-30B-A3B decode ctx 1500,700, wide scores (rescales)",
+    ...QWEN3_30B,
+    contexts: [1500, 700],
+    splitTokens: 512,
+    kStd: 8,
+    // (the emulation's worst element used 0.5 to 1 of a 5e-3 bound)
+    tcTolerance: { atol: 1e-2, rtol: 1e-2 },
+  }),
   decodeCase({
     label: "Mixtral-8x7B decode 32 x 2048",
     ...MIXTRAL,

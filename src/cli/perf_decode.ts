@@ -66,8 +66,9 @@ const SPEC = {
   },
   decodeAttention: {
     type: "string",
-    values: ["tiled", "direct", "lanes"],
-    help: "decode attention form (default: tiled on a GPU, direct on a CPU adapter)",
+    values: ["tiled", "direct", "lanes", "tc"],
+    help: "decode attention form (default: tiled on a GPU, direct on a CPU adapter; tc: the " +
+      "tensor cores, f16 KV)",
   },
   splitWorkgroups: {
     type: "number",

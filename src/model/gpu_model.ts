@@ -100,7 +100,8 @@ export interface GpuModelOptions {
    * Decode attention form: K/V tiles staged through workgroup memory ("tiled", default on
    * GPUs), one key per invocation read straight from memory ("direct", default on CPU
    * adapters, where it is faster), or one key per subgroup lane with a subgroup softmax
-   * ("lanes": subgroups of exactly 8 or 32; validated, not yet measured on a GPU).
+   * ("lanes": subgroups of exactly 8 or 32), or Q K^T and P V as f16 16 x 16 x 16 products
+   * on the tensor cores ("tc": f16 KV and subgroup matrices; paged_attention_decode f16-tc).
    */
   readonly decodeAttention?: DecodeAttentionForm;
   /**
@@ -171,7 +172,8 @@ export interface GpuModelOptions {
    * Linear layers of tensorCoreRows up to this many rows (at most 128) run the tensor-core
    * GEMM's staged forms (`gemm_tcs`: weights read once a workgroup as 16-byte words through
    * workgroup memory, `f16-tcs16/32/64` by rows) where they compile and k is a multiple of
-   * 64; more rows, or 0 here, take gemm_tc's tiles. Default 128.
+   * 64; more rows, or 0 here, take gemm_tc's tiles. Default 32: on the H200 (64 x 1024) the
+   * 64-row form moved qkv at 221 GB/s against gemm_tc's 229 (16 and 32 rows: 2-3% faster).
    */
   readonly tensorCoreDecodeRows?: number;
   /**
@@ -224,7 +226,16 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes";
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tc";
+
+/** The tensor-core decode attention variant, where it runs (f16 KV, subgroup matrices). */
+function tcDecodeVariant(gpu: Gpu, dtype: StorageDtype): string {
+  const why = dtype !== "f16"
+    ? "the KV cache is not f16"
+    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, "f16-tc"));
+  if (why) throw new Error(`model: decode attention "tc" cannot run here: ${why}`);
+  return "f16-tc";
+}
 
 /** The one-key-per-lane decode attention variant this device runs (lanes32, else lanes8). */
 function lanesDecodeVariant(gpu: Gpu, dtype: StorageDtype): string {
@@ -449,7 +460,7 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
-      tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
+      tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 32, TC_SPLIT_MAX_ROWS),
       tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
@@ -1192,6 +1203,8 @@ async function createCalls(
   const packed = packedF16 ? "-packed" : "";
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
+    : decodeAttention === "tc"
+    ? tcDecodeVariant(gpu, dtype)
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
   // GPUs with subgroups take the decode forms (lane groups meeting through shuffles).

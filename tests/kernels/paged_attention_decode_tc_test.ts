@@ -1,0 +1,212 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { readFileSync } from "node:fs";
+import {
+  cases,
+  EMPTY_SPLIT_LSE,
+  planDecodeSplits,
+  spec,
+  tcDecodeGeometryReason,
+  tcDecodeWorkgroupBytes,
+} from "../../kernels/paged_attention_decode.ts";
+import { preludeOf, variantByName } from "../../kernels/kernel.ts";
+
+const TC = ["f16-tc", "f16-tc32"];
+const h200 = { limits: { maxComputeWorkgroupStorageSize: 49152 } } as never;
+const shader = (name: string) =>
+  readFileSync(new URL(`../../shaders/${name}`, import.meta.url), "utf8");
+
+test("the tensor-core decode variants: f16 subgroup matrices, one subgroup of 32, 16 or 32 keys a step", () => {
+  for (const [name, kt] of [["f16-tc", 16], ["f16-tc32", 32]] as const) {
+    const v = variantByName(spec, name);
+    assert.is(v.dtype, "f16");
+    assert.equal(v.subgroupMatrix, { m: 16, n: 16, k: 16 });
+    assert.is(v.shader, "paged_attention_decode_tc.wgsl");
+    assert.is(v.consts!.WG, 32);
+    assert.is(v.consts!.HD, 128);
+    assert.is(v.consts!.KT, kt);
+    // not read as words: the K/V bindings stay vec4<f16>
+    assert.not.ok(v.packed);
+  }
+  assert.equal(spec.variants.filter((v) => v.subgroupMatrix).map((v) => v.name), TC);
+  // the shader's one workgroup is its one subgroup
+  assert.match(shader("paged_attention_decode_tc.wgsl"), /@compute @workgroup_size\(32\)\nfn main/);
+});
+
+test("its workgroup memory is one struct, and it includes no library with workgroup variables", () => {
+  const wgsl = shader("paged_attention_decode_tc.wgsl");
+  // separate workgroup variables beside subgroup-matrix stores read wrong values on the
+  // H200's driver (see paged_attention_tc.wgsl): one struct
+  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
+  const includes = [...wgsl.matchAll(/^\/\/#include "([^"]+)"/gm)].map((m) => m[1]);
+  assert.equal(includes, ["lib/paged_kv.wgsl"]);
+  for (const lib of includes) assert.not.match(shader(lib), /var<workgroup>/, lib);
+  // workgroupBytes is the struct Wg the shader declares
+  for (const name of TC) {
+    const v = variantByName(spec, name);
+    assert.is(wgStructBytes(wgsl, v.consts!), tcDecodeWorkgroupBytes(v), name);
+  }
+  assert.is(tcDecodeWorkgroupBytes(variantByName(spec, "f16-tc")), 10760);
+  assert.is(tcDecodeWorkgroupBytes(variantByName(spec, "f16-tc32")), 21000);
+});
+
+test("its prelude enables subgroup matrices and declares the decode bindings, K/V as vec4<f16>", () => {
+  const prelude = preludeOf(spec, variantByName(spec, "f16-tc"));
+  for (const line of ["enable f16;", "enable subgroups;"]) assert.ok(prelude.includes(line), line);
+  assert.ok(prelude.includes("enable chromium_experimental_subgroup_matrix;"));
+  assert.ok(prelude.includes("alias T = f16;"));
+  assert.ok(prelude.includes("const KT: u32 = 16u;"));
+  assert.ok(prelude.includes("const HD: u32 = 128u;"));
+  const bindings = [
+    "var<uniform> params: Params;",
+    "var<storage, read> q: array<vec4<f32>>;",
+    "var<storage, read> k_cache: array<vec4<T>>;",
+    "var<storage, read> v_cache: array<vec4<T>>;",
+    "var<storage, read> block_tables: array<i32>;",
+    "var<storage, read> seq_info: array<i32>;",
+    "var<storage, read_write> out: array<vec4<f32>>;",
+    "var<storage, read_write> part_o: array<vec4<f32>>;",
+    "var<storage, read_write> part_lse: array<f32>;",
+  ];
+  let last = -1;
+  for (const b of bindings) {
+    const at = prelude.indexOf(b);
+    assert.ok(at > last, `${b} (in binding order)`);
+    last = at;
+  }
+  assert.match(prelude, /split_tokens: u32/);
+});
+
+test("it refuses head geometry other than head_dim 128 and up to 16 query heads a kv head", () => {
+  const qwen = { num_q_heads: 32, num_kv_heads: 4, head_dim: 128 };
+  assert.is(tcDecodeGeometryReason(qwen), null);
+  assert.is(tcDecodeGeometryReason({ ...qwen, num_kv_heads: 2 }), null); // G = 16
+  assert.is(tcDecodeGeometryReason({ ...qwen, num_kv_heads: 32 }), null); // G = 1
+  assert.match(tcDecodeGeometryReason({ ...qwen, head_dim: 64 }) ?? "", /head_dim 64/);
+  assert.match(tcDecodeGeometryReason({ ...qwen, num_kv_heads: 3 }) ?? "", /not a multiple/);
+  assert.match(
+    tcDecodeGeometryReason({ ...qwen, num_kv_heads: 1 }) ?? "",
+    /32 query heads per kv head, at most 16/,
+  );
+  const p = {
+    num_seqs: 3,
+    ...qwen,
+    block_size: 16,
+    max_blocks: 64,
+    split_tokens: 512,
+    num_splits: 2,
+    scale: 1,
+  };
+  const tc = variantByName(spec, "f16-tc");
+  // [kv heads, splits, seqs] like the other forms; any block size
+  assert.equal(spec.grid(p, tc, h200), [4, 2, 3]);
+  assert.equal(spec.grid({ ...p, block_size: 7 }, tc, h200), [4, 2, 3]);
+  assert.equal(spec.grid({ ...p, num_kv_heads: 2 }, tc, h200), [2, 2, 3]);
+  assert.throws(() => spec.grid({ ...p, head_dim: 64 }, tc, h200), /f16-tc: head_dim 64/);
+  assert.throws(() => spec.grid({ ...p, num_kv_heads: 1 }, tc, h200), /at most 16/);
+  assert.throws(() => spec.grid({ ...p, split_tokens: 513 }, tc, h200), /use planDecodeSplits/);
+  const small = { limits: { maxComputeWorkgroupStorageSize: 16384 } } as never;
+  assert.equal(spec.grid(p, tc, small), [4, 2, 3]);
+  assert.throws(
+    () => spec.grid(p, variantByName(spec, "f16-tc32"), small),
+    /21000 bytes of workgroup memory, the device allows 16384/,
+  );
+  // the FMA forms still refuse 16 heads a kv head
+  assert.throws(() => spec.grid({ ...p, num_kv_heads: 2 }, variantByName(spec, "f16"), h200));
+});
+
+test("the split plan is the other forms' (512 keys at most), and takes 16 heads a kv head", () => {
+  const tc = variantByName(spec, "f16-tc");
+  const f16 = variantByName(spec, "f16-tiled");
+  const qwen = { numQHeads: 32, numKvHeads: 4 };
+  for (const lens of [Array(64).fill(1024), Array(8).fill(131072), [3, 700, 9000, 17], [50]]) {
+    assert.equal(planDecodeSplits(lens, qwen, tc), planDecodeSplits(lens, qwen, f16));
+  }
+  assert.equal(planDecodeSplits(Array(8).fill(131072), qwen, tc).splitTokens, 512);
+  assert.equal(
+    planDecodeSplits(Array(8).fill(131072), { numQHeads: 32, numKvHeads: 2 }, tc).splitTokens,
+    512,
+  );
+});
+
+test("the cases it cannot take list only the other variants; the rest include Qwen3 decode shapes", () => {
+  const others = spec.variants.filter((v) => !v.subgroupMatrix).map((v) => v.name);
+  const tcCases = cases.filter((c) => !c.variants || TC.every((n) => c.variants!.includes(n)));
+  for (const c of cases) {
+    const takes = tcDecodeGeometryReason(c.params) === null;
+    if (takes) {
+      assert.is(c.variants, undefined, c.label);
+      for (const name of TC) spec.grid(c.params, variantByName(spec, name), h200);
+    } else {
+      assert.equal(c.variants, others, c.label);
+    }
+    // the looser tolerance is the tensor-core forms' alone
+    const fma = c.tolerance(variantByName(spec, "f16-tiled"));
+    const tc = c.tolerance(variantByName(spec, "f16-tc"));
+    assert.ok(tc.atol > fma.atol && tc.rtol > fma.rtol, c.label);
+  }
+  assert.ok(cases.some((c) => c.variants !== undefined));
+  const qwen = tcCases.filter((c) =>
+    c.params.num_q_heads === 32 && c.params.num_kv_heads === 4 && c.params.head_dim === 128
+  );
+  const p = qwen.map((c) => c.params);
+  assert.ok(p.some((x) => x.num_splits === 1), "one split");
+  assert.ok(p.some((x) => x.num_splits > 1), "several splits");
+  assert.ok(p.some((x) => x.block_size === 16) && p.some((x) => x.block_size === 32), "blocks");
+  // contexts off the 16- and 32-key steps, and a split with no keys (EMPTY_SPLIT_LSE)
+  const contexts = qwen.map((c) => contextsOf(c.label)).flat();
+  assert.ok(contexts.some((n) => n % 32 !== 0 && n % 16 !== 0), "contexts off the steps");
+  const empty = qwen.some((c) => {
+    const ctx = contextsOf(c.label);
+    return c.params.num_splits > 1 &&
+      ctx.some((n) => n <= (c.params.num_splits - 1) * c.params.split_tokens);
+  });
+  assert.ok(empty, "an empty split");
+  assert.is(EMPTY_SPLIT_LSE, -1e30);
+});
+
+/** The context lengths a case's label names ("ctx 1,17,100" or "N x L"). */
+function contextsOf(label: string): number[] {
+  const list = /ctx ([\d,]+)/.exec(label);
+  if (list) return list[1].split(",").map(Number);
+  const rep = /(\d+) x (\d+) \(/.exec(label);
+  return rep ? Array(Number(rep[1])).fill(Number(rep[2])) : [];
+}
+
+/**
+ * Bytes of the shader's struct Wg by WGSL's layout rules (members of arrays of f16, f32, u32
+ * or atomic<u32>), its array lengths evaluated from the shader's u32 consts.
+ */
+function wgStructBytes(wgsl: string, consts: Readonly<Record<string, number>>): number {
+  const values: Record<string, number> = { ...consts };
+  for (const m of wgsl.matchAll(/^const (\w+): u32 = ([^;]+);/gm)) {
+    values[m[1]] = evalU32(m[2], values);
+  }
+  const body = /struct Wg \{([^}]*)\}/.exec(wgsl)?.[1];
+  assert.ok(body, "struct Wg");
+  let size = 0;
+  let align = 1;
+  let members = 0;
+  for (const m of body!.matchAll(/^\s*\w+: array<(f16|f32|u32|atomic<u32>), ([^>]+)>,/gm)) {
+    const elem = m[1] === "f16" ? 2 : 4;
+    size = Math.ceil(size / elem) * elem + elem * evalU32(m[2], values);
+    align = Math.max(align, elem);
+    members++;
+  }
+  assert.is(members, 5, "members of struct Wg");
+  return Math.ceil(size / align) * align;
+}
+
+function evalU32(expr: string, values: Record<string, number>): number {
+  const js = expr.replace(/(\d+)u\b/g, "$1").replace(
+    /\b[A-Z][A-Z_0-9]*\b/g,
+    (n) => {
+      if (!(n in values)) throw new Error(`unknown const ${n} in ${expr}`);
+      return String(values[n]);
+    },
+  );
+  if (!/^[\d\s+*\/()-]+$/.test(js)) throw new Error(`cannot evaluate ${expr}`);
+  return Math.floor(new Function(`return ${js}`)() as number);
+}
+
+test.run();
