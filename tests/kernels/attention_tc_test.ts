@@ -5,6 +5,7 @@ import { cases, spec, tcGeometryReason, workgroupBytes } from "../../kernels/pag
 import { attentionCase, spec as fmaSpec } from "../../kernels/paged_attention.ts";
 import { variantByName } from "../../kernels/kernel.ts";
 import { Rng } from "../../src/util/rng.ts";
+import { wgStructLayout } from "./wgsl_struct.ts";
 
 const geometry = { num_q_heads: 32, num_kv_heads: 4, head_dim: 128, block_size: 16 };
 const h200 = { limits: { maxComputeWorkgroupStorageSize: 49152 } } as never;
@@ -24,37 +25,6 @@ test("the tensor-core attention takes head_dim 128, blocks of 16k slots, up to 1
 /** The variant of KT key tiles a step. */
 const tcVariant = (kt: number) => variantByName(spec, kt === 1 ? "f16-tc" : "f16-tc2");
 
-/**
- * Bytes of the shader's struct Wg by WGSL's layout rules (members of arrays of f16, f32,
- * u32 or atomic<u32>), its array lengths evaluated from the shader's u32 consts.
- */
-function wgStructBytes(wgsl: string, consts: Record<string, number>): number {
-  const values: Record<string, number> = { ...consts };
-  for (const m of wgsl.matchAll(/^const (\w+): u32 = ([^;]+);/gm)) {
-    values[m[1]] = evalU32(m[2], values);
-  }
-  const body = /struct Wg \{([^}]*)\}/.exec(wgsl)?.[1];
-  assert.ok(body, "struct Wg");
-  let size = 0;
-  let align = 1;
-  for (const m of body!.matchAll(/^\s*\w+: array<(f16|f32|u32|atomic<u32>), ([^>]+)>,/gm)) {
-    const elem = m[1] === "f16" ? 2 : 4;
-    size = Math.ceil(size / elem) * elem + elem * evalU32(m[2], values);
-    align = Math.max(align, elem);
-  }
-  return Math.ceil(size / align) * align;
-}
-
-function evalU32(expr: string, values: Record<string, number>): number {
-  const js = expr.replace(/(\d+)u\b/g, "$1").replace(/\bmax\(/g, "Math.max(")
-    .replace(/\b[A-Z][A-Z_0-9]*\b/g, (n) => {
-      if (!(n in values)) throw new Error(`unknown const ${n} in ${expr}`);
-      return String(values[n]);
-    });
-  if (!/^[\d\s+*\/()Mathmax.,-]+$/.test(js)) throw new Error(`cannot evaluate ${expr}`);
-  return Math.floor(new Function(`return ${js}`)() as number);
-}
-
 test("its workgroup memory is what the shader declares, and the grid checks the device's", () => {
   // the sizes of the shader's workgroup arrays at KT = 1 and 2, HD = 128
   assert.is(workgroupBytes(variantByName(spec, "f16-tc")), 6152);
@@ -66,7 +36,11 @@ test("its workgroup memory is what the shader declares, and the grid checks the 
   // one workgroup variable, the struct (separate ones computed wrong values on the H200)
   assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
   for (const kt of [1, 2]) {
-    assert.is(wgStructBytes(wgsl, { KT: kt, HD: 128 }), workgroupBytes(tcVariant(kt)), `KT ${kt}`);
+    assert.is(
+      wgStructLayout(wgsl, { KT: kt, HD: 128 }).bytes,
+      workgroupBytes(tcVariant(kt)),
+      `KT ${kt}`,
+    );
   }
   const p = {
     num_seqs: 2,

@@ -10,6 +10,7 @@ import {
   tcDecodeWorkgroupBytes,
 } from "../../kernels/paged_attention_decode.ts";
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
+import { wgStructLayout } from "./wgsl_struct.ts";
 
 const TC = ["f16-tc", "f16-tc32"];
 const h200 = { limits: { maxComputeWorkgroupStorageSize: 49152 } } as never;
@@ -44,7 +45,9 @@ test("its workgroup memory is one struct, and it includes no library with workgr
   // workgroupBytes is the struct Wg the shader declares
   for (const name of TC) {
     const v = variantByName(spec, name);
-    assert.is(wgStructBytes(wgsl, v.consts!), tcDecodeWorkgroupBytes(v), name);
+    const layout = wgStructLayout(wgsl, v.consts!);
+    assert.is(layout.members, 5, "members of struct Wg");
+    assert.is(layout.bytes, tcDecodeWorkgroupBytes(v), name);
   }
   assert.is(tcDecodeWorkgroupBytes(variantByName(spec, "f16-tc")), 10760);
   assert.is(tcDecodeWorkgroupBytes(variantByName(spec, "f16-tc32")), 21000);
@@ -171,42 +174,6 @@ function contextsOf(label: string): number[] {
   if (list) return list[1].split(",").map(Number);
   const rep = /(\d+) x (\d+) \(/.exec(label);
   return rep ? Array(Number(rep[1])).fill(Number(rep[2])) : [];
-}
-
-/**
- * Bytes of the shader's struct Wg by WGSL's layout rules (members of arrays of f16, f32, u32
- * or atomic<u32>), its array lengths evaluated from the shader's u32 consts.
- */
-function wgStructBytes(wgsl: string, consts: Readonly<Record<string, number>>): number {
-  const values: Record<string, number> = { ...consts };
-  for (const m of wgsl.matchAll(/^const (\w+): u32 = ([^;]+);/gm)) {
-    values[m[1]] = evalU32(m[2], values);
-  }
-  const body = /struct Wg \{([^}]*)\}/.exec(wgsl)?.[1];
-  assert.ok(body, "struct Wg");
-  let size = 0;
-  let align = 1;
-  let members = 0;
-  for (const m of body!.matchAll(/^\s*\w+: array<(f16|f32|u32|atomic<u32>), ([^>]+)>,/gm)) {
-    const elem = m[1] === "f16" ? 2 : 4;
-    size = Math.ceil(size / elem) * elem + elem * evalU32(m[2], values);
-    align = Math.max(align, elem);
-    members++;
-  }
-  assert.is(members, 5, "members of struct Wg");
-  return Math.ceil(size / align) * align;
-}
-
-function evalU32(expr: string, values: Record<string, number>): number {
-  const js = expr.replace(/(\d+)u\b/g, "$1").replace(
-    /\b[A-Z][A-Z_0-9]*\b/g,
-    (n) => {
-      if (!(n in values)) throw new Error(`unknown const ${n} in ${expr}`);
-      return String(values[n]);
-    },
-  );
-  if (!/^[\d\s+*\/()-]+$/.test(js)) throw new Error(`cannot evaluate ${expr}`);
-  return Math.floor(new Function(`return ${js}`)() as number);
 }
 
 test.run();
