@@ -31,6 +31,7 @@
 import type { HostArray, KernelCase, Tolerance } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams } from "./params.ts";
+import { tcHeadsReason } from "./paged_attention_tc.ts";
 import {
   attendRangeRef,
   attentionFlops,
@@ -107,23 +108,13 @@ export function tcDecodeWorkgroupBytes(v: Variant): number {
 }
 
 /**
- * Why the tensor-core variants cannot take this head geometry, or null: head_dim must be 128,
- * num_q_heads a multiple of num_kv_heads with at most 16 query heads a kv head (any
- * block_size: each key's paged address is its own).
+ * Why the tensor-core variants cannot take this head geometry, or null: head_dim 128, at most
+ * 16 query heads a kv head (any block_size: each key's paged address is its own).
  */
 export function tcDecodeGeometryReason(
   p: { num_q_heads: number; num_kv_heads: number; head_dim: number },
 ): string | null {
-  if (p.head_dim !== TC_HD) {
-    return `head_dim ${p.head_dim} (the tensor-core variants take ${TC_HD})`;
-  }
-  if (!(p.num_kv_heads >= 1) || p.num_q_heads % p.num_kv_heads !== 0) {
-    return `num_q_heads ${p.num_q_heads} is not a multiple of num_kv_heads ${p.num_kv_heads}`;
-  }
-  if (p.num_q_heads / p.num_kv_heads > TC_ROWS) {
-    return `${p.num_q_heads / p.num_kv_heads} query heads per kv head, at most ${TC_ROWS}`;
-  }
-  return null;
+  return tcHeadsReason(p);
 }
 
 /** The one-key-per-lane forms, f16 and f32, for subgroups of 8 and of 32 (4 subgroups each). */

@@ -78,9 +78,22 @@ export function workgroupBytes(v: Variant): number {
 export function tcGeometryReason(
   p: { num_q_heads: number; num_kv_heads: number; head_dim: number; block_size: number },
 ): string | null {
+  if (p.head_dim === HD && p.block_size % 16 !== 0) {
+    return `block_size ${p.block_size} is not a multiple of 16`;
+  }
+  return tcHeadsReason(p);
+}
+
+/**
+ * Why the heads do not fit a 16-row tensor-core attention matrix, or null: head_dim must be
+ * 128, num_q_heads a multiple of num_kv_heads with at most 16 query heads a kv head (the
+ * prefill and decode tensor-core kernels alike).
+ */
+export function tcHeadsReason(
+  p: { num_q_heads: number; num_kv_heads: number; head_dim: number },
+): string | null {
   if (p.head_dim !== HD) return `head_dim ${p.head_dim} (the tensor-core variants take ${HD})`;
-  if (p.block_size % 16 !== 0) return `block_size ${p.block_size} is not a multiple of 16`;
-  if (p.num_kv_heads < 1 || p.num_q_heads % p.num_kv_heads !== 0) {
+  if (!(p.num_kv_heads >= 1) || p.num_q_heads % p.num_kv_heads !== 0) {
     return `num_q_heads ${p.num_q_heads} is not a multiple of num_kv_heads ${p.num_kv_heads}`;
   }
   if (p.num_q_heads / p.num_kv_heads > ROWS) {
