@@ -34,6 +34,7 @@ import {
   type BufferArg,
   compiledVariants,
   unsupportedReason,
+  type Variant,
   variantByName,
 } from "../../kernels/kernel.ts";
 import * as embedding from "../../kernels/embedding.ts";
@@ -293,8 +294,6 @@ interface LinearCall {
     readonly cast: KernelCall<typeof castF16.spec.params.fields>;
     readonly gemm: KernelCall<typeof gemmTc.spec.params.fields>;
     readonly reduce: KernelCall<typeof splitkReduce.spec.params.fields>;
-    /** Whether `gemm` has the staged forms (gemm_tcs). */
-    readonly staged: boolean;
   } | null;
   readonly n: number;
   readonly k: number;
@@ -604,11 +603,6 @@ export class GpuModel implements ForwardModel {
     return this.moe?.gemmVariant ?? null;
   }
 
-  /** Whether the tensor-core GEMM's staged forms compiled (and are on). */
-  private get stagedTc(): boolean {
-    return Object.values(this.calls.linear).some((l) => l.tc?.staged);
-  }
-
   /** The linear-layer and attention kernel variants chosen for this device. */
   get linearVariants(): {
     gemv: string;
@@ -632,7 +626,7 @@ export class GpuModel implements ForwardModel {
             ? `; from ${this.opts.tensorCoreRows} rows the tensor cores (gemm_tc, ${
               this.opts.tensorCoreTile ? `${this.opts.tensorCoreTile}-row tiles` : "tile by rows"
             }${
-              this.stagedTc
+              this.calls.stagedTc
                 ? `; staged f16-tcs up to ${this.opts.tensorCoreDecodeRows} rows where k fits`
                 : ""
             }) where n and k fit`
@@ -996,27 +990,29 @@ export class GpuModel implements ForwardModel {
   private tensorCoreFor(
     kind: LinearKind,
     rows: number,
-  ): { variant: string; splits: number } | null {
+  ): { variant: Variant; splits: number } | null {
     const l = this.calls.linear[kind];
     const min = this.opts.tensorCoreRows;
     if (!l.tc || min <= 0 || rows < min) return null;
     const own = (this.opts.manyRowsByKind as Record<string, string | undefined>)[kind];
     if (own && own !== "gemm" && rows <= this.opts.stagedMaxRows) return null;
-    const variant = tensorCoreVariantFor(rows, l.k, {
-      decodeRows: l.tc.staged ? this.opts.tensorCoreDecodeRows : 0,
-      tile: this.opts.tensorCoreTile,
-    });
-    const staged = variant.startsWith("f16-tcs");
+    const variant = variantByName(
+      gemmTc.spec,
+      tensorCoreVariantFor(rows, l.k, {
+        decodeRows: this.calls.stagedTc ? this.opts.tensorCoreDecodeRows : 0,
+        tile: this.opts.tensorCoreTile,
+      }),
+    );
     const target = this.opts.tensorCoreSplitTarget;
     const splits = target > 0 && kind !== "lmHead" && rows <= TC_SPLIT_MAX_ROWS
       ? gemmTc.gemmTcSplits(
         rows,
         l.n,
         l.k,
-        variantByName(gemmTc.spec, variant),
+        variant,
         target,
         TC_MAX_SPLITS,
-        staged ? this.opts.tensorCoreSplitMinK / 16 : undefined,
+        variant.wideWords ? this.opts.tensorCoreSplitMinK / 16 : undefined,
       )
       : 1;
     return { variant, splits };
@@ -1031,7 +1027,7 @@ export class GpuModel implements ForwardModel {
     const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0 };
     const tc = this.tensorCoreFor(kind, rows);
     if (tc && l.tc) {
-      const variant = variantByName(gemmTc.spec, tc.variant);
+      const variant = tc.variant;
       const rowsPad = gemmTc.gemmTcRowsPad(rows, variant);
       l.tc.cast.setParams(castF16.castF16Params(rows, rowsPad, l.k));
       const split = tc.splits > 1;
@@ -1049,7 +1045,7 @@ export class GpuModel implements ForwardModel {
           splitkReduce.splitkReduceParams(rows * l.n, Math.ceil(l.k / p.k_split), l.accumulate),
         );
       }
-      this.linearForms[kind] = { path: "tc", variant: tc.variant, split };
+      this.linearForms[kind] = { path: "tc", variant: variant.name, split };
       return;
     }
     const gemvVariant = this.gemvFor(kind, rows);
@@ -1315,7 +1311,6 @@ async function createCalls(
             [...gemmTc.GEMM_TC_VARIANTS, ...stagedTc],
             `gemm_tc ${kind}`,
           ),
-          staged: stagedTc.length > 0,
           reduce: await KernelCall.create(gpu, splitkReduce.spec, ["f32"], `splitk ${kind}`),
         }
         : null,
@@ -1336,6 +1331,8 @@ async function createCalls(
   return {
     tensorCoreK,
     tensorCoreSplitN,
+    // whether the linear layers' tensor-core calls have the staged forms (gemm_tcs)
+    stagedTc: stagedTc.length > 0,
     manyVariants,
     gemvVariant,
     fewRowsVariant,
