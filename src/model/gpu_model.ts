@@ -173,8 +173,9 @@ export interface GpuModelOptions {
    * Linear layers of tensorCoreRows up to this many rows (at most 128) run the tensor-core
    * GEMM's staged forms (`gemm_tcs`: weights read once a workgroup as 16-byte words through
    * workgroup memory, `f16-tcs16/32/64` by rows) where they compile and k is a multiple of
-   * 64; more rows, or 0 here, take gemm_tc's tiles. Default 32: on the H200 (64 x 1024) the
-   * 64-row form moved qkv at 221 GB/s against gemm_tc's 229 (16 and 32 rows: 2-3% faster).
+   * 64; more rows, or 0 here, take gemm_tc's tiles. Default 32: on the H200, at ctx 1024,
+   * steps of 16 and 32 rows ran 1.7-2.9% faster on them than on gemm_tc, steps of 64 and 128
+   * rows slower (the 64-row form moved qkv's weights at 221 GB/s).
    */
   readonly tensorCoreDecodeRows?: number;
   /**
