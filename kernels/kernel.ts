@@ -58,6 +58,12 @@ export interface Variant {
    */
   readonly wideWords?: boolean;
   /**
+   * Read-only `vec4<T>` bindings are declared as `array<T>` (the same bytes, 4 values an
+   * element): subgroup matrix loads straight from storage take an array of the matrix's
+   * component type.
+   */
+  readonly scalarReads?: boolean;
+  /**
    * Subgroups of at least this size, laid out as runs of consecutive invocations (lane groups
    * that meet through subgroup shuffles; see Gpu.subgroupLanesConsecutive).
    */
@@ -162,6 +168,8 @@ export function preludeOf<F extends ParamFields>(
   kernel.bindings.forEach((b, i) => {
     const type = variant.packed && b.type === "vec4<T>" && b.access === "read"
       ? "vec2<u32>"
+      : variant.scalarReads && b.type === "vec4<T>" && b.access === "read"
+      ? "T"
       : variant.wideWords && b.type === "T" && b.access === "read"
       ? "vec4<u32>"
       : b.type;

@@ -23,6 +23,9 @@
  * K and V staged through workgroup memory KT = 16 or 32 keys a step, the next step's loads
  * in flight during this one's math, online softmax with a lazy max (P <= e^8 as f16). q * scale
  * and P are rounded to f16, so their cases compare with a looser tolerance (TC_TOLERANCE).
+ * The direct tensor-core variants (`f16-tcd`, `f16-tcdp`: shaders/paged_attention_decode_tcd.wgsl)
+ * do the same math with the K and V matrices loaded straight from the paged cache, 16 keys a
+ * step inside one block (block_size and split_tokens multiples of 16: see tcDirectReason).
  *
  * Bytes: every context key's K and V once (sum(contextLen) * kv_heads * head_dim * 2 *
  * sizeof(T)), q once, and, with splits, num_seqs * num_q_heads * num_splits * (head_dim + 1)
@@ -98,9 +101,33 @@ function tcVariant(name: string, kt: 16 | 32): Variant {
 }
 
 /**
- * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg): K and V f16
- * [KT, HD + 8] each, S f32 [16, KT + 4], P f16 [16, KT + 8], 2 flags: 10,760 bytes at KT = 16,
- * 21,000 at KT = 32.
+ * A tensor-core variant reading K and V straight from the paged cache (scalar f16 bindings),
+ * 16 keys a step; `pf`: the next step's K loaded during this step's math (8 more matrices
+ * held). Needs 16-key tiles inside one block (see tcDirectReason).
+ */
+function tcDirectVariant(name: string, pf: 0 | 1): Variant {
+  return {
+    name,
+    dtype: "f16",
+    subgroupMatrix: { m: 16, n: 16, k: 16 },
+    scalarReads: true,
+    shader: "paged_attention_decode_tcd.wgsl",
+    consts: {
+      WG: 32,
+      GMAX: TC_ROWS,
+      MAX_HD: TC_HD,
+      SCORES: 512 * TC_ROWS,
+      HD: TC_HD,
+      KT: 16,
+      PF: pf,
+    },
+  };
+}
+
+/**
+ * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg): two f16
+ * [KT, HD + 8] arrays (K and V staged; or q and a partial step's V for the direct forms), S
+ * f32 [16, KT + 4], P f16 [16, KT + 8], 2 flags: 10,760 bytes at KT = 16, 21,000 at KT = 32.
  */
 export function tcDecodeWorkgroupBytes(v: Variant): number {
   const { KT: kt, HD: hd } = v.consts!;
@@ -115,6 +142,30 @@ export function tcDecodeGeometryReason(
   p: { num_q_heads: number; num_kv_heads: number; head_dim: number },
 ): string | null {
   return tcHeadsReason(p);
+}
+
+/**
+ * Why the direct tensor-core variants (`f16-tcd`, `f16-tcdp`) cannot take these params, or
+ * null: the head geometry of tcDecodeGeometryReason, and a step's 16 keys inside one block
+ * (block_size and, with several splits, split_tokens multiples of 16).
+ */
+export function tcDirectReason(
+  p: {
+    num_q_heads: number;
+    num_kv_heads: number;
+    head_dim: number;
+    block_size: number;
+    split_tokens: number;
+    num_splits: number;
+  },
+): string | null {
+  const heads = tcHeadsReason(p);
+  if (heads) return heads;
+  if (p.block_size % 16 !== 0) return `block_size ${p.block_size} is not a multiple of 16`;
+  if (p.num_splits > 1 && p.split_tokens % 16 !== 0) {
+    return `split_tokens ${p.split_tokens} is not a multiple of 16`;
+  }
+  return null;
 }
 
 /** The one-key-per-lane forms, f16 and f32, for subgroups of 8 and of 32 (4 subgroups each). */
@@ -210,10 +261,14 @@ export const spec: KernelSpec<typeof params.fields> = {
     // but about 64 more registers a lane for the loads in flight).
     tcVariant("f16-tc", 16),
     tcVariant("f16-tc32", 32),
+    // Tensor cores with K and V matrices loaded straight from the cache (no staging), 16 keys
+    // a step; `tcdp` loads the next step's K during this one.
+    tcDirectVariant("f16-tcd", 0),
+    tcDirectVariant("f16-tcdp", 1),
   ],
   grid: (p, v, gpu) => {
     if (v.subgroupMatrix) {
-      const reason = tcDecodeGeometryReason(p);
+      const reason = v.scalarReads ? tcDirectReason(p) : tcDecodeGeometryReason(p);
       if (reason) throw new Error(`paged_attention_decode/${v.name}: ${reason}`);
       const bytes = tcDecodeWorkgroupBytes(v);
       const limit = gpu?.limits?.maxComputeWorkgroupStorageSize;
@@ -359,10 +414,12 @@ const FMA_TOLERANCE: Tolerance = { atol: 2e-5, rtol: 1e-4 };
  */
 const TC_TOLERANCE: Tolerance = { atol: 3e-3, rtol: 3e-3 };
 
-/** The variants that can take a case's head geometry (undefined: all of them). */
-function caseVariants(p: { num_q_heads: number; num_kv_heads: number; head_dim: number }) {
-  if (tcDecodeGeometryReason(p) === null) return undefined;
-  return spec.variants.filter((v) => !v.subgroupMatrix).map((v) => v.name);
+/** The variants that can take a case's params (undefined: all of them). */
+function caseVariants(p: Parameters<typeof tcDirectReason>[0]) {
+  if (tcDirectReason(p) === null) return undefined;
+  const staged = tcDecodeGeometryReason(p) === null;
+  return spec.variants.filter((v) => !v.subgroupMatrix || (staged && !v.scalarReads))
+    .map((v) => v.name);
 }
 
 function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
@@ -416,7 +473,14 @@ function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
       return { part_o: r.partO, part_lse: r.partLse };
     },
     tolerance: (v) => v.subgroupMatrix ? c.tcTolerance ?? TC_TOLERANCE : FMA_TOLERANCE,
-    variants: caseVariants({ num_q_heads: numQHeads, num_kv_heads: numKvHeads, head_dim: headDim }),
+    variants: caseVariants({
+      num_q_heads: numQHeads,
+      num_kv_heads: numKvHeads,
+      head_dim: headDim,
+      block_size: blockSize,
+      split_tokens: plan.splitTokens,
+      num_splits: plan.numSplits,
+    }),
     bytes: (v) =>
       kvBytes(sizes.seqs, c, v) + qElems * 4 + table.length * 4 +
       (split ? (part.partO + part.partLse) * 4 : qElems * 4),
@@ -485,6 +549,15 @@ export const cases: KernelCase<typeof params.fields>[] = [
     blockSize: 32,
     contexts: [1, 17, 100, 333, 1000],
     splitTokens: 100,
+  }),
+  // The same over splits of 96 keys (the direct tensor-core forms need 16-key multiples):
+  // partial last tiles at 1, 17, 333 and 1000 keys, empty later splits.
+  decodeCase({
+    label: "Qwen3-30B-A3B decode ctx 1,17,100,333,1000, bs=32 splits of 96",
+    ...QWEN3_30B,
+    blockSize: 32,
+    contexts: [1, 17, 100, 333, 1000],
+    splitTokens: 96,
   }),
   // One split (no partials) over contexts off the step multiples, one just under the cap.
   decodeCase({

@@ -44,7 +44,8 @@ const SPEC = {
   kvCacheGb: {
     type: "number",
     min: 0.01,
-    help: "KV cache size (default: the largest point's need)",
+    help: "KV cache size in GiB (default: the model's, 16 on a GPU; a point that needs more " +
+      "blocks is skipped with its need: 64 x 8192 of synthetic:qwen3-30b-a3b takes 49)",
   },
   dtype: { type: "string", values: ["f16", "f32"], help: "weight and KV storage type" },
   bandwidthGbps: {
@@ -66,9 +67,10 @@ const SPEC = {
   },
   decodeAttention: {
     type: "string",
-    values: ["tiled", "direct", "lanes", "tc"],
+    values: ["tiled", "direct", "lanes", "tc", "tcd", "tcdp"],
     help: "decode attention form (default: tiled on a GPU, direct on a CPU adapter; tc: the " +
-      "tensor cores, f16 KV)",
+      "tensor cores, f16 KV; tcd: the tensor cores reading K/V straight from the cache, " +
+      "blocks of multiples of 16; tcdp: tcd with the next step's K in flight)",
   },
   splitWorkgroups: {
     type: "number",

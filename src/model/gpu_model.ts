@@ -102,7 +102,10 @@ export interface GpuModelOptions {
    * GPUs), one key per invocation read straight from memory ("direct", default on CPU
    * adapters, where it is faster), or one key per subgroup lane with a subgroup softmax
    * ("lanes": subgroups of exactly 8 or 32), or Q K^T and P V as f16 16 x 16 x 16 products
-   * on the tensor cores ("tc": f16 KV and subgroup matrices; paged_attention_decode f16-tc).
+   * on the tensor cores ("tc": f16 KV and subgroup matrices; paged_attention_decode f16-tc,
+   * K/V staged through workgroup memory; "tcd": f16-tcd, K/V matrices loaded straight from
+   * the cache, block_size a multiple of 16; "tcdp": f16-tcdp, tcd with the next step's K
+   * loaded during this one).
    */
   readonly decodeAttention?: DecodeAttentionForm;
   /**
@@ -228,15 +231,34 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tc";
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tc" | "tcd" | "tcdp";
 
-/** The tensor-core decode attention variant, where it runs (f16 KV, subgroup matrices). */
-function tcDecodeVariant(gpu: Gpu, dtype: StorageDtype): string {
+/** paged_attention_decode's variant of each tensor-core form. */
+const TC_DECODE_VARIANT = { tc: "f16-tc", tcd: "f16-tcd", tcdp: "f16-tcdp" } as const;
+
+/**
+ * The tensor-core decode attention variant of `form`, where it runs (f16 KV, subgroup
+ * matrices; the direct forms also need 16-key tiles inside a block and splits of multiples
+ * of 16 keys).
+ */
+function tcDecodeVariant(
+  gpu: Gpu,
+  dtype: StorageDtype,
+  form: keyof typeof TC_DECODE_VARIANT,
+  blockSize: number,
+  minSplitTokens: number,
+): string {
+  const name = TC_DECODE_VARIANT[form];
+  const direct = form !== "tc";
   const why = dtype !== "f16"
     ? "the KV cache is not f16"
-    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, "f16-tc"));
-  if (why) throw new Error(`model: decode attention "tc" cannot run here: ${why}`);
-  return "f16-tc";
+    : direct && blockSize % 16 !== 0
+    ? `block_size ${blockSize} is not a multiple of 16`
+    : direct && minSplitTokens < 16
+    ? `splits of at least ${minSplitTokens} keys may not be multiples of 16`
+    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, name));
+  if (why) throw new Error(`model: decode attention "${form}" cannot run here: ${why}`);
+  return name;
 }
 
 /** The one-key-per-lane decode attention variant this device runs (lanes32, else lanes8). */
@@ -492,6 +514,8 @@ export class GpuModel implements ForwardModel {
       { few: opts.linearFewRows, many: opts.linearManyRows, byKind: opts.manyRowsByKind },
       opts.tensorCoreRows > 0,
       opts.tensorCoreDecodeRows,
+      blockSize,
+      opts.decodeSplit.minTokens,
     );
     const moe = config.layerKinds.includes("moe")
       ? await MoeBlock.create(gpu, {
@@ -1196,12 +1220,14 @@ async function createCalls(
   },
   tensorCores: boolean,
   tensorCoreDecodeRows: number,
+  blockSize: number,
+  minSplitTokens: number,
 ) {
   const packed = packedF16 ? "-packed" : "";
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
-    : decodeAttention === "tc"
-    ? tcDecodeVariant(gpu, dtype)
+    : decodeAttention === "tc" || decodeAttention === "tcd" || decodeAttention === "tcdp"
+    ? tcDecodeVariant(gpu, dtype, decodeAttention, blockSize, minSplitTokens)
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
   // GPUs with subgroups take the decode forms (lane groups meeting through shuffles).

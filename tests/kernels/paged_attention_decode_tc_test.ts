@@ -8,11 +8,13 @@ import {
   spec,
   tcDecodeGeometryReason,
   tcDecodeWorkgroupBytes,
+  tcDirectReason,
 } from "../../kernels/paged_attention_decode.ts";
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
 import { wgStructLayout } from "./wgsl_struct.ts";
 
 const TC = ["f16-tc", "f16-tc32"];
+const TCD = ["f16-tcd", "f16-tcdp"];
 const h200 = { limits: { maxComputeWorkgroupStorageSize: 49152 } } as never;
 const shader = (name: string) =>
   readFileSync(new URL(`../../shaders/${name}`, import.meta.url), "utf8");
@@ -29,28 +31,40 @@ test("the tensor-core decode variants: f16 subgroup matrices, one subgroup of 32
     // not read as words: the K/V bindings stay vec4<f16>
     assert.not.ok(v.packed);
   }
-  assert.equal(spec.variants.filter((v) => v.subgroupMatrix).map((v) => v.name), TC);
-  // the shader's one workgroup is its one subgroup
-  assert.match(shader("paged_attention_decode_tc.wgsl"), /@compute @workgroup_size\(32\)\nfn main/);
+  for (const [name, pf] of [["f16-tcd", 0], ["f16-tcdp", 1]] as const) {
+    const v = variantByName(spec, name);
+    assert.equal(v.subgroupMatrix, { m: 16, n: 16, k: 16 });
+    assert.is(v.shader, "paged_attention_decode_tcd.wgsl");
+    assert.is(v.consts!.KT, 16);
+    assert.is(v.consts!.PF, pf);
+    // K/V bound as f16 scalars: the matrix loads read them straight from the cache
+    assert.ok(v.scalarReads);
+  }
+  assert.equal(spec.variants.filter((v) => v.subgroupMatrix).map((v) => v.name), [...TC, ...TCD]);
+  // each shader's one workgroup is its one subgroup
+  for (const file of ["paged_attention_decode_tc.wgsl", "paged_attention_decode_tcd.wgsl"]) {
+    assert.match(shader(file), /@compute @workgroup_size\(32\)\nfn main/, file);
+  }
 });
 
 test("its workgroup memory is one struct, and it includes no library with workgroup variables", () => {
-  const wgsl = shader("paged_attention_decode_tc.wgsl");
-  // separate workgroup variables beside subgroup-matrix stores read wrong values on the
-  // H200's driver (see paged_attention_tc.wgsl): one struct
-  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
-  const includes = [...wgsl.matchAll(/^\/\/#include "([^"]+)"/gm)].map((m) => m[1]);
-  assert.equal(includes, ["lib/paged_kv.wgsl"]);
-  for (const lib of includes) assert.not.match(shader(lib), /var<workgroup>/, lib);
-  // workgroupBytes is the struct Wg the shader declares
-  for (const name of TC) {
+  for (const name of [...TC, ...TCD]) {
     const v = variantByName(spec, name);
+    const wgsl = shader(v.shader!);
+    // separate workgroup variables beside subgroup-matrix stores read wrong values on the
+    // H200's driver (see paged_attention_tc.wgsl): one struct
+    assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
+    const includes = [...wgsl.matchAll(/^\/\/#include "([^"]+)"/gm)].map((m) => m[1]);
+    assert.equal(includes, ["lib/paged_kv.wgsl"]);
+    for (const lib of includes) assert.not.match(shader(lib), /var<workgroup>/, lib);
+    // workgroupBytes is the struct Wg the shader declares
     const layout = wgStructLayout(wgsl, v.consts!);
     assert.is(layout.members, 5, "members of struct Wg");
     assert.is(layout.bytes, tcDecodeWorkgroupBytes(v), name);
   }
   assert.is(tcDecodeWorkgroupBytes(variantByName(spec, "f16-tc")), 10760);
   assert.is(tcDecodeWorkgroupBytes(variantByName(spec, "f16-tc32")), 21000);
+  assert.is(tcDecodeWorkgroupBytes(variantByName(spec, "f16-tcd")), 10760);
 });
 
 test("its prelude enables subgroup matrices and declares the decode bindings, K/V as vec4<f16>", () => {
@@ -78,6 +92,12 @@ test("its prelude enables subgroup matrices and declares the decode bindings, K/
     last = at;
   }
   assert.match(prelude, /split_tokens: u32/);
+  // the direct forms: K/V as f16 scalars (the same bytes), the rest unchanged
+  const direct = preludeOf(spec, variantByName(spec, "f16-tcd"));
+  assert.ok(direct.includes("var<storage, read> k_cache: array<T>;"));
+  assert.ok(direct.includes("var<storage, read> v_cache: array<T>;"));
+  assert.ok(direct.includes("var<storage, read> q: array<vec4<f32>>;"));
+  assert.ok(direct.includes("const PF: u32 = 0u;"));
 });
 
 test("it refuses head geometry other than head_dim 128 and up to 16 query heads a kv head", () => {
@@ -116,6 +136,16 @@ test("it refuses head geometry other than head_dim 128 and up to 16 query heads 
   );
   // the FMA forms still refuse 16 heads a kv head
   assert.throws(() => spec.grid({ ...p, num_kv_heads: 2 }, variantByName(spec, "f16"), h200));
+  // the direct forms: a step's 16 keys inside one block
+  const tcd = variantByName(spec, "f16-tcd");
+  assert.is(tcDirectReason(p), null);
+  assert.equal(spec.grid(p, tcd, h200), [4, 2, 3]);
+  assert.equal(spec.grid({ ...p, block_size: 32, split_tokens: 496 }, tcd, h200), [4, 2, 3]);
+  assert.throws(() => spec.grid({ ...p, block_size: 8 }, tcd, h200), /block_size 8 is not a/);
+  assert.throws(() => spec.grid({ ...p, split_tokens: 500 }, tcd, h200), /split_tokens 500 is/);
+  // one split starts at key 0: any length
+  assert.is(tcDirectReason({ ...p, split_tokens: 500, num_splits: 1 }), null);
+  assert.match(tcDirectReason({ ...p, head_dim: 64 }) ?? "", /head_dim 64/);
 });
 
 test("the split plan is the other forms' (512 keys at most), and takes 16 heads a kv head", () => {
@@ -137,8 +167,12 @@ test("the cases it cannot take list only the other variants; the rest include Qw
   const tcCases = cases.filter((c) => !c.variants || TC.every((n) => c.variants!.includes(n)));
   for (const c of cases) {
     const takes = tcDecodeGeometryReason(c.params) === null;
-    if (takes) {
+    const direct = tcDirectReason(c.params) === null;
+    if (direct) {
       assert.is(c.variants, undefined, c.label);
+      for (const name of [...TC, ...TCD]) spec.grid(c.params, variantByName(spec, name), h200);
+    } else if (takes) {
+      assert.equal(c.variants, [...others, ...TC], c.label);
       for (const name of TC) spec.grid(c.params, variantByName(spec, name), h200);
     } else {
       assert.equal(c.variants, others, c.label);
