@@ -1,5 +1,5 @@
 // Split-K paged decode attention on f16 subgroup matrices with K and V read straight from the
-// paged cache: the f16-tcd variants of paged_attention_decode (same params, buffers, grid and
+// paged cache: the f16-tcd variant of paged_attention_decode (same params, buffers, grid and
 // outputs as the other forms; K/V bound as f16 scalars, see Variant.scalarReads and
 // kernels/paged_attention_decode.ts). Workgroup (kv head, split, seq) = ONE subgroup of 32
 // (every matrix offset is then workgroup-uniform). The 16 rows of the left matrices are the
@@ -9,11 +9,10 @@
 // 16 keys then lie in one KV block, 16 rows kv_stride = num_kv_heads * HD apart, and the
 // matrix loads read them from the cache with no staging, no stores and no barrier of their
 // own. Per step of 16 keys:
-//   S = Q K^T (K^T col_major straight from the cache; with PF = 1 these 8 matrices were
-//     loaded during the previous step); V's 8 matrices are loaded (straight from the cache,
-//     or, for the context's last partial tile, staged in wg.vt with zeros past the context:
-//     a stale slot must not meet a zero probability as Inf or NaN); with PF = 1 the next
-//     step's K goes out too. S to wg.s; barrier;
+//   S = Q K^T (K^T col_major straight from the cache); V's 8 matrices are loaded (straight
+//     from the cache, or, for the context's last partial tile, staged in wg.vt with zeros
+//     past the context: a stale slot must not meet a zero probability as Inf or NaN). S to
+//     wg.s; barrier;
 //   invocations 2r and 2r + 1 run row r's online softmax over 8 keys each (the max meeting
 //     through a shuffle), with the lazy max of the prefill kernel: a row takes a new max only
 //     when the step's scores pass the running one by more than TAU (then O and l scale by
@@ -23,6 +22,8 @@
 //   O += P V.
 // At the end O goes through wg.s 16 dims at a time, each row divided by l, and the G rows are
 // written: to `out` with one split, else to part_o with part_lse = max + log(l).
+// (Loading the next step's K during this one, 8 more matrices held, measured 1-3% slower on
+// the H200, 2026-12-01.)
 //#include "lib/paged_kv.wgsl"
 
 // "No score": finite, since WGSL need not honour infinities.
@@ -46,7 +47,6 @@ const SS: u32 = KT + 4u;
 const PS: u32 = KT + 8u;
 const_assert HD == 128u && ND == 8u && HD4 == 32u;
 const_assert KT == 16u;
-const_assert PF == 0u || PF == 1u;
 
 // The workgroup memory is one struct (see paged_attention_decode_tc.wgsl).
 struct Wg {
@@ -114,26 +114,6 @@ fn main(
   }
   let n_steps = (key_end - key_start + KT - 1u) / KT;
 
-  // K of the first step (PF = 1) goes out before q is staged.
-  var base = kv_at(seq, key_start, kvh);
-  var k0 = subgroup_matrix_right<f16, 16, 16>();
-  var k1 = subgroup_matrix_right<f16, 16, 16>();
-  var k2 = subgroup_matrix_right<f16, 16, 16>();
-  var k3 = subgroup_matrix_right<f16, 16, 16>();
-  var k4 = subgroup_matrix_right<f16, 16, 16>();
-  var k5 = subgroup_matrix_right<f16, 16, 16>();
-  var k6 = subgroup_matrix_right<f16, 16, 16>();
-  var k7 = subgroup_matrix_right<f16, 16, 16>();
-  if (PF == 1u) {
-    k0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 0u, kv_stride);
-    k1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 16u, kv_stride);
-    k2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 32u, kv_stride);
-    k3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 48u, kv_stride);
-    k4 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 64u, kv_stride);
-    k5 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 80u, kv_stride);
-    k6 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 96u, kv_stride);
-    k7 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 112u, kv_stride);
-  }
 
   // wg.q = q * scale of the group's heads as f16, zero rows from group on.
   for (var r = 0u; r < ROWS; r++) {
@@ -172,20 +152,16 @@ fn main(
     workgroupBarrier();
     // the context's last tile when it is partial (split ends are multiples of 16)
     let staged = kb + KT > context_len;
-    var next = base;
-    if (t + 1u < n_steps) {
-      next = kv_at(seq, kb + KT, kvh);
-    }
-    if (PF == 0u) {
-      k0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 0u, kv_stride);
-      k1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 16u, kv_stride);
-      k2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 32u, kv_stride);
-      k3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 48u, kv_stride);
-      k4 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 64u, kv_stride);
-      k5 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 80u, kv_stride);
-      k6 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 96u, kv_stride);
-      k7 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 112u, kv_stride);
-    }
+    // the step's first key in the cache (its 16 keys lie in one block)
+    let base = kv_at(seq, kb, kvh);
+    let k0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 0u, kv_stride);
+    let k1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 16u, kv_stride);
+    let k2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 32u, kv_stride);
+    let k3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 48u, kv_stride);
+    let k4 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 64u, kv_stride);
+    let k5 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 80u, kv_stride);
+    let k6 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 96u, kv_stride);
+    let k7 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, base + 112u, kv_stride);
 
     // S = Q K^T (scale folded into q; keys past the context are masked below)
     var s = subgroup_matrix_result<f32, 16, 16>();
@@ -227,16 +203,6 @@ fn main(
       v5 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&v_cache, base + 80u, kv_stride);
       v6 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&v_cache, base + 96u, kv_stride);
       v7 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&v_cache, base + 112u, kv_stride);
-    }
-    if (PF == 1u && t + 1u < n_steps) {
-      k0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, next + 0u, kv_stride);
-      k1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, next + 16u, kv_stride);
-      k2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, next + 32u, kv_stride);
-      k3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, next + 48u, kv_stride);
-      k4 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, next + 64u, kv_stride);
-      k5 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, next + 80u, kv_stride);
-      k6 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, next + 96u, kv_stride);
-      k7 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&k_cache, next + 112u, kv_stride);
     }
     workgroupBarrier();
 
@@ -349,7 +315,6 @@ fn main(
     o5 = subgroupMatrixMultiplyAccumulate(pa, v5, o5);
     o6 = subgroupMatrixMultiplyAccumulate(pa, v6, o6);
     o7 = subgroupMatrixMultiplyAccumulate(pa, v7, o7);
-    base = next;
   }
 
   // The G rows' result, O / l, 16 dims at a time through wg.s.

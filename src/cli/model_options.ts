@@ -73,7 +73,7 @@ export const TENSOR_CORE_OPTIONS = {
     integer: true,
     min: 0,
     help: "linear layers of up to this many rows (at most 128) on the tensor cores take the " +
-      "staged forms (gemm_tcs; default 32, 0 never)",
+      "staged forms (gemm_tcs; default 128, 0 never)",
   },
   tensorCoreSplitMinK: {
     type: "number",

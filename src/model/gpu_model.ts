@@ -98,14 +98,14 @@ export interface GpuModelOptions {
    */
   readonly gemvMaxRows?: number;
   /**
-   * Decode attention form: K/V tiles staged through workgroup memory ("tiled", default on
-   * GPUs), one key per invocation read straight from memory ("direct", default on CPU
-   * adapters, where it is faster), or one key per subgroup lane with a subgroup softmax
-   * ("lanes": subgroups of exactly 8 or 32), or Q K^T and P V as f16 16 x 16 x 16 products
-   * on the tensor cores ("tc": f16 KV and subgroup matrices; paged_attention_decode f16-tc,
-   * K/V staged through workgroup memory; "tcd": f16-tcd, K/V matrices loaded straight from
-   * the cache, block_size a multiple of 16; "tcdp": f16-tcdp, tcd with the next step's K
-   * loaded during this one).
+   * Decode attention form: K/V tiles staged through workgroup memory ("tiled"), one key per
+   * invocation read straight from memory ("direct"), one key per subgroup lane with a
+   * subgroup softmax ("lanes": subgroups of exactly 8 or 32), or Q K^T and P V as f16
+   * 16 x 16 x 16 products on the tensor cores (f16 KV and subgroup matrices): "tc"
+   * (paged_attention_decode f16-tc, K/V staged through workgroup memory) or "tcd" (f16-tcd,
+   * the K/V matrices loaded straight from the cache; block_size a multiple of 16). Default on
+   * GPUs: "tcd" for steps that read at least DEEP_DECODE_KEYS context keys where it runs,
+   * "tiled" for the others and elsewhere; on CPU adapters "direct" (faster there).
    */
   readonly decodeAttention?: DecodeAttentionForm;
   /**
@@ -175,10 +175,12 @@ export interface GpuModelOptions {
   /**
    * Linear layers of tensorCoreRows up to this many rows (at most 128) run the tensor-core
    * GEMM's staged forms (`gemm_tcs`: weights read once a workgroup as 16-byte words through
-   * workgroup memory, `f16-tcs16/32/64` by rows) where they compile and k is a multiple of
-   * 64; more rows, or 0 here, take gemm_tc's tiles. Default 32: on the H200, at ctx 1024,
-   * steps of 16 and 32 rows ran 1.7-2.9% faster on them than on gemm_tc, steps of 64 and 128
-   * rows slower (the 64-row form moved qkv's weights at 221 GB/s).
+   * workgroup memory; `f16-tcs16` up to 16 rows, `f16-tcs32` up to 32, `f16-tcs16` above)
+   * where they compile and k is a multiple of 64; more rows, or 0 here, take gemm_tc's tiles.
+   * Default 128: on the H200, at ctx 1024, steps of 16 and 32 rows ran 1.7-2.9% faster on them
+   * than on gemm_tc (2026-11-30); at 64 rows the 16-row form took the step from 43.0 to 41.4
+   * ms and at 128 from 52.5 to 52.3 (2026-12-01), where the 64-row form had been slower than
+   * gemm_tc (qkv's weights at 221 GB/s from too few resident workgroups).
    */
   readonly tensorCoreDecodeRows?: number;
   /**
@@ -231,10 +233,18 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tc" | "tcd" | "tcdp";
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tc" | "tcd";
+
+/**
+ * Decode steps reading at least this many context keys (summed over the step's sequences)
+ * take the direct tensor-core attention by default. On the H200 (2026-12-01, one call) tcd
+ * took 64 x 8192 from 85.1 to 73.9 ms a step and 64 x 1024 (65,536 keys) from 43.2 to 42.8;
+ * at 1 and 8 x 1024 it was 0.3-0.4 ms slower than tiled (few workgroups of a longer step chain).
+ */
+export const DEEP_DECODE_KEYS = 16384;
 
 /** paged_attention_decode's variant of each tensor-core form. */
-const TC_DECODE_VARIANT = { tc: "f16-tc", tcd: "f16-tcd", tcdp: "f16-tcdp" } as const;
+const TC_DECODE_VARIANT = { tc: "f16-tc", tcd: "f16-tcd" } as const;
 
 /**
  * The tensor-core decode attention variant of `form`, where it runs (f16 KV, subgroup
@@ -482,7 +492,7 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
-      tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 32, TC_SPLIT_MAX_ROWS),
+      tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
       tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
@@ -516,6 +526,7 @@ export class GpuModel implements ForwardModel {
       opts.tensorCoreDecodeRows,
       blockSize,
       opts.decodeSplit.minTokens,
+      options.decodeAttention === undefined,
     );
     const moe = config.layerKinds.includes("moe")
       ? await MoeBlock.create(gpu, {
@@ -657,9 +668,11 @@ export class GpuModel implements ForwardModel {
             }) where n and k fit`
             : ""
         }`,
-      decodeAttention:
-        `${this.calls.decodeVariant} (splits for ~${this.opts.decodeSplit.workgroups} ` +
-        `workgroups, >= ${this.opts.decodeSplit.minTokens} keys)`,
+      decodeAttention: `${this.calls.decodeVariant}${
+        this.calls.decodeDeepVariant === this.calls.decodeVariant
+          ? ""
+          : ` (${this.calls.decodeDeepVariant} from ${DEEP_DECODE_KEYS} keys a step)`
+      } (splits for ~${this.opts.decodeSplit.workgroups} workgroups, >= ${this.opts.decodeSplit.minTokens} keys)`,
       prefillAttention: `${this.calls.prefill.spec.name} ${this.calls.prefillVariant}`,
     };
   }
@@ -854,8 +867,12 @@ export class GpuModel implements ForwardModel {
       scale: 1 / Math.sqrt(hd),
     };
     let splits = 1;
+    let decodeVariant = c.decodeVariant;
     if (plan.decode) {
-      const variant = variantByName(pagedAttentionDecode.spec, c.decodeVariant);
+      let keys = 0;
+      for (const s of batch.seqs) keys += s.contextLen;
+      if (keys >= DEEP_DECODE_KEYS) decodeVariant = c.decodeDeepVariant;
+      const variant = variantByName(pagedAttentionDecode.spec, decodeVariant);
       const split = pagedAttentionDecode.planDecodeSplits(
         batch.seqs.map((s) => s.contextLen),
         { numQHeads: nq, numKvHeads: nkv },
@@ -920,7 +937,7 @@ export class GpuModel implements ForwardModel {
         out: b.attn,
       };
       if (plan.decode) {
-        c.decode.dispatch(step.pass("paged_attention_decode"), c.decodeVariant, `l${l}`, {
+        c.decode.dispatch(step.pass("paged_attention_decode"), decodeVariant, `l${l}`, {
           ...attention,
           part_o: this.partials!.o,
           part_lse: this.partials!.lse,
@@ -1222,13 +1239,23 @@ async function createCalls(
   tensorCoreDecodeRows: number,
   blockSize: number,
   minSplitTokens: number,
+  decodeAttentionDefault: boolean,
 ) {
   const packed = packedF16 ? "-packed" : "";
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
-    : decodeAttention === "tc" || decodeAttention === "tcd" || decodeAttention === "tcdp"
+    : decodeAttention === "tc" || decodeAttention === "tcd"
     ? tcDecodeVariant(gpu, dtype, decodeAttention, blockSize, minSplitTokens)
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
+  // steps of DEEP_DECODE_KEYS keys or more: tcd where it runs, when the caller chose no form
+  let decodeDeepVariant = decodeVariant;
+  if (decodeAttentionDefault && decodeAttention === "tiled") {
+    try {
+      decodeDeepVariant = tcDecodeVariant(gpu, dtype, "tcd", blockSize, minSplitTokens);
+    } catch {
+      // tcd does not run here: tiled throughout
+    }
+  }
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
   // GPUs with subgroups take the decode forms (lane groups meeting through shuffles).
   const gemvVariant = gemvForms === "rows"
@@ -1379,7 +1406,12 @@ async function createCalls(
     ),
     prefillVariant,
     decodeVariant,
-    decode: await KernelCall.create(gpu, pagedAttentionDecode.spec, [decodeVariant]),
+    decodeDeepVariant,
+    decode: await KernelCall.create(
+      gpu,
+      pagedAttentionDecode.spec,
+      [...new Set([decodeVariant, decodeDeepVariant])],
+    ),
     decodeReduce: await KernelCall.create(gpu, decodeReduce.spec, ["f32"]),
     blockCopy: await KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
     silu: await KernelCall.create(gpu, siluMul.spec, ["f32"]),
@@ -1444,7 +1476,8 @@ export function tensorCoreTileFor(rows: number): 16 | 32 | 64 {
 
 /**
  * The tensor-core GEMM variant for `rows` rows of a layer with input width k: the staged
- * forms (f16-tcs16/32/64 by rows) up to `decodeRows` rows where k is a multiple of their 64-wide
+ * forms (f16-tcs32 for 17-32 rows, else f16-tcs16: more, smaller workgroups than tcs64, whose
+ * few resident ones read qkv's weights at 221 GB/s on the H200) up to `decodeRows` rows where k is a multiple of their 64-wide
  * step, else gemm_tc's tiles (`tile` rows, or 0 for tensorCoreTileFor's choice).
  */
 export function tensorCoreVariantFor(
@@ -1453,7 +1486,7 @@ export function tensorCoreVariantFor(
   opts: { readonly decodeRows: number; readonly tile: 0 | 16 | 32 | 64 },
 ): string {
   if (rows <= opts.decodeRows && k % 64 === 0) {
-    return `f16-tcs${opts.tile || (rows <= 16 ? 16 : rows <= 32 ? 32 : 64)}`;
+    return `f16-tcs${opts.tile || (rows > 16 && rows <= 32 ? 32 : 16)}`;
   }
   return `f16-tc${opts.tile || tensorCoreTileFor(rows)}`;
 }

@@ -13,33 +13,30 @@ import {
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
 import { wgStructLayout } from "./wgsl_struct.ts";
 
-const TC = ["f16-tc", "f16-tc32"];
-const TCD = ["f16-tcd", "f16-tcdp"];
+const TC = ["f16-tc"];
+const TCD = ["f16-tcd"];
 const h200 = { limits: { maxComputeWorkgroupStorageSize: 49152 } } as never;
 const shader = (name: string) =>
   readFileSync(new URL(`../../shaders/${name}`, import.meta.url), "utf8");
 
-test("the tensor-core decode variants: f16 subgroup matrices, one subgroup of 32, 16 or 32 keys a step", () => {
-  for (const [name, kt] of [["f16-tc", 16], ["f16-tc32", 32]] as const) {
+test("the tensor-core decode variants: f16 subgroup matrices, one subgroup of 32, 16 keys a step", () => {
+  for (const name of [...TC, ...TCD]) {
     const v = variantByName(spec, name);
     assert.is(v.dtype, "f16");
     assert.equal(v.subgroupMatrix, { m: 16, n: 16, k: 16 });
-    assert.is(v.shader, "paged_attention_decode_tc.wgsl");
     assert.is(v.consts!.WG, 32);
     assert.is(v.consts!.HD, 128);
-    assert.is(v.consts!.KT, kt);
-    // not read as words: the K/V bindings stay vec4<f16>
+    assert.is(v.consts!.KT, 16);
+    // not read as words
     assert.not.ok(v.packed);
   }
-  for (const [name, pf] of [["f16-tcd", 0], ["f16-tcdp", 1]] as const) {
-    const v = variantByName(spec, name);
-    assert.equal(v.subgroupMatrix, { m: 16, n: 16, k: 16 });
-    assert.is(v.shader, "paged_attention_decode_tcd.wgsl");
-    assert.is(v.consts!.KT, 16);
-    assert.is(v.consts!.PF, pf);
-    // K/V bound as f16 scalars: the matrix loads read them straight from the cache
-    assert.ok(v.scalarReads);
-  }
+  assert.is(variantByName(spec, "f16-tc").shader, "paged_attention_decode_tc.wgsl");
+  // the staged form keeps K/V as vec4<f16>; the direct one binds f16 scalars, which its
+  // matrix loads read straight from the cache
+  assert.not.ok(variantByName(spec, "f16-tc").scalarReads);
+  const tcd = variantByName(spec, "f16-tcd");
+  assert.is(tcd.shader, "paged_attention_decode_tcd.wgsl");
+  assert.ok(tcd.scalarReads);
   assert.equal(spec.variants.filter((v) => v.subgroupMatrix).map((v) => v.name), [...TC, ...TCD]);
   // each shader's one workgroup is its one subgroup
   for (const file of ["paged_attention_decode_tc.wgsl", "paged_attention_decode_tcd.wgsl"]) {
@@ -63,7 +60,6 @@ test("its workgroup memory is one struct, and it includes no library with workgr
     assert.is(layout.bytes, tcDecodeWorkgroupBytes(v), name);
   }
   assert.is(tcDecodeWorkgroupBytes(variantByName(spec, "f16-tc")), 10760);
-  assert.is(tcDecodeWorkgroupBytes(variantByName(spec, "f16-tc32")), 21000);
   assert.is(tcDecodeWorkgroupBytes(variantByName(spec, "f16-tcd")), 10760);
 });
 
@@ -97,7 +93,7 @@ test("its prelude enables subgroup matrices and declares the decode bindings, K/
   assert.ok(direct.includes("var<storage, read> k_cache: array<T>;"));
   assert.ok(direct.includes("var<storage, read> v_cache: array<T>;"));
   assert.ok(direct.includes("var<storage, read> q: array<vec4<f32>>;"));
-  assert.ok(direct.includes("const PF: u32 = 0u;"));
+  assert.ok(direct.includes("const KT: u32 = 16u;"));
 });
 
 test("it refuses head geometry other than head_dim 128 and up to 16 query heads a kv head", () => {
@@ -130,9 +126,10 @@ test("it refuses head geometry other than head_dim 128 and up to 16 query heads 
   assert.throws(() => spec.grid({ ...p, split_tokens: 513 }, tc, h200), /use planDecodeSplits/);
   const small = { limits: { maxComputeWorkgroupStorageSize: 16384 } } as never;
   assert.equal(spec.grid(p, tc, small), [4, 2, 3]);
+  const tiny = { limits: { maxComputeWorkgroupStorageSize: 8192 } } as never;
   assert.throws(
-    () => spec.grid(p, variantByName(spec, "f16-tc32"), small),
-    /21000 bytes of workgroup memory, the device allows 16384/,
+    () => spec.grid(p, tc, tiny),
+    /10760 bytes of workgroup memory, the device allows 8192/,
   );
   // the FMA forms still refuse 16 heads a kv head
   assert.throws(() => spec.grid({ ...p, num_kv_heads: 2 }, variantByName(spec, "f16"), h200));
