@@ -11,7 +11,9 @@
  * keep the GPU's subgroups busy. The staged forms `f16-tcs16`, `f16-tcs32` and `f16-tcs64`
  * (gemm_tcs.wgsl, decode-sized row counts) read both operands as 16-byte words through
  * workgroup memory: a workgroup owns TM rows x 32 columns and steps 64 of k at a time, so k
- * and k_split must be multiples of 64 there (`gemmTcKStep`).
+ * and k_split must be multiples of 64 there (`gemmTcKStep`). `f16-tcs32x2`, `f16-tcs64x4` and
+ * `f16-tcs128x8` (gemm_tcs_sg.wgsl) stage the same way with 2, 4 or 8 subgroups a workgroup,
+ * one row tile of 16 each, so the 32 weight rows a step stages feed every row tile.
  */
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
@@ -33,6 +35,19 @@ function tcVariant(tm: 16 | 32 | 64): Variant {
     dtype: "f16",
     subgroupMatrix: { m: 16, n: 16, k: 16 },
     consts: { MT: tm / 16, TM: tm },
+  };
+}
+
+/** The staged form with `rt` subgroups a workgroup, one row tile of 16 each. */
+function stagedSubgroupsVariant(rt: 2 | 4 | 8): Variant {
+  return {
+    name: `f16-tcs${16 * rt}x${rt}`,
+    dtype: "f16",
+    subgroupMatrix: { m: 16, n: 16, k: 16 },
+    perSubgroupMatrices: true,
+    shader: "gemm_tcs_sg.wgsl",
+    wideWords: true,
+    consts: { RT: rt, TM: 16 * rt, CW: 32 },
   };
 }
 
@@ -63,6 +78,9 @@ export const spec: KernelSpec<typeof params.fields> = {
     stagedVariant(16),
     stagedVariant(32),
     stagedVariant(64),
+    stagedSubgroupsVariant(2),
+    stagedSubgroupsVariant(4),
+    stagedSubgroupsVariant(8),
   ],
   // the staged forms take the row blocks along x (those that read the same weights run side
   // by side), gemm_tc the column blocks
@@ -83,8 +101,18 @@ export function gemmTcRowsPad(m: number, variant: Variant): number {
 /** The tensor-core variants that load their matrices straight from memory (gemm_tc.wgsl). */
 export const GEMM_TC_VARIANTS = ["f16-tc16", "f16-tc32", "f16-tc64"] as const;
 
-/** The staged variants (gemm_tcs.wgsl): decode-sized row counts. */
-export const GEMM_TCS_VARIANTS = ["f16-tcs16", "f16-tcs32", "f16-tcs64"] as const;
+/**
+ * The staged variants (gemm_tcs.wgsl, one subgroup a workgroup; gemm_tcs_sg.wgsl, one
+ * subgroup a row tile): decode-sized row counts.
+ */
+export const GEMM_TCS_VARIANTS = [
+  "f16-tcs16",
+  "f16-tcs32",
+  "f16-tcs64",
+  "f16-tcs32x2",
+  "f16-tcs64x4",
+  "f16-tcs128x8",
+] as const;
 
 /** The k a variant steps at a time: k and k_split must be multiples of it. */
 export function gemmTcKStep(variant: Variant): number {
@@ -157,7 +185,7 @@ function tcCase(
   kStep = 16,
 ): KernelCase<typeof params.fields> {
   // every variant reads up to the largest row tile: pad for that one
-  const rowsPad = Math.ceil(m / 64) * 64;
+  const rowsPad = Math.ceil(m / 128) * 128;
   const p = gemmTcParams(m, n, k, accumulate, splits, kStep);
   const slices = Math.ceil(k / p.k_split);
   // the staged forms step 64 of k: shapes they cannot take compare on the others only
@@ -235,4 +263,8 @@ export const cases = [
   tcCase(100, 48, 256, true),
   tcCase(32, 2048, 4096, false, 8, 64),
   tcCase(9, 128, 2048, false, 16, 64),
+  // the several-subgroup staged forms at Qwen3-30B-A3B's decode shapes: qkv at 64 rows in 4
+  // splits, o at 128 rows in 8 (one row block of tcs128x8, two of tcs64x4)
+  tcCase(64, 5120, 2048, false, 4, 64),
+  tcCase(128, 2048, 4096, false, 8, 64),
 ];

@@ -64,6 +64,13 @@ export interface Variant {
    */
   readonly scalarReads?: boolean;
   /**
+   * Several 32-wide subgroups a workgroup, each with its own subgroup-matrix offsets (subgroup
+   * r = invocations 32 r .. 32 r + 31): the prelude turns off Tint's subgroup-matrix uniformity
+   * check (`diagnostic(off, chromium.subgroup_matrix_uniformity)`), which otherwise asks every
+   * matrix offset to be the same in the whole workgroup. Needs consecutive subgroup lanes.
+   */
+  readonly perSubgroupMatrices?: boolean;
+  /**
    * Subgroups of at least this size, laid out as runs of consecutive invocations (lane groups
    * that meet through subgroup shuffles; see Gpu.subgroupLanesConsecutive).
    */
@@ -109,9 +116,13 @@ export function unsupportedReason(gpu: Gpu, variant: Variant): string | null {
   if (sm && !hasSubgroupMatrix(gpu, "f16", "f32", sm.m, sm.n, sm.k)) {
     return `no f16->f32 ${sm.m}x${sm.n}x${sm.k} subgroup matrix`;
   }
-  // The subgroup-matrix kernels run one 32-wide subgroup per workgroup (NVIDIA's size).
+  // The subgroup-matrix kernels run 32-wide subgroups (NVIDIA's size), one a workgroup or,
+  // with perSubgroupMatrices, several of consecutive invocations.
   if (sm && (gpu.subgroupMinSize !== 32 || gpu.subgroupMaxSize !== 32)) {
     return `subgroup-matrix kernels need subgroups of exactly 32 (have ${gpu.subgroupMinSize}..${gpu.subgroupMaxSize})`;
+  }
+  if (variant.perSubgroupMatrices && !gpu.subgroupLanesConsecutive) {
+    return "its subgroups must be runs of consecutive invocations, which this device does not have";
   }
   return null;
 }
@@ -147,6 +158,12 @@ export function preludeOf<F extends ParamFields>(
   if (variant.dtype === "f16") lines.push("enable f16;");
   if (variant.subgroups || variant.subgroupMatrix) lines.push("enable subgroups;");
   if (variant.subgroupMatrix) lines.push("enable chromium_experimental_subgroup_matrix;");
+  if (variant.perSubgroupMatrices) {
+    if (!variant.subgroupMatrix) {
+      throw new Error(`${kernel.name}/${variant.name}: perSubgroupMatrices needs subgroupMatrix`);
+    }
+    lines.push("diagnostic(off, chromium.subgroup_matrix_uniformity);");
+  }
   lines.push(`alias T = ${variant.dtype};`);
   const consts = { ...variant.consts, ...extraConsts };
   for (const [k, v] of Object.entries(consts)) {

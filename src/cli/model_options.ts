@@ -75,6 +75,12 @@ export const TENSOR_CORE_OPTIONS = {
     help: "linear layers of up to this many rows (at most 128) on the tensor cores take the " +
       "staged forms (gemm_tcs; default 128, 0 never)",
   },
+  tensorCoreDecodeSubgroups: {
+    type: "string",
+    values: ["one", "rows"],
+    help: "the staged forms' subgroups a workgroup: one (f16-tcs16/32) or one a row tile of 16 " +
+      "(f16-tcs32x2/64x4/128x8, the weights staged once for every row tile) (default: one)",
+  },
   tensorCoreSplitMinK: {
     type: "number",
     integer: true,
@@ -115,6 +121,7 @@ export function tensorCoreOptions(
     readonly tensorCoreRows?: number;
     readonly tensorCoreTile?: string;
     readonly tensorCoreDecodeRows?: number;
+    readonly tensorCoreDecodeSubgroups?: string;
     readonly tensorCoreSplitMinK?: number;
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
@@ -125,6 +132,7 @@ export function tensorCoreOptions(
   tensorCoreRows?: number;
   tensorCoreTile?: 0 | 16 | 32 | 64;
   tensorCoreDecodeRows?: number;
+  tensorCoreDecodeSubgroups?: "one" | "rows";
   tensorCoreSplitMinK?: number;
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
@@ -138,6 +146,7 @@ export function tensorCoreOptions(
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreDecodeRows: o.tensorCoreDecodeRows,
+    tensorCoreDecodeSubgroups: o.tensorCoreDecodeSubgroups as "one" | "rows" | undefined,
     tensorCoreSplitMinK: o.tensorCoreSplitMinK,
     tensorCoreTile: o.tensorCoreTile === undefined
       ? undefined

@@ -184,6 +184,12 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreDecodeRows?: number;
   /**
+   * The staged forms' subgroups a workgroup: "one" (`f16-tcs16/32`, default) or "rows", one
+   * subgroup a row tile of 16 (`f16-tcs32x2/64x4/128x8`: the 32 weight rows staged a step feed
+   * every row tile of the workgroup).
+   */
+  readonly tensorCoreDecodeSubgroups?: "one" | "rows";
+  /**
    * The least k a split of the staged forms takes (a multiple of 64; default 512, 8 of their
    * steps): their split-K partial sums cost as much traffic as the weights at 16 splits.
    */
@@ -493,6 +499,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
       tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
+      tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "one",
       tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
@@ -662,7 +669,7 @@ export class GpuModel implements ForwardModel {
             ? `; from ${this.opts.tensorCoreRows} rows the tensor cores (gemm_tc, ${
               this.opts.tensorCoreTile ? `${this.opts.tensorCoreTile}-row tiles` : "tile by rows"
             }${
-              this.calls.stagedTc
+              this.calls.stagedTc.size > 0
                 ? `; staged f16-tcs up to ${this.opts.tensorCoreDecodeRows} rows where k fits`
                 : ""
             }) where n and k fit`
@@ -1038,13 +1045,16 @@ export class GpuModel implements ForwardModel {
     if (!l.tc || min <= 0 || rows < min) return null;
     const own = (this.opts.manyRowsByKind as Record<string, string | undefined>)[kind];
     if (own && own !== "gemm" && rows <= this.opts.stagedMaxRows) return null;
-    const variant = variantByName(
-      gemmTc.spec,
+    const choice = (decodeRows: number) =>
       tensorCoreVariantFor(rows, l.k, {
-        decodeRows: this.calls.stagedTc ? this.opts.tensorCoreDecodeRows : 0,
+        decodeRows,
         tile: this.opts.tensorCoreTile,
-      }),
-    );
+        subgroups: this.opts.tensorCoreDecodeSubgroups,
+      });
+    let name = choice(this.opts.tensorCoreDecodeRows);
+    // a staged form that did not compile here: gemm_tc's tiles
+    if (name.startsWith("f16-tcs") && !this.calls.stagedTc.has(name)) name = choice(0);
+    const variant = variantByName(gemmTc.spec, name);
     const target = this.opts.tensorCoreSplitTarget;
     const splits = target > 0 && kind !== "lmHead" && rows <= TC_SPLIT_MAX_ROWS
       ? gemmTc.gemmTcSplits(
@@ -1385,8 +1395,8 @@ async function createCalls(
   return {
     tensorCoreK,
     tensorCoreSplitN,
-    // whether the linear layers' tensor-core calls have the staged forms (gemm_tcs)
-    stagedTc: stagedTc.length > 0,
+    // the staged forms (gemm_tcs, gemm_tcs_sg) that compiled here
+    stagedTc: new Set(stagedTc),
     manyVariants,
     gemvVariant,
     fewRowsVariant,
@@ -1478,14 +1488,23 @@ export function tensorCoreTileFor(rows: number): 16 | 32 | 64 {
  * The tensor-core GEMM variant for `rows` rows of a layer with input width k: the staged
  * forms (f16-tcs32 for 17-32 rows, else f16-tcs16: more, smaller workgroups than tcs64, whose
  * few resident ones read qkv's weights at 221 GB/s on the H200) up to `decodeRows` rows where k is a multiple of their 64-wide
- * step, else gemm_tc's tiles (`tile` rows, or 0 for tensorCoreTileFor's choice).
+ * step, else gemm_tc's tiles (`tile` rows, or 0 for tensorCoreTileFor's choice). With
+ * `subgroups` "rows" (and no tile asked for) steps of 17-128 rows take the several-subgroup
+ * staged forms, the smallest whose rows cover them.
  */
 export function tensorCoreVariantFor(
   rows: number,
   k: number,
-  opts: { readonly decodeRows: number; readonly tile: 0 | 16 | 32 | 64 },
+  opts: {
+    readonly decodeRows: number;
+    readonly tile: 0 | 16 | 32 | 64;
+    readonly subgroups?: "one" | "rows";
+  },
 ): string {
   if (rows <= opts.decodeRows && k % 64 === 0) {
+    if (opts.subgroups === "rows" && !opts.tile && rows > 16) {
+      return rows <= 32 ? "f16-tcs32x2" : rows <= 64 ? "f16-tcs64x4" : "f16-tcs128x8";
+    }
     return `f16-tcs${opts.tile || (rows > 16 && rows <= 32 ? 32 : 16)}`;
   }
   return `f16-tc${opts.tile || tensorCoreTileFor(rows)}`;
@@ -1580,7 +1599,7 @@ function createScratch(
     ropeTable: rope,
     // the f16 copy of a tensor-core linear's input, its rows padded to the largest row tile
     a16: tensorCoreK > 0
-      ? f32("a16", (Math.ceil(Math.max(S, T, maxRows) / 64) * 64 * tensorCoreK) / 2)
+      ? f32("a16", (Math.ceil(Math.max(S, T, maxRows) / 128) * 128 * tensorCoreK) / 2)
       : null,
     // split-K partial sums of a tensor-core linear (steps of at most TC_SPLIT_MAX_ROWS rows)
     tcPartials: tensorCoreSplitN > 0

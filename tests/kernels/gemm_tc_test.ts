@@ -95,8 +95,38 @@ test("the staged forms take 32 columns and TM rows a workgroup, reading 16-byte 
   assert.match(prelude, /var<storage, read_write> c: array<f32>;/);
   const wgsl = readFileSync(new URL("../../shaders/gemm_tcs.wgsl", import.meta.url), "utf8");
   assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
-  // RT is 1, 2 or 4 (the shader's branches take row tiles 2 and 3 together)
-  assert.equal(GEMM_TCS_VARIANTS.map((n) => variantByName(spec, n).consts?.RT), [1, 2, 4]);
+  // RT is 1, 2 or 4 in gemm_tcs (its branches take row tiles 2 and 3 together), 2, 4 or 8
+  // subgroups in gemm_tcs_sg
+  assert.equal(
+    GEMM_TCS_VARIANTS.map((n) => variantByName(spec, n).consts?.RT),
+    [1, 2, 4, 2, 4, 8],
+  );
+});
+
+test("the several-subgroup staged forms: one subgroup a row tile, per-subgroup matrix offsets", () => {
+  for (const [name, rt] of [["f16-tcs32x2", 2], ["f16-tcs64x4", 4], ["f16-tcs128x8", 8]] as const) {
+    const v = variantByName(spec, name);
+    assert.is(v.shader, "gemm_tcs_sg.wgsl");
+    assert.equal(v.consts, { RT: rt, TM: 16 * rt, CW: 32 });
+    assert.ok(v.perSubgroupMatrices && v.wideWords);
+    assert.is(gemmTcKStep(v), 64);
+    // Tint's uniformity check of the matrix offsets is off for these alone
+    const prelude = preludeOf(spec, v);
+    assert.match(
+      prelude,
+      /enable chromium_experimental_subgroup_matrix;\ndiagnostic\(off, chromium\.subgroup_matrix_uniformity\);/,
+    );
+  }
+  assert.not.match(preludeOf(spec, variantByName(spec, "f16-tcs64")), /diagnostic/);
+  // qkv at 64 rows: one row block of 64, 160 column blocks, 4 splits; 128 rows of o: one block
+  const p = gemmTcParams(64, 5120, 2048, false, 4, 64);
+  assert.equal(spec.grid(p, variantByName(spec, "f16-tcs64x4"), undefined as never), [1, 160, 4]);
+  const o = gemmTcParams(128, 2048, 4096, false, 8, 64);
+  assert.equal(spec.grid(o, variantByName(spec, "f16-tcs128x8"), undefined as never), [1, 64, 8]);
+  assert.is(gemmTcRowsPad(65, variantByName(spec, "f16-tcs128x8")), 128);
+  const wgsl = readFileSync(new URL("../../shaders/gemm_tcs_sg.wgsl", import.meta.url), "utf8");
+  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
+  assert.match(wgsl, /@compute @workgroup_size\(THREADS\)/);
 });
 
 test("validate compares the staged forms only on shapes whose k and splits step by 64", () => {
@@ -133,6 +163,23 @@ test("linear layers take the staged forms up to the decode rows where k steps by
   // a tile asked for holds for the staged forms too
   assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 128, tile: 16 }), "f16-tcs16");
   assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 32, tile: 0 }), "f16-tc16");
+  // one subgroup a row tile: the smallest several-subgroup form whose rows cover the step
+  const rowsForm = { decodeRows: 128, tile: 0 as const, subgroups: "rows" as const };
+  assert.equal(
+    [9, 16, 17, 32, 33, 64, 65, 128, 129].map((r) => tensorCoreVariantFor(r, 2048, rowsForm)),
+    [
+      "f16-tcs16",
+      "f16-tcs16",
+      "f16-tcs32x2",
+      "f16-tcs32x2",
+      "f16-tcs64x4",
+      "f16-tcs64x4",
+      "f16-tcs128x8",
+      "f16-tcs128x8",
+      "f16-tc32",
+    ],
+  );
+  assert.is(tensorCoreVariantFor(64, 2048, { ...rowsForm, tile: 16 }), "f16-tcs16");
 });
 
 test.run();

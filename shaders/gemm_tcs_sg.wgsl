@@ -1,0 +1,129 @@
+// c[m, n] (+)= sum_k a[m, k] * b[n, k] on f16 subgroup matrices with f32 accumulation, for
+// decode-sized row counts: the staged tensor-core GEMM of gemm_tcs.wgsl with SEVERAL subgroups
+// a workgroup. A workgroup of RT subgroups of 32 owns CW = 32 columns of c and TM = 16 RT rows;
+// subgroup r takes row tile r (rows m0 + 16 r ..), so the 32 weight rows staged once a step
+// feed all RT row tiles, and each subgroup holds only 2 accumulators (gemm_tcs's one subgroup
+// holding RT row tiles left few resident on the H200). Every invocation loads 16-byte words of
+// b and a (declared vec4<u32>, 8 f16 a word) for the next step of BK = 64 of k while this
+// step's products run; they go to workgroup memory, and the matrices load from there. The
+// matrix offsets differ between the subgroups of a workgroup: the variant turns off Tint's
+// subgroup-matrix uniformity check (Variant.perSubgroupMatrices); control flow stays uniform
+// and every subgroup runs every matrix operation. Grid and split-K as gemm_tcs: x the row
+// blocks, y the column blocks, z the splits; with several splits workgroup z writes slice z
+// of c ([splits, m, n]). Only rows below m and columns below n are stored (added to c when
+// accumulate).
+// Requires: subgroups of exactly 32 laid out as consecutive invocations (subgroup r =
+// invocations 32 r .. 32 r + 31); k and k_split multiples of 64; n a multiple of 16; a the f16
+// copy of the activations, its rows padded with zeros to a multiple of TM (cast_f16). Columns
+// past n read b's last row and are not stored.
+//#include "lib/stage_words.wgsl"
+
+const BK: u32 = 64u; // k a step
+const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
+const THREADS: u32 = 32u * RT;
+// rows of 8 words one pass of the workgroup's loads covers
+const PASS_ROWS: u32 = THREADS / 8u;
+// passes over the 32 weight rows and over the TM rows of a
+const NB: u32 = 32u / PASS_ROWS;
+const NA: u32 = TM / PASS_ROWS;
+const_assert RT == 2u || RT == 4u || RT == 8u;
+const_assert TM == 16u * RT && NB * PASS_ROWS == 32u && NA * PASS_ROWS == TM;
+
+// One workgroup struct (see paged_attention_tc.wgsl).
+struct Wg {
+  b: array<f16, 32u * 72u>, // 32 weight rows x BK
+  a: array<f16, TM * 72u>, // TM rows of a x BK
+  s: array<f32, TM * 32u>, // the sums [TM rows][32 columns]
+}
+var<workgroup> wg: Wg;
+
+@compute @workgroup_size(THREADS)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let n = params.n;
+  let k8 = params.k / 8u; // words a row
+  // row blocks fastest: the blocks that read the same weights run side by side (L2)
+  let m0 = wid.x * TM;
+  let n0 = wid.y * 32u;
+  let kb = wid.z * (params.k_split / 8u);
+  let ke = min(kb + params.k_split / 8u, k8);
+  let sg = lid / 32u; // this subgroup's row tile
+  let lr = lid / 8u; // the row a load covers (of PASS_ROWS a pass)
+  let lk = lid % 8u; // its word in the step's BK
+  var b_at = array<u32, NB>();
+  for (var i = 0u; i < NB; i++) {
+    b_at[i] = min(n0 + PASS_ROWS * i + lr, n - 1u) * k8 + lk;
+  }
+  var a_at = array<u32, NA>();
+  for (var i = 0u; i < NA; i++) {
+    a_at[i] = (m0 + PASS_ROWS * i + lr) * k8 + lk;
+  }
+  var bv = array<vec4<u32>, NB>();
+  var av = array<vec4<u32>, NA>();
+  for (var i = 0u; i < NB; i++) {
+    bv[i] = b[b_at[i] + kb];
+  }
+  for (var i = 0u; i < NA; i++) {
+    av[i] = a[a_at[i] + kb];
+  }
+  // this subgroup's row tile in wg.a
+  let xa = sg * 16u * LD;
+  var c0 = subgroup_matrix_result<f32, 16, 16>();
+  var c1 = subgroup_matrix_result<f32, 16, 16>();
+  for (var s = kb; s < ke; s += BK / 8u) {
+    // the previous step's matrices are loaded: stage this step's words
+    workgroupBarrier();
+    for (var i = 0u; i < NB; i++) {
+      put8b((PASS_ROWS * i + lr) * LD + 8u * lk, bv[i]);
+    }
+    for (var i = 0u; i < NA; i++) {
+      put8a((PASS_ROWS * i + lr) * LD + 8u * lk, av[i]);
+    }
+    workgroupBarrier();
+    // the next step's words (the last step loads itself again: in cache, never used)
+    let sn = min(s + BK / 8u, ke - BK / 8u);
+    for (var i = 0u; i < NB; i++) {
+      bv[i] = b[b_at[i] + sn];
+    }
+    for (var i = 0u; i < NA; i++) {
+      av[i] = a[a_at[i] + sn];
+    }
+    let p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 0u, LD);
+    let q0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD, LD);
+    let x0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa, LD);
+    c0 = subgroupMatrixMultiplyAccumulate(x0, p0, c0);
+    c1 = subgroupMatrixMultiplyAccumulate(x0, q0, c1);
+    let p1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u, LD);
+    let q1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 16u, LD);
+    let x1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 16u, LD);
+    c0 = subgroupMatrixMultiplyAccumulate(x1, p1, c0);
+    c1 = subgroupMatrixMultiplyAccumulate(x1, q1, c1);
+    let p2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 32u, LD);
+    let q2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 32u, LD);
+    let x2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 32u, LD);
+    c0 = subgroupMatrixMultiplyAccumulate(x2, p2, c0);
+    c1 = subgroupMatrixMultiplyAccumulate(x2, q2, c1);
+    let p3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 48u, LD);
+    let q3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 48u, LD);
+    let x3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 48u, LD);
+    c0 = subgroupMatrixMultiplyAccumulate(x3, p3, c0);
+    c1 = subgroupMatrixMultiplyAccumulate(x3, q3, c1);
+  }
+  // this split's slice of c (the only one without split-K): each subgroup's sums to its rows
+  // of wg.s, then every invocation writes
+  subgroupMatrixStore<row_major>(&wg.s, sg * 512u, c0, 32u);
+  subgroupMatrixStore<row_major>(&wg.s, sg * 512u + 16u, c1, 32u);
+  workgroupBarrier();
+  let slice = wid.z * params.m * n;
+  let acc_on = params.accumulate != 0u;
+  for (var q = lid; q < TM * 32u; q += THREADS) {
+    let r = m0 + q / 32u;
+    let col = n0 + q % 32u;
+    if (r < params.m && col < n) {
+      let at = slice + r * n + col;
+      c[at] = select(wg.s[q], c[at] + wg.s[q], acc_on);
+    }
+  }
+}
