@@ -79,13 +79,14 @@ export const TENSOR_CORE_OPTIONS = {
     type: "string",
     values: ["one", "rows"],
     help: "the staged forms' subgroups a workgroup: one (f16-tcs16/32) or one a row tile of 16 " +
-      "(f16-tcs32x2/64x4/128x8, the weights staged once for every row tile) (default: one)",
+      "(f16-tcs32x2/64x4/128x8, the weights staged once for every row tile) (default: rows)",
   },
   tensorCoreSplitMinK: {
     type: "number",
     integer: true,
     min: 64,
-    help: "the least k a split-K split of the staged forms takes (a multiple of 64; default 512)",
+    help: "the least k a split-K split of the staged forms takes (a multiple of 64; default " +
+      "1024 with --tensor-core-decode-subgroups rows, else 512)",
   },
   moeTensorCoreRows: {
     type: "number",

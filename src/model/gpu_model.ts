@@ -184,13 +184,17 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreDecodeRows?: number;
   /**
-   * The staged forms' subgroups a workgroup: "one" (`f16-tcs16/32`, default) or "rows", one
-   * subgroup a row tile of 16 (`f16-tcs32x2/64x4/128x8`: the 32 weight rows staged a step feed
-   * every row tile of the workgroup).
+   * The staged forms' subgroups a workgroup: "one" (`f16-tcs16/32`) or "rows" (default), one
+   * subgroup a row tile of 16 (`f16-tcs32x2/64x4/128x8` for 17-128 rows: the 32 weight rows
+   * staged a step feed every row tile of the workgroup; where they do not compile, "one"). On
+   * the H200 (2026-12-01, one call, split-K of at least 1024 of k against 512 for "one") they
+   * took 32 x 1024 from 32.90 to 31.49 ms, 64 x 1024 from 40.79 to 38.32 and 128 x 1024 from
+   * 50.82 to 47.90 (qkv 4.06 -> 3.44 ms, o 4.00 -> 2.74 at 64 x 1024, split-K 512).
    */
   readonly tensorCoreDecodeSubgroups?: "one" | "rows";
   /**
-   * The least k a split of the staged forms takes (a multiple of 64; default 512, 8 of their
+   * The least k a split of the staged forms takes (a multiple of 64; default 1024 with
+   * tensorCoreDecodeSubgroups "rows", where 256 and 512 measured slower, else 512, 8 of their
    * steps): their split-K partial sums cost as much traffic as the weights at 16 splits.
    */
   readonly tensorCoreSplitMinK?: number;
@@ -499,8 +503,11 @@ export class GpuModel implements ForwardModel {
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
       tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
-      tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "one",
-      tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
+      tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "rows",
+      tensorCoreSplitMinK: splitMinK(
+        options.tensorCoreSplitMinK,
+        options.tensorCoreDecodeSubgroups ?? "rows",
+      ),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
@@ -1045,15 +1052,13 @@ export class GpuModel implements ForwardModel {
     if (!l.tc || min <= 0 || rows < min) return null;
     const own = (this.opts.manyRowsByKind as Record<string, string | undefined>)[kind];
     if (own && own !== "gemm" && rows <= this.opts.stagedMaxRows) return null;
-    const choice = (decodeRows: number) =>
-      tensorCoreVariantFor(rows, l.k, {
-        decodeRows,
-        tile: this.opts.tensorCoreTile,
-        subgroups: this.opts.tensorCoreDecodeSubgroups,
-      });
-    let name = choice(this.opts.tensorCoreDecodeRows);
-    // a staged form that did not compile here: gemm_tc's tiles
-    if (name.startsWith("f16-tcs") && !this.calls.stagedTc.has(name)) name = choice(0);
+    const choice = (decodeRows: number, subgroups: "one" | "rows") =>
+      tensorCoreVariantFor(rows, l.k, { decodeRows, tile: this.opts.tensorCoreTile, subgroups });
+    const compiled = (name: string) => !name.startsWith("f16-tcs") || this.calls.stagedTc.has(name);
+    // a staged form that did not compile here: the one-subgroup staged forms, else gemm_tc's
+    let name = choice(this.opts.tensorCoreDecodeRows, this.opts.tensorCoreDecodeSubgroups);
+    if (!compiled(name)) name = choice(this.opts.tensorCoreDecodeRows, "one");
+    if (!compiled(name)) name = choice(0, "one");
     const variant = variantByName(gemmTc.spec, name);
     const target = this.opts.tensorCoreSplitTarget;
     const splits = target > 0 && kind !== "lmHead" && rows <= TC_SPLIT_MAX_ROWS
@@ -1462,8 +1467,8 @@ function prefillAttentionForm(
 }
 
 /** GpuModelOptions.tensorCoreSplitMinK, checked. */
-function splitMinK(asked: number | undefined): number {
-  const k = asked ?? 512;
+function splitMinK(asked: number | undefined, subgroups: "one" | "rows"): number {
+  const k = asked ?? (subgroups === "rows" ? 1024 : 512);
   if (!Number.isInteger(k) || k < 64 || k % 64 !== 0) {
     throw new Error(`model: tensorCoreSplitMinK = ${k} must be a positive multiple of 64`);
   }
