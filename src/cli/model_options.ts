@@ -86,7 +86,7 @@ export const TENSOR_CORE_OPTIONS = {
     integer: true,
     min: 64,
     help: "the least k a split-K split of the staged forms takes (a multiple of 64; default " +
-      "1024 with --tensor-core-decode-subgroups rows, else 512)",
+      "1024 for the several-subgroup forms, 512 for the one-subgroup ones)",
   },
   moeTensorCoreRows: {
     type: "number",

@@ -193,9 +193,11 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreDecodeSubgroups?: "one" | "rows";
   /**
-   * The least k a split of the staged forms takes (a multiple of 64; default 1024 with
-   * tensorCoreDecodeSubgroups "rows", where 256 and 512 measured slower, else 512, 8 of their
-   * steps): their split-K partial sums cost as much traffic as the weights at 16 splits.
+   * The least k a split of the staged forms takes (a multiple of 64). Default: 1024 for the
+   * several-subgroup forms, 512 (8 of their steps) for the one-subgroup ones; on the H200
+   * (2026-12-01) 512 and 2048 were slower for the former at 32-128 rows, 1024 and 2048 for the
+   * latter at 16 rows (20.44 against 20.96 and 21.90 ms at 16 x 1024). Split-K partial sums
+   * cost as much traffic as the weights at 16 splits.
    */
   readonly tensorCoreSplitMinK?: number;
   /**
@@ -504,10 +506,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreTile: options.tensorCoreTile ?? 0,
       tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
       tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "rows",
-      tensorCoreSplitMinK: splitMinK(
-        options.tensorCoreSplitMinK,
-        options.tensorCoreDecodeSubgroups ?? "rows",
-      ),
+      tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
@@ -1069,7 +1068,9 @@ export class GpuModel implements ForwardModel {
         variant,
         target,
         TC_MAX_SPLITS,
-        variant.wideWords ? this.opts.tensorCoreSplitMinK / 16 : undefined,
+        variant.wideWords
+          ? (this.opts.tensorCoreSplitMinK || (variant.perSubgroupMatrices ? 1024 : 512)) / 16
+          : undefined,
       )
       : 1;
     return { variant, splits };
@@ -1467,12 +1468,12 @@ function prefillAttentionForm(
 }
 
 /** GpuModelOptions.tensorCoreSplitMinK, checked. */
-function splitMinK(asked: number | undefined, subgroups: "one" | "rows"): number {
-  const k = asked ?? (subgroups === "rows" ? 1024 : 512);
-  if (!Number.isInteger(k) || k < 64 || k % 64 !== 0) {
+function splitMinK(k: number | undefined): number {
+  if (k !== undefined && (!Number.isInteger(k) || k < 64 || k % 64 !== 0)) {
     throw new Error(`model: tensorCoreSplitMinK = ${k} must be a positive multiple of 64`);
   }
-  return k;
+  // 0: each form's own default (see GpuModelOptions.tensorCoreSplitMinK)
+  return k ?? 0;
 }
 
 /** Linear layers' tensor-core rows by default (GpuModelOptions.tensorCoreRows). */
