@@ -1,0 +1,300 @@
+/**
+ * `deno task probe-sgmat`: what the f16 subgroup-matrix primitives cost on this adapter, and
+ * whether several subgroups of one workgroup may each take their own matrices. Each timed
+ * kernel loops `--iters` times over one kind of operation in workgroups of one subgroup of 32,
+ * first one workgroup an SM (`--sms`), then `--per-sm` of them an SM; it prints ns per
+ * iteration of one SM (the throughput figure) and of one subgroup alone (the latency figure).
+ * README ("Writing a tensor-core kernel") quotes its H200 figures. Adapters without f16
+ * subgroup matrices (lavapipe) get a message and exit 0.
+ */
+import { BufferUsage, describeGpu, hasSubgroupMatrix, MapMode, openGpu } from "../gpu/device.ts";
+import { parseArgs } from "./args.ts";
+import { runCli } from "./run_cli.ts";
+import process from "node:process";
+
+/** The loop bodies, each between the shared set-up and the shared ending below. */
+const BODIES: Record<string, { what: string; body: string }> = {
+  mma8: {
+    what: "8 independent 16x16x16 products (operands in registers)",
+    body:
+      `let l = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, 136u);
+  let r = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, 16u, 136u);
+  var a1 = acc; var a2 = acc; var a3 = acc; var a4 = acc; var a5 = acc; var a6 = acc; var a7 = acc;
+  for (var it = 0u; it < ITERS; it++) {
+    acc = subgroupMatrixMultiplyAccumulate(l, r, acc);
+    a1 = subgroupMatrixMultiplyAccumulate(l, r, a1);
+    a2 = subgroupMatrixMultiplyAccumulate(l, r, a2);
+    a3 = subgroupMatrixMultiplyAccumulate(l, r, a3);
+    a4 = subgroupMatrixMultiplyAccumulate(l, r, a4);
+    a5 = subgroupMatrixMultiplyAccumulate(l, r, a5);
+    a6 = subgroupMatrixMultiplyAccumulate(l, r, a6);
+    a7 = subgroupMatrixMultiplyAccumulate(l, r, a7);
+  }
+  subgroupMatrixStore<row_major>(&wg.s, 0u, a1, 16u); subgroupMatrixStore<row_major>(&wg.s, 0u, a2, 16u);
+  subgroupMatrixStore<row_major>(&wg.s, 0u, a3, 16u); subgroupMatrixStore<row_major>(&wg.s, 0u, a4, 16u);
+  subgroupMatrixStore<row_major>(&wg.s, 0u, a5, 16u); subgroupMatrixStore<row_major>(&wg.s, 0u, a6, 16u);
+  subgroupMatrixStore<row_major>(&wg.s, 0u, a7, 16u);`,
+  },
+  mma1: {
+    what: "1 product depending on the one before (latency)",
+    body:
+      `let l = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, 136u);
+  let r = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, 16u, 136u);
+  for (var it = 0u; it < ITERS; it++) {
+    acc = subgroupMatrixMultiplyAccumulate(l, r, acc);
+  }`,
+  },
+  wgload: {
+    what: "8 matrix loads from workgroup memory, 4 products",
+    body: loads(
+      "&wg.a",
+      "(it % 4u) * 16u",
+      ["0u", "32u", "16u", "48u", "64u", "32u", "8u", "40u"],
+      "136u",
+    ),
+  },
+  gload: {
+    what: "8 matrix loads straight from storage (the data in cache), 4 products",
+    body: loads(
+      "&g",
+      "((it * 7u + wid.x) % 64u) * 256u",
+      ["0u", "4096u", "8192u", "12288u", "16384u", "20480u", "24576u", "28672u"],
+      "16u",
+    ),
+  },
+  sts16: {
+    what: "64 f16 stores a lane to workgroup memory (4 KB), a barrier",
+    body: `for (var it = 0u; it < ITERS; it++) {
+    let b = (it % 2u) * 1024u + lid * 8u;
+    for (var j = 0u; j < 8u; j++) {
+      let at = b + (j * 128u) % 1024u;
+      wg.a[at] = f16(f32(it)); wg.a[at + 1u] = f16(f32(j)); wg.a[at + 2u] = f16(1.0); wg.a[at + 3u] = f16(2.0);
+      wg.a[at + 4u] = f16(3.0); wg.a[at + 5u] = f16(4.0); wg.a[at + 6u] = f16(5.0); wg.a[at + 7u] = f16(6.0);
+    }
+    workgroupBarrier();
+  }
+  acc = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, 136u), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, 16u, 136u), acc);`,
+  },
+  barrier: {
+    what: "a workgroup barrier (and one workgroup-memory read)",
+    body: `var x = 0.0;
+  for (var it = 0u; it < ITERS; it++) {
+    x += f32(wg.a[(it + lid) % 2176u]);
+    workgroupBarrier();
+  }
+  wg.s[lid] = x;
+  acc = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, 136u), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, 16u, 136u), acc);`,
+  },
+};
+
+/** A loop of 4 (left, right) matrix loads from `src` at base + each offset, 4 products. */
+function loads(src: string, base: string, offs: readonly string[], stride: string): string {
+  const lines = ["for (var it = 0u; it < ITERS; it++) {", `    let o = ${base};`];
+  for (let i = 0; i < 4; i++) {
+    const major = i < 2 ? "col_major" : "row_major";
+    lines.push(
+      `    let l${i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(${src}, o + ${
+        offs[2 * i]
+      }, ${stride});`,
+      `    let r${i} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, ${major}>(${src}, o + ${
+        offs[2 * i + 1]
+      }, ${stride});`,
+    );
+  }
+  for (let i = 0; i < 4; i++) {
+    lines.push(`    acc = subgroupMatrixMultiplyAccumulate(l${i}, r${i}, acc);`);
+  }
+  lines.push("  }");
+  return lines.join("\n");
+}
+
+const HEAD = `enable f16;
+enable subgroups;
+enable chromium_experimental_subgroup_matrix;
+`;
+
+function timedKernel(body: string, iters: number): string {
+  return `${HEAD}const ITERS: u32 = ${iters}u;
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+${body.includes("&g,") ? "@group(0) @binding(1) var<storage, read> g: array<f16>;" : ""}
+struct Wg { a: array<f16, 16 * 136>, s: array<f32, 256> }
+var<workgroup> wg: Wg;
+@compute @workgroup_size(32)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  for (var i = lid; i < 16u * 136u; i += 32u) { wg.a[i] = f16(f32(i % 7u) * 0.01); }
+  workgroupBarrier();
+  var acc = subgroup_matrix_result<f32, 16, 16>();
+  ${body}
+  subgroupMatrixStore<row_major>(&wg.s, 0u, acc, 16u);
+  workgroupBarrier();
+  if (lid == 0u) { out[wid.x] = wg.s[3]; }
+}`;
+}
+
+/** 4 subgroups, each multiplying its own block of `a` (offsets differ between subgroups). */
+const SEVERAL = `
+@group(0) @binding(0) var<storage, read> a: array<f16>;
+@group(0) @binding(1) var<storage, read> b: array<f16>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+struct Wg { wa: array<f16, 1024> }
+var<workgroup> wg: Wg;
+@compute @workgroup_size(128)
+fn main(@builtin(local_invocation_index) lid: u32) {
+  let sg = lid / 32u;
+  for (var i = lid; i < 1024u; i += 128u) { wg.wa[i] = a[i]; }
+  workgroupBarrier();
+  let l = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.wa, sg * 256u, 16u);
+  let r = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&b, 0u, 16u);
+  var acc = subgroup_matrix_result<f32, 16, 16>();
+  acc = subgroupMatrixMultiplyAccumulate(l, r, acc);
+  subgroupMatrixStore<row_major>(&c, sg * 256u, acc, 16u);
+}`;
+
+await runCli(async () => {
+  const opts = parseArgs(
+    "probe-sgmat",
+    "Costs of the f16 subgroup-matrix primitives, and several subgroups a workgroup.",
+    {
+      iters: { type: "number", integer: true, min: 16, default: 32768, help: "loop iterations" },
+      sms: { type: "number", integer: true, min: 1, default: 132, help: "SMs of the GPU" },
+      perSm: {
+        type: "number",
+        integer: true,
+        min: 1,
+        default: 16,
+        help: "workgroups an SM in the throughput run",
+      },
+    },
+    process.argv.slice(2),
+  );
+  const gpu = await openGpu();
+  console.log(describeGpu(gpu));
+  if (!hasSubgroupMatrix(gpu, "f16", "f32", 16, 16, 16) || gpu.subgroupMaxSize !== 32) {
+    console.log(
+      "probe-sgmat: this adapter has no f16 16x16x16 subgroup matrices on 32-wide subgroups",
+    );
+    gpu.destroy();
+    return 0;
+  }
+  const dev = gpu.device;
+  const compile = async (code: string, label: string) => {
+    const module = dev.createShaderModule({ code, label });
+    const info = await module.getCompilationInfo();
+    const err = info.messages.find((m) => m.type === "error");
+    if (err) return { error: err.message.split("\n")[0] };
+    return {
+      pipeline: dev.createComputePipeline({
+        layout: "auto",
+        compute: { module, entryPoint: "main" },
+      }),
+    };
+  };
+  const storage = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST;
+
+  // several subgroups a workgroup: refused without the diagnostic, exact with it
+  const refused = await compile(HEAD + SEVERAL, "several subgroups");
+  console.log(`several subgroups, uniformity check on: ${refused.error ?? "compiles"}`);
+  const several = await compile(
+    HEAD + "diagnostic(off, chromium.subgroup_matrix_uniformity);\n" + SEVERAL,
+    "several subgroups, check off",
+  );
+  if (!several.pipeline) {
+    console.log(`several subgroups, check off: ${several.error}`);
+  } else {
+    // quarters in [-1.5, 1.5]: exact in f16, and their products' sums exact in f32
+    const A = new Float32Array(1024).map((_, i) => ((i * 7919) % 13) / 4 - 1.5);
+    const B = new Float32Array(256).map((_, i) => ((i * 104729) % 11) / 4 - 1.25);
+    const toF16 = (x: Float32Array) => new Uint16Array(x.length).map((_, i) => f16Bits(x[i]));
+    const bufs = [toF16(A), toF16(B)].map((d) => {
+      const buf = dev.createBuffer({ size: d.byteLength, usage: storage });
+      dev.queue.writeBuffer(buf, 0, d);
+      return buf;
+    });
+    const cBuf = dev.createBuffer({ size: 4096, usage: storage });
+    const bg = dev.createBindGroup({
+      layout: several.pipeline.getBindGroupLayout(0),
+      entries: [...bufs, cBuf].map((buffer, binding) => ({ binding, resource: { buffer } })),
+    });
+    const read = dev.createBuffer({
+      size: 4096,
+      usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST,
+    });
+    const enc = dev.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(several.pipeline);
+    pass.setBindGroup(0, bg);
+    pass.dispatchWorkgroups(1);
+    pass.end();
+    enc.copyBufferToBuffer(cBuf, 0, read, 0, 4096);
+    dev.queue.submit([enc.finish()]);
+    await read.mapAsync(MapMode.READ);
+    const C = new Float32Array(read.getMappedRange().slice(0));
+    read.unmap();
+    let maxErr = 0;
+    for (let s = 0; s < 4; s++) {
+      for (let i = 0; i < 16; i++) {
+        for (let j = 0; j < 16; j++) {
+          let ref = 0;
+          for (let k = 0; k < 16; k++) ref += A[s * 256 + i * 16 + k] * B[k * 16 + j];
+          maxErr = Math.max(maxErr, Math.abs(ref - C[s * 256 + i * 16 + j]));
+        }
+      }
+    }
+    console.log(
+      `several subgroups, check off: compiles; 4 subgroups' products, max |error| ${maxErr}`,
+    );
+  }
+
+  // the timed loops
+  const g = dev.createBuffer({ size: 196608, usage: storage });
+  const out = dev.createBuffer({ size: opts.sms * opts.perSm * 4, usage: storage });
+  console.log(
+    `\nns an iteration (${opts.iters} iterations; one SM at ${opts.perSm} workgroups an SM; one subgroup alone)`,
+  );
+  for (const [name, { what, body }] of Object.entries(BODIES)) {
+    const k = await compile(timedKernel(body, opts.iters), name);
+    if (!k.pipeline) {
+      console.log(`${name.padEnd(8)} does not compile: ${k.error}`);
+      continue;
+    }
+    const bg = dev.createBindGroup({
+      layout: k.pipeline.getBindGroupLayout(0),
+      entries: [out, ...(body.includes("&g,") ? [g] : [])].map((buffer, binding) => ({
+        binding,
+        resource: { buffer },
+      })),
+    });
+    const ms = async (workgroups: number, reps: number) => {
+      const t0 = performance.now();
+      const enc = dev.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      pass.setPipeline(k.pipeline!);
+      pass.setBindGroup(0, bg);
+      for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(workgroups);
+      pass.end();
+      dev.queue.submit([enc.finish()]);
+      await dev.queue.onSubmittedWorkDone();
+      return (performance.now() - t0) / reps;
+    };
+    await ms(opts.sms * opts.perSm, 1);
+    const alone = (await ms(opts.sms, 3)) * 1e6 / opts.iters;
+    const full = (await ms(opts.sms * opts.perSm, 3)) * 1e6 / opts.iters / opts.perSm;
+    console.log(
+      `${name.padEnd(8)} ${full.toFixed(2).padStart(8)} an SM ${
+        alone.toFixed(1).padStart(8)
+      } alone  ${what}`,
+    );
+  }
+  gpu.destroy();
+  return 0;
+});
+
+/** f16 bits of a value that f16 holds exactly. */
+function f16Bits(x: number): number {
+  if (x === 0) return 0;
+  const sign = x < 0 ? 0x8000 : 0;
+  const a = Math.abs(x);
+  const e = Math.floor(Math.log2(a));
+  const m = Math.round((a / 2 ** e - 1) * 1024);
+  return sign | ((e + 15) << 10) | m;
+}
