@@ -17,15 +17,13 @@
  * The group is padded to GMAX = 8 query heads (zero queries), so a split holds at most
  * SCORES / GMAX = 512 keys whatever G is; G > 8 is refused.
  *
- * The tensor-core variant `f16-tc` (shaders/paged_attention_decode_tc.wgsl) takes
- * the G query heads of a kv head as the rows of 16 x 16 x 16 f16 subgroup-matrix products
- * (G <= 16, head_dim 128 only: see tcDecodeGeometryReason), one subgroup of 32 a workgroup,
- * K and V staged through workgroup memory 16 keys a step, the next step's loads
- * in flight during this one's math, online softmax with a lazy max (P <= e^8 as f16). q * scale
- * and P are rounded to f16, so their cases compare with a looser tolerance (TC_TOLERANCE).
- * The direct tensor-core variant (`f16-tcd`: shaders/paged_attention_decode_tcd.wgsl)
- * does the same math with the K and V matrices loaded straight from the paged cache, 16 keys a
- * step inside one block (block_size and split_tokens multiples of 16: see tcDirectReason).
+ * The tensor-core variant `f16-tcd` (shaders/paged_attention_decode_tcd.wgsl) takes the G
+ * query heads of a kv head as the rows of 16 x 16 x 16 f16 subgroup-matrix products, one
+ * subgroup of 32 a workgroup, the K and V matrices loaded straight from the paged cache 16 keys
+ * a step, online softmax with a lazy max (P <= e^8 as f16); G <= 16, head_dim 128, a step's
+ * keys inside one block (block_size and split_tokens multiples of 16): see tcDecodeReason.
+ * q * scale and P are rounded to f16, so its cases compare with a looser tolerance
+ * (TC_TOLERANCE).
  *
  * Bytes: every context key's K and V once (sum(contextLen) * kv_heads * head_dim * 2 *
  * sizeof(T)), q once, and, with splits, num_seqs * num_q_heads * num_splits * (head_dim + 1)
@@ -87,24 +85,26 @@ const TC_HD = 128;
 const TC_ROWS = 16;
 
 /**
- * A tensor-core variant stepping KT = 16 keys at a time (the staged shader also takes 32, which
- * spilled on the H200: 33x slower, 2026-12-01). No score buffer: SCORES only keeps the split
- * plan equal to the other forms' (512 keys a split) with GMAX = 16 matrix rows.
+ * The tensor-core variant: 16 keys a step, K/V bound as f16 scalars (its matrix loads read
+ * them straight from the cache). No score buffer: SCORES only keeps the split plan equal to the
+ * other forms' (512 keys a split) with GMAX = 16 matrix rows. On the H200 (2026-12-01) it read
+ * 64 x 8192 at 1.36x f16-tiled's speed. Tried and dropped: K and V staged through workgroup
+ * memory (5-8% slower; with 32 keys a step 33x slower, its registers spilled) and the next
+ * step's K loaded during this one (1-3% slower).
  */
-function tcVariant(name: string, shader: string): Variant {
-  return {
-    name,
-    dtype: "f16",
-    subgroupMatrix: { m: 16, n: 16, k: 16 },
-    shader,
-    consts: { WG: 32, GMAX: TC_ROWS, MAX_HD: TC_HD, SCORES: 512 * TC_ROWS, HD: TC_HD, KT: 16 },
-  };
-}
+const TCD: Variant = {
+  name: "f16-tcd",
+  dtype: "f16",
+  subgroupMatrix: { m: 16, n: 16, k: 16 },
+  scalarReads: true,
+  shader: "paged_attention_decode_tcd.wgsl",
+  consts: { WG: 32, GMAX: TC_ROWS, MAX_HD: TC_HD, SCORES: 512 * TC_ROWS, HD: TC_HD, KT: 16 },
+};
 
 /**
- * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg): two f16
- * [KT, HD + 8] arrays (K and V staged; or q and a partial step's V for the direct forms), S
- * f32 [16, KT + 4], P f16 [16, KT + 8], 2 flags: 10,760 bytes at KT = 16, 21,000 at KT = 32.
+ * Workgroup memory of the tensor-core variant in bytes (the shader's struct Wg): q and a
+ * partial step's V, f16 [KT, HD + 8] each, S f32 [16, KT + 4], P f16 [16, KT + 8], 2 flags:
+ * 10,760 bytes.
  */
 export function tcDecodeWorkgroupBytes(v: Variant): number {
   const { KT: kt, HD: hd } = v.consts!;
@@ -112,21 +112,11 @@ export function tcDecodeWorkgroupBytes(v: Variant): number {
 }
 
 /**
- * Why the tensor-core variants cannot take this head geometry, or null: head_dim 128, at most
- * 16 query heads a kv head (any block_size: each key's paged address is its own).
- */
-export function tcDecodeGeometryReason(
-  p: { num_q_heads: number; num_kv_heads: number; head_dim: number },
-): string | null {
-  return tcHeadsReason(p);
-}
-
-/**
- * Why the direct tensor-core variant (`f16-tcd`) cannot take these params, or
- * null: the head geometry of tcDecodeGeometryReason, and a step's 16 keys inside one block
+ * Why the tensor-core variant (`f16-tcd`) cannot take these params, or null: head_dim 128, at
+ * most 16 query heads a kv head (tcHeadsReason), and a step's 16 keys inside one block
  * (block_size and, with several splits, split_tokens multiples of 16).
  */
-export function tcDirectReason(
+export function tcDecodeReason(
   p: {
     num_q_heads: number;
     num_kv_heads: number;
@@ -234,16 +224,12 @@ export const spec: KernelSpec<typeof params.fields> = {
     // One key per lane, subgroup softmax, no barrier in the key loop (f16 read as 32-bit
     // words); `lanes8` for subgroups of 8 (lavapipe), `lanes32` for 32 (NVIDIA).
     ...lanesVariants(),
-    // Tensor cores (f16 subgroup matrices), K/V staged through workgroup memory (any block
-    // size).
-    tcVariant("f16-tc", "paged_attention_decode_tc.wgsl"),
-    // Tensor cores with the K and V matrices loaded straight from the cache (K/V bound as f16
-    // scalars): on the H200 (2026-12-01) 5-8% faster than f16-tc, 1.36x f16-tiled at depth.
-    { ...tcVariant("f16-tcd", "paged_attention_decode_tcd.wgsl"), scalarReads: true },
+    // Tensor cores (f16 subgroup matrices), K/V matrices loaded straight from the cache.
+    TCD,
   ],
   grid: (p, v, gpu) => {
     if (v.subgroupMatrix) {
-      const reason = v.scalarReads ? tcDirectReason(p) : tcDecodeGeometryReason(p);
+      const reason = tcDecodeReason(p);
       if (reason) throw new Error(`paged_attention_decode/${v.name}: ${reason}`);
       const bytes = tcDecodeWorkgroupBytes(v);
       const limit = gpu?.limits?.maxComputeWorkgroupStorageSize;
@@ -390,11 +376,9 @@ const FMA_TOLERANCE: Tolerance = { atol: 2e-5, rtol: 1e-4 };
 const TC_TOLERANCE: Tolerance = { atol: 3e-3, rtol: 3e-3 };
 
 /** The variants that can take a case's params (undefined: all of them). */
-function caseVariants(p: Parameters<typeof tcDirectReason>[0]) {
-  if (tcDirectReason(p) === null) return undefined;
-  const staged = tcDecodeGeometryReason(p) === null;
-  return spec.variants.filter((v) => !v.subgroupMatrix || (staged && !v.scalarReads))
-    .map((v) => v.name);
+function caseVariants(p: Parameters<typeof tcDecodeReason>[0]) {
+  if (tcDecodeReason(p) === null) return undefined;
+  return spec.variants.filter((v) => !v.subgroupMatrix).map((v) => v.name);
 }
 
 function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
@@ -515,9 +499,9 @@ export const cases: KernelCase<typeof params.fields>[] = [
     contexts: Array(8).fill(8192),
   }),
   decodeCase({ label: "Qwen3-30B-A3B decode 1 x 1024", ...QWEN3_30B, contexts: [1024] }),
-  // Contexts off every key-step multiple over 32-slot blocks, splits of 100 keys (key steps
-  // that cross blocks): the short sequences' later splits hold no keys (EMPTY_SPLIT_LSE),
-  // 333's last split is partial.
+  // Contexts off every key-step multiple over 32-slot blocks, splits of 100 keys (tiles that
+  // cross blocks; the FMA forms only): the short sequences' later splits hold no keys
+  // (EMPTY_SPLIT_LSE), 333's last split is partial.
   decodeCase({
     label: "Qwen3-30B-A3B decode ctx 1,17,100,333,1000, bs=32",
     ...QWEN3_30B,

@@ -48,7 +48,7 @@ const PS: u32 = KT + 8u;
 const_assert HD == 128u && ND == 8u && HD4 == 32u;
 const_assert KT == 16u;
 
-// The workgroup memory is one struct (see paged_attention_decode_tc.wgsl).
+// The workgroup memory is one struct (see paged_attention_tc.wgsl).
 struct Wg {
   // [row][d]: q * scale
   q: array<f16, ROWS * QS>,
@@ -245,54 +245,14 @@ fn main(
     // (its barrier also makes wg.p and wg.vt visible to the matrix loads below)
     let rescale = workgroupUniformLoad(&wg.flags[t % 2u]);
     if (rescale != 0u) {
-      subgroupMatrixStore<row_major>(&wg.s, 0u, o0, SS);
-      workgroupBarrier();
-      scale_slice(row, half, alpha);
-      workgroupBarrier();
-      o0 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
-      workgroupBarrier();
-      subgroupMatrixStore<row_major>(&wg.s, 0u, o1, SS);
-      workgroupBarrier();
-      scale_slice(row, half, alpha);
-      workgroupBarrier();
-      o1 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
-      workgroupBarrier();
-      subgroupMatrixStore<row_major>(&wg.s, 0u, o2, SS);
-      workgroupBarrier();
-      scale_slice(row, half, alpha);
-      workgroupBarrier();
-      o2 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
-      workgroupBarrier();
-      subgroupMatrixStore<row_major>(&wg.s, 0u, o3, SS);
-      workgroupBarrier();
-      scale_slice(row, half, alpha);
-      workgroupBarrier();
-      o3 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
-      workgroupBarrier();
-      subgroupMatrixStore<row_major>(&wg.s, 0u, o4, SS);
-      workgroupBarrier();
-      scale_slice(row, half, alpha);
-      workgroupBarrier();
-      o4 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
-      workgroupBarrier();
-      subgroupMatrixStore<row_major>(&wg.s, 0u, o5, SS);
-      workgroupBarrier();
-      scale_slice(row, half, alpha);
-      workgroupBarrier();
-      o5 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
-      workgroupBarrier();
-      subgroupMatrixStore<row_major>(&wg.s, 0u, o6, SS);
-      workgroupBarrier();
-      scale_slice(row, half, alpha);
-      workgroupBarrier();
-      o6 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
-      workgroupBarrier();
-      subgroupMatrixStore<row_major>(&wg.s, 0u, o7, SS);
-      workgroupBarrier();
-      scale_slice(row, half, alpha);
-      workgroupBarrier();
-      o7 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
-      workgroupBarrier();
+      o0 = rescaled(o0, row, half, alpha);
+      o1 = rescaled(o1, row, half, alpha);
+      o2 = rescaled(o2, row, half, alpha);
+      o3 = rescaled(o3, row, half, alpha);
+      o4 = rescaled(o4, row, half, alpha);
+      o5 = rescaled(o5, row, half, alpha);
+      o6 = rescaled(o6, row, half, alpha);
+      o7 = rescaled(o7, row, half, alpha);
     }
     if (staged) {
       v0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.vt, q_at(0u), QS);
@@ -328,37 +288,47 @@ fn main(
     }
   }
   workgroupBarrier();
-  subgroupMatrixStore<row_major>(&wg.s, 0u, o0, SS);
+  write_o(o0, row, half, group, split_out, out_at, 0u, inv);
+  write_o(o1, row, half, group, split_out, out_at, 1u, inv);
+  write_o(o2, row, half, group, split_out, out_at, 2u, inv);
+  write_o(o3, row, half, group, split_out, out_at, 3u, inv);
+  write_o(o4, row, half, group, split_out, out_at, 4u, inv);
+  write_o(o5, row, half, group, split_out, out_at, 5u, inv);
+  write_o(o6, row, half, group, split_out, out_at, 6u, inv);
+  write_o(o7, row, half, group, split_out, out_at, 7u, inv);
+}
+
+// O slice `o` with each row times its alpha (through wg.s, barriers around: call it from uniform
+// control flow).
+fn rescaled(
+  o: subgroup_matrix_result<f32, 16, 16>,
+  row: u32,
+  half: u32,
+  alpha: f32,
+) -> subgroup_matrix_result<f32, 16, 16> {
+  subgroupMatrixStore<row_major>(&wg.s, 0u, o, SS);
   workgroupBarrier();
-  write_slice(row, half, group, split_out, out_at, 0u, inv);
+  scale_slice(row, half, alpha);
   workgroupBarrier();
-  subgroupMatrixStore<row_major>(&wg.s, 0u, o1, SS);
+  let r = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
   workgroupBarrier();
-  write_slice(row, half, group, split_out, out_at, 1u, inv);
+  return r;
+}
+
+// Writes O slice d (`o`) of the group's rows through wg.s, times inv (see write_slice).
+fn write_o(
+  o: subgroup_matrix_result<f32, 16, 16>,
+  row: u32,
+  half: u32,
+  group: u32,
+  split_out: bool,
+  out_at: u32,
+  d: u32,
+  inv: f32,
+) {
+  subgroupMatrixStore<row_major>(&wg.s, 0u, o, SS);
   workgroupBarrier();
-  subgroupMatrixStore<row_major>(&wg.s, 0u, o2, SS);
-  workgroupBarrier();
-  write_slice(row, half, group, split_out, out_at, 2u, inv);
-  workgroupBarrier();
-  subgroupMatrixStore<row_major>(&wg.s, 0u, o3, SS);
-  workgroupBarrier();
-  write_slice(row, half, group, split_out, out_at, 3u, inv);
-  workgroupBarrier();
-  subgroupMatrixStore<row_major>(&wg.s, 0u, o4, SS);
-  workgroupBarrier();
-  write_slice(row, half, group, split_out, out_at, 4u, inv);
-  workgroupBarrier();
-  subgroupMatrixStore<row_major>(&wg.s, 0u, o5, SS);
-  workgroupBarrier();
-  write_slice(row, half, group, split_out, out_at, 5u, inv);
-  workgroupBarrier();
-  subgroupMatrixStore<row_major>(&wg.s, 0u, o6, SS);
-  workgroupBarrier();
-  write_slice(row, half, group, split_out, out_at, 6u, inv);
-  workgroupBarrier();
-  subgroupMatrixStore<row_major>(&wg.s, 0u, o7, SS);
-  workgroupBarrier();
-  write_slice(row, half, group, split_out, out_at, 7u, inv);
+  write_slice(row, half, group, split_out, out_at, d, inv);
   workgroupBarrier();
 }
 

@@ -67,10 +67,10 @@ const SPEC = {
   },
   decodeAttention: {
     type: "string",
-    values: ["tiled", "direct", "lanes", "tc", "tcd"],
+    values: ["tiled", "direct", "lanes", "tcd"],
     help: "decode attention form (default: on a GPU tcd for steps of 16384 keys or more where " +
-      "it runs, else tiled; direct on a CPU adapter; tc: the tensor cores, f16 KV; tcd: the " +
-      "tensor cores reading K/V straight from the cache, blocks of multiples of 16)",
+      "it runs, else tiled; direct on a CPU adapter; tcd: the tensor cores, f16 KV, blocks of " +
+      "multiples of 16)",
   },
   splitWorkgroups: {
     type: "number",

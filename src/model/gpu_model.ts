@@ -101,9 +101,9 @@ export interface GpuModelOptions {
    * Decode attention form: K/V tiles staged through workgroup memory ("tiled"), one key per
    * invocation read straight from memory ("direct"), one key per subgroup lane with a
    * subgroup softmax ("lanes": subgroups of exactly 8 or 32), or Q K^T and P V as f16
-   * 16 x 16 x 16 products on the tensor cores (f16 KV and subgroup matrices): "tc"
-   * (paged_attention_decode f16-tc, K/V staged through workgroup memory) or "tcd" (f16-tcd,
-   * the K/V matrices loaded straight from the cache; block_size a multiple of 16). Default on
+   * 16 x 16 x 16 products on the tensor cores ("tcd": paged_attention_decode f16-tcd, f16 KV
+   * and subgroup matrices, the K/V matrices loaded straight from the cache; block_size a
+   * multiple of 16). Default on
    * GPUs: "tcd" for steps that read at least DEEP_DECODE_KEYS context keys where it runs,
    * "tiled" for the others and elsewhere; on CPU adapters "direct" (faster there).
    */
@@ -245,7 +245,7 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tc" | "tcd";
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd";
 
 /**
  * Decode steps reading at least this many context keys (summed over the step's sequences)
@@ -255,31 +255,25 @@ export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tc" | "tcd";
  */
 export const DEEP_DECODE_KEYS = 16384;
 
-/** paged_attention_decode's variant of each tensor-core form. */
-const TC_DECODE_VARIANT = { tc: "f16-tc", tcd: "f16-tcd" } as const;
-
 /**
- * The tensor-core decode attention variant of `form`, where it runs (f16 KV, subgroup
- * matrices; the direct forms also need 16-key tiles inside a block and splits of multiples
- * of 16 keys).
+ * The tensor-core decode attention variant, where it runs: f16 KV, subgroup matrices, 16-key
+ * tiles inside a block and splits of multiples of 16 keys.
  */
 function tcDecodeVariant(
   gpu: Gpu,
   dtype: StorageDtype,
-  form: keyof typeof TC_DECODE_VARIANT,
   blockSize: number,
   minSplitTokens: number,
 ): string {
-  const name = TC_DECODE_VARIANT[form];
-  const direct = form !== "tc";
+  const name = "f16-tcd";
   const why = dtype !== "f16"
     ? "the KV cache is not f16"
-    : direct && blockSize % 16 !== 0
+    : blockSize % 16 !== 0
     ? `block_size ${blockSize} is not a multiple of 16`
-    : direct && minSplitTokens < 16
+    : minSplitTokens < 16
     ? `splits of at least ${minSplitTokens} keys may not be multiples of 16`
     : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, name));
-  if (why) throw new Error(`model: decode attention "${form}" cannot run here: ${why}`);
+  if (why) throw new Error(`model: decode attention "tcd" cannot run here: ${why}`);
   return name;
 }
 
@@ -1260,14 +1254,14 @@ async function createCalls(
   const packed = packedF16 ? "-packed" : "";
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
-    : decodeAttention === "tc" || decodeAttention === "tcd"
-    ? tcDecodeVariant(gpu, dtype, decodeAttention, blockSize, minSplitTokens)
+    : decodeAttention === "tcd"
+    ? tcDecodeVariant(gpu, dtype, blockSize, minSplitTokens)
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // steps of DEEP_DECODE_KEYS keys or more: tcd where it runs, when the caller chose no form
   let decodeDeepVariant = decodeVariant;
   if (decodeAttentionDefault && decodeAttention === "tiled") {
     try {
-      decodeDeepVariant = tcDecodeVariant(gpu, dtype, "tcd", blockSize, minSplitTokens);
+      decodeDeepVariant = tcDecodeVariant(gpu, dtype, blockSize, minSplitTokens);
     } catch {
       // tcd does not run here: tiled throughout
     }

@@ -1,0 +1,184 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { readFileSync } from "node:fs";
+import {
+  cases,
+  EMPTY_SPLIT_LSE,
+  planDecodeSplits,
+  spec,
+  tcDecodeReason,
+  tcDecodeWorkgroupBytes,
+} from "../../kernels/paged_attention_decode.ts";
+import { preludeOf, variantByName } from "../../kernels/kernel.ts";
+import { wgStructLayout } from "./wgsl_struct.ts";
+
+const h200 = { limits: { maxComputeWorkgroupStorageSize: 49152 } } as never;
+const SHADER = "paged_attention_decode_tcd.wgsl";
+const shader = (name: string) =>
+  readFileSync(new URL(`../../shaders/${name}`, import.meta.url), "utf8");
+const tcd = () => variantByName(spec, "f16-tcd");
+
+test("the tensor-core decode variant: f16 subgroup matrices, one subgroup of 32, 16 keys a step", () => {
+  const v = tcd();
+  assert.is(v.dtype, "f16");
+  assert.equal(v.subgroupMatrix, { m: 16, n: 16, k: 16 });
+  assert.is(v.shader, SHADER);
+  assert.is(v.consts!.WG, 32);
+  assert.is(v.consts!.HD, 128);
+  assert.is(v.consts!.KT, 16);
+  // K/V bound as f16 scalars: the matrix loads read them straight from the cache
+  assert.ok(v.scalarReads);
+  assert.not.ok(v.packed);
+  // the only tensor-core form
+  assert.equal(spec.variants.filter((x) => x.subgroupMatrix).map((x) => x.name), ["f16-tcd"]);
+  // the shader's one workgroup is its one subgroup
+  assert.match(shader(SHADER), /@compute @workgroup_size\(32\)\nfn main/);
+});
+
+test("its workgroup memory is one struct, and it includes no library with workgroup variables", () => {
+  const wgsl = shader(SHADER);
+  // separate workgroup variables beside subgroup-matrix stores read wrong values on the
+  // H200's driver (see paged_attention_tc.wgsl): one struct
+  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
+  const includes = [...wgsl.matchAll(/^\/\/#include "([^"]+)"/gm)].map((m) => m[1]);
+  assert.equal(includes, ["lib/paged_kv.wgsl"]);
+  for (const lib of includes) assert.not.match(shader(lib), /var<workgroup>/, lib);
+  // workgroupBytes is the struct Wg the shader declares
+  const layout = wgStructLayout(wgsl, tcd().consts!);
+  assert.is(layout.members, 5, "members of struct Wg");
+  assert.is(layout.bytes, tcDecodeWorkgroupBytes(tcd()));
+  assert.is(tcDecodeWorkgroupBytes(tcd()), 10760);
+});
+
+test("its prelude enables subgroup matrices and binds K/V as f16 scalars, the rest as the others", () => {
+  const prelude = preludeOf(spec, tcd());
+  for (const line of ["enable f16;", "enable subgroups;"]) assert.ok(prelude.includes(line), line);
+  assert.ok(prelude.includes("enable chromium_experimental_subgroup_matrix;"));
+  assert.ok(prelude.includes("alias T = f16;"));
+  assert.ok(prelude.includes("const KT: u32 = 16u;"));
+  assert.ok(prelude.includes("const HD: u32 = 128u;"));
+  const bindings = [
+    "var<uniform> params: Params;",
+    "var<storage, read> q: array<vec4<f32>>;",
+    "var<storage, read> k_cache: array<T>;",
+    "var<storage, read> v_cache: array<T>;",
+    "var<storage, read> block_tables: array<i32>;",
+    "var<storage, read> seq_info: array<i32>;",
+    "var<storage, read_write> out: array<vec4<f32>>;",
+    "var<storage, read_write> part_o: array<vec4<f32>>;",
+    "var<storage, read_write> part_lse: array<f32>;",
+  ];
+  let last = -1;
+  for (const b of bindings) {
+    const at = prelude.indexOf(b);
+    assert.ok(at > last, `${b} (in binding order)`);
+    last = at;
+  }
+  assert.match(prelude, /split_tokens: u32/);
+  // the FMA forms keep K/V as vec4<T>
+  assert.ok(
+    preludeOf(spec, variantByName(spec, "f16-tiled")).includes(
+      "var<storage, read> k_cache: array<vec4<T>>;",
+    ),
+  );
+});
+
+test("it refuses head geometry other than head_dim 128 and up to 16 query heads a kv head, and key steps across blocks", () => {
+  const p = {
+    num_seqs: 3,
+    num_q_heads: 32,
+    num_kv_heads: 4,
+    head_dim: 128,
+    block_size: 16,
+    max_blocks: 64,
+    split_tokens: 512,
+    num_splits: 2,
+    scale: 1,
+  };
+  assert.is(tcDecodeReason(p), null);
+  assert.is(tcDecodeReason({ ...p, num_kv_heads: 2 }), null); // G = 16
+  assert.is(tcDecodeReason({ ...p, num_kv_heads: 32 }), null); // G = 1
+  assert.match(tcDecodeReason({ ...p, head_dim: 64 }) ?? "", /head_dim 64/);
+  assert.match(tcDecodeReason({ ...p, num_kv_heads: 3 }) ?? "", /not a multiple/);
+  assert.match(
+    tcDecodeReason({ ...p, num_kv_heads: 1 }) ?? "",
+    /32 query heads per kv head, at most 16/,
+  );
+  // one split starts at key 0: any length
+  assert.is(tcDecodeReason({ ...p, split_tokens: 500, num_splits: 1 }), null);
+  const v = tcd();
+  // [kv heads, splits, seqs] like the other forms
+  assert.equal(spec.grid(p, v, h200), [4, 2, 3]);
+  assert.equal(spec.grid({ ...p, num_kv_heads: 2 }, v, h200), [2, 2, 3]);
+  assert.equal(spec.grid({ ...p, block_size: 32, split_tokens: 496 }, v, h200), [4, 2, 3]);
+  assert.throws(() => spec.grid({ ...p, head_dim: 64 }, v, h200), /f16-tcd: head_dim 64/);
+  assert.throws(() => spec.grid({ ...p, num_kv_heads: 1 }, v, h200), /at most 16/);
+  assert.throws(() => spec.grid({ ...p, block_size: 8 }, v, h200), /block_size 8 is not a/);
+  assert.throws(() => spec.grid({ ...p, split_tokens: 500 }, v, h200), /split_tokens 500 is/);
+  assert.throws(() => spec.grid({ ...p, split_tokens: 528 }, v, h200), /use planDecodeSplits/);
+  const small = { limits: { maxComputeWorkgroupStorageSize: 8192 } } as never;
+  assert.throws(
+    () => spec.grid(p, v, small),
+    /10760 bytes of workgroup memory, the device allows 8192/,
+  );
+  // the FMA forms still refuse 16 heads a kv head
+  assert.throws(() => spec.grid({ ...p, num_kv_heads: 2 }, variantByName(spec, "f16"), h200));
+});
+
+test("the split plan is the other forms' (512 keys at most), and takes 16 heads a kv head", () => {
+  const f16 = variantByName(spec, "f16-tiled");
+  const qwen = { numQHeads: 32, numKvHeads: 4 };
+  for (const lens of [Array(64).fill(1024), Array(8).fill(131072), [3, 700, 9000, 17], [50]]) {
+    assert.equal(planDecodeSplits(lens, qwen, tcd()), planDecodeSplits(lens, qwen, f16));
+  }
+  assert.equal(planDecodeSplits(Array(8).fill(131072), qwen, tcd()).splitTokens, 512);
+  assert.equal(
+    planDecodeSplits(Array(8).fill(131072), { numQHeads: 32, numKvHeads: 2 }, tcd()).splitTokens,
+    512,
+  );
+});
+
+test("the cases it cannot take list only the other variants; the rest include Qwen3 decode shapes", () => {
+  const others = spec.variants.filter((v) => !v.subgroupMatrix).map((v) => v.name);
+  const tcCases = cases.filter((c) => !c.variants);
+  for (const c of cases) {
+    if (tcDecodeReason(c.params) === null) {
+      assert.is(c.variants, undefined, c.label);
+      spec.grid(c.params, tcd(), h200);
+    } else {
+      assert.equal(c.variants, others, c.label);
+    }
+    // the looser tolerance is the tensor-core form's alone
+    const fma = c.tolerance(variantByName(spec, "f16-tiled"));
+    const tc = c.tolerance(tcd());
+    assert.ok(tc.atol > fma.atol && tc.rtol > fma.rtol, c.label);
+  }
+  assert.ok(cases.some((c) => c.variants !== undefined));
+  const qwen = tcCases.filter((c) =>
+    c.params.num_q_heads === 32 && c.params.num_kv_heads === 4 && c.params.head_dim === 128
+  );
+  const p = qwen.map((c) => c.params);
+  assert.ok(p.some((x) => x.num_splits === 1), "one split");
+  assert.ok(p.some((x) => x.num_splits > 1), "several splits");
+  assert.ok(p.some((x) => x.block_size === 16) && p.some((x) => x.block_size === 32), "blocks");
+  // contexts off the 16-key steps (partial last tiles), and a split with no keys
+  const contexts = qwen.map((c) => contextsOf(c.label)).flat();
+  assert.ok(contexts.some((n) => n % 16 !== 0), "contexts off the steps");
+  const empty = qwen.some((c) => {
+    const ctx = contextsOf(c.label);
+    return c.params.num_splits > 1 &&
+      ctx.some((n) => n <= (c.params.num_splits - 1) * c.params.split_tokens);
+  });
+  assert.ok(empty, "an empty split");
+  assert.is(EMPTY_SPLIT_LSE, -1e30);
+});
+
+/** The context lengths a case's label names ("ctx 1,17,100" or "N x L"). */
+function contextsOf(label: string): number[] {
+  const list = /ctx ([\d,]+)/.exec(label);
+  if (list) return list[1].split(",").map(Number);
+  const rep = /(\d+) x (\d+) \(/.exec(label);
+  return rep ? Array(Number(rep[1])).fill(Number(rep[2])) : [];
+}
+
+test.run();
