@@ -1045,14 +1045,15 @@ export class GpuModel implements ForwardModel {
     if (!l.tc || min <= 0 || rows < min) return null;
     const own = (this.opts.manyRowsByKind as Record<string, string | undefined>)[kind];
     if (own && own !== "gemm" && rows <= this.opts.stagedMaxRows) return null;
-    const choice = (decodeRows: number, subgroups: "one" | "rows") =>
-      tensorCoreVariantFor(rows, l.k, { decodeRows, tile: this.opts.tensorCoreTile, subgroups });
-    const compiled = (name: string) => !name.startsWith("f16-tcs") || this.calls.stagedTc.has(name);
-    // a staged form that did not compile here: the one-subgroup staged forms, else gemm_tc's
-    let name = choice(this.opts.tensorCoreDecodeRows, this.opts.tensorCoreDecodeSubgroups);
-    if (!compiled(name)) name = choice(this.opts.tensorCoreDecodeRows, "one");
-    if (!compiled(name)) name = choice(0, "one");
-    const variant = variantByName(gemmTc.spec, name);
+    const variant = variantByName(
+      gemmTc.spec,
+      tensorCoreVariantFor(rows, l.k, {
+        decodeRows: this.opts.tensorCoreDecodeRows,
+        tile: this.opts.tensorCoreTile,
+        subgroups: this.opts.tensorCoreDecodeSubgroups,
+        compiled: this.calls.stagedTc,
+      }),
+    );
     const target = this.opts.tensorCoreSplitTarget;
     const splits = target > 0 && kind !== "lmHead" && rows <= TC_SPLIT_MAX_ROWS
       ? gemmTc.gemmTcSplits(
@@ -1490,7 +1491,8 @@ export function tensorCoreTileFor(rows: number): 16 | 32 | 64 {
  * few resident ones read qkv's weights at 221 GB/s on the H200) up to `decodeRows` rows where k is a multiple of their 64-wide
  * step, else gemm_tc's tiles (`tile` rows, or 0 for tensorCoreTileFor's choice). With
  * `subgroups` "rows" (and no tile asked for) steps of 17-128 rows take the several-subgroup
- * staged forms, the smallest whose rows cover them.
+ * staged forms, the smallest whose rows cover them. A staged form missing from `compiled` gives
+ * way to the one-subgroup staged form, and that to gemm_tc's tiles.
  */
 export function tensorCoreVariantFor(
   rows: number,
@@ -1499,13 +1501,19 @@ export function tensorCoreVariantFor(
     readonly decodeRows: number;
     readonly tile: 0 | 16 | 32 | 64;
     readonly subgroups?: "one" | "rows";
+    /** The staged forms that compiled on this device (default: all). */
+    readonly compiled?: ReadonlySet<string>;
   },
 ): string {
+  const ok = (name: string) => !opts.compiled || opts.compiled.has(name);
   if (rows <= opts.decodeRows && k % 64 === 0) {
     if (opts.subgroups === "rows" && !opts.tile && rows > 16) {
-      return rows <= 32 ? "f16-tcs32x2" : rows <= 64 ? "f16-tcs64x4" : "f16-tcs128x8";
+      const name = rows <= 32 ? "f16-tcs32x2" : rows <= 64 ? "f16-tcs64x4" : "f16-tcs128x8";
+      if (ok(name)) return name;
     }
-    return `f16-tcs${opts.tile || (rows > 16 && rows <= 32 ? 32 : 16)}`;
+    // the one-subgroup forms (also where a several-subgroup form did not compile)
+    const name = `f16-tcs${opts.tile || (rows > 16 && rows <= 32 ? 32 : 16)}`;
+    if (ok(name)) return name;
   }
   return `f16-tc${opts.tile || tensorCoreTileFor(rows)}`;
 }

@@ -180,6 +180,25 @@ test("linear layers take the staged forms up to the decode rows where k steps by
     ],
   );
   assert.is(tensorCoreVariantFor(64, 2048, { ...rowsForm, tile: 16 }), "f16-tcs16");
+  // forms that did not compile here give way: several subgroups -> one -> gemm_tc's tiles
+  const without = (...names: string[]) =>
+    new Set(GEMM_TCS_VARIANTS.filter((n) => !names.includes(n)));
+  assert.is(
+    tensorCoreVariantFor(64, 2048, { ...rowsForm, compiled: without("f16-tcs64x4") }),
+    "f16-tcs16",
+  );
+  assert.is(
+    tensorCoreVariantFor(64, 2048, {
+      ...rowsForm,
+      compiled: without("f16-tcs64x4", "f16-tcs16"),
+    }),
+    "f16-tc16",
+  );
+  assert.is(tensorCoreVariantFor(24, 2048, { ...rowsForm, compiled: new Set() }), "f16-tc16");
+  assert.is(
+    tensorCoreVariantFor(24, 2048, { ...rowsForm, compiled: without("f16-tcs32x2") }),
+    "f16-tcs32",
+  );
 });
 
 test.run();
