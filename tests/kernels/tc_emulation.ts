@@ -2,9 +2,9 @@
  * A text transform that lets a one-subgroup tensor-core shader run where subgroup matrices do
  * not (lavapipe): every 16 x 16 subgroup-matrix type, load, store and product, and
  * `subgroupShuffleXor`, become workgroup-memory and private-array code with the same meaning
- * for a workgroup of one subgroup of 32. A left or right matrix is held whole by every
- * invocation (f32 of the f16 values); a result matrix is spread as 8 consecutive elements an
- * invocation. The arithmetic is the tensor cores': f16 operands, f32 sums. So a shader's logic
+ * for subgroups of 32 consecutive invocations (one a workgroup, or several each with its own
+ * matrices). A left or right matrix is held whole by every invocation (f32 of the f16 values); a
+ * result matrix is spread over its subgroup as 8 consecutive elements an invocation. The arithmetic is the tensor cores': f16 operands, f32 sums. So a shader's logic
  * (addressing, masking, softmax, barriers) is checked on any adapter; its matrix instructions
  * themselves are checked only by `validate` on a GPU that has them.
  *
@@ -34,18 +34,20 @@ export function emulateSubgroupMatrices(src: string): string {
   t = t.replace(/subgroupMatrixMultiplyAccumulate\(/g, "emu_mma(");
   t = t.replace(/subgroup_matrix_result<f32, 16, 16>/g, "EmuR");
   t = t.replace(/subgroup_matrix_(left|right)<f16, 16, 16>/g, "EmuF");
+  const shuffles = /subgroupShuffleXor\(/.test(t);
   t = t.replace(/subgroupShuffleXor\(/g, "emu_xor_f32(");
   const mainHead = /@builtin\(local_invocation_index\) lid: u32,\n\) \{\n/;
   if (!mainHead.test(t)) throw new Error("emulation: main() takes no local_invocation_index lid");
-  t = t.replace(mainHead, (m) => m + "  emu_lid = lid;\n");
+  t = t.replace(mainHead, (m) => m + "  emu_lid = lid % 32u;\n  emu_wlid = lid;\n");
   const left = /\bsubgroup\w*/.exec(t.replace(/\/\/.*$/gm, ""));
   if (left) throw new Error(`emulation: ${left[0]} is not emulated`);
 
   const lines = [
     "struct EmuF { e: array<f32, 256> }",
     "struct EmuR { e: array<f32, 8> }",
+    // the invocation's lane in its subgroup, and its index in the workgroup
     "var<private> emu_lid: u32;",
-    "var<workgroup> emu_f: array<f32, 32>;",
+    "var<private> emu_wlid: u32;",
     "fn emu_mma(a: EmuF, b: EmuF, c: EmuR) -> EmuR {",
     "  var r = c;",
     "  for (var e = 0u; e < 8u; e++) {",
@@ -58,13 +60,19 @@ export function emulateSubgroupMatrices(src: string): string {
     "  }",
     "  return r;",
     "}",
-    "fn emu_xor_f32(x: f32, m: u32) -> f32 {",
-    "  workgroupBarrier();",
-    "  emu_f[emu_lid] = x;",
-    "  workgroupBarrier();",
-    "  return emu_f[emu_lid ^ m];",
-    "}",
   ];
+  if (shuffles) {
+    // (xor with m < 32 stays inside the subgroup)
+    lines.push(
+      "var<workgroup> emu_f: array<f32, 1024>;",
+      "fn emu_xor_f32(x: f32, m: u32) -> f32 {",
+      "  workgroupBarrier();",
+      "  emu_f[emu_wlid] = x;",
+      "  workgroupBarrier();",
+      "  return emu_f[emu_wlid ^ m];",
+      "}",
+    );
+  }
   for (const arr of stores) {
     lines.push(
       `fn emu_store_${arr}(off: u32, m: EmuR, stride: u32) {`,
