@@ -27,8 +27,8 @@ export function emulateSubgroupMatrices(src: string): string {
     },
   );
   const stores = new Set<string>();
-  t = t.replace(/subgroupMatrixStore<row_major>\(&wg\.(\w+), /g, (_m, arr: string) => {
-    stores.add(arr);
+  t = t.replace(/subgroupMatrixStore<row_major>\(&(wg\.)?(\w+), /g, (_m, wg, arr: string) => {
+    stores.add(`${wg ?? ""}${arr}`);
     return `emu_store_${arr}(`;
   });
   t = t.replace(/subgroupMatrixMultiplyAccumulate\(/g, "emu_mma(");
@@ -73,12 +73,12 @@ export function emulateSubgroupMatrices(src: string): string {
       "}",
     );
   }
-  for (const arr of stores) {
+  for (const target of stores) {
     lines.push(
-      `fn emu_store_${arr}(off: u32, m: EmuR, stride: u32) {`,
+      `fn emu_store_${target.replace(/^wg\./, "")}(off: u32, m: EmuR, stride: u32) {`,
       "  for (var e = 0u; e < 8u; e++) {",
       "    let idx = emu_lid * 8u + e;",
-      `    wg.${arr}[off + (idx / 16u) * stride + idx % 16u] = m.e[e];`,
+      `    ${target}[off + (idx / 16u) * stride + idx % 16u] = m.e[e];`,
       "  }",
       "}",
     );
@@ -86,10 +86,11 @@ export function emulateSubgroupMatrices(src: string): string {
   for (const [source, k] of loads) {
     const arr = source.replace(/^wg\./, "");
     // element (r, c) of the matrix: row_major at off + r stride + c, col_major at off + c stride + r
+    // (emu_ names: the shader's own names, such as a binding `c`, stay visible)
     const at = [
-      "    var at = off + r * stride + c;",
+      "    var emu_at = off + emu_r * stride + emu_c;",
       "    if (major == 1u) {",
-      "      at = off + c * stride + r;",
+      "      emu_at = off + emu_c * stride + emu_r;",
       "    }",
     ];
     if (k === "f") {
@@ -97,10 +98,10 @@ export function emulateSubgroupMatrices(src: string): string {
         `fn emu_load_${arr}_f(major: u32, off: u32, stride: u32) -> EmuF {`,
         "  var m: EmuF;",
         "  for (var idx = 0u; idx < 256u; idx++) {",
-        "    let r = idx / 16u;",
-        "    let c = idx % 16u;",
+        "    let emu_r = idx / 16u;",
+        "    let emu_c = idx % 16u;",
         ...at,
-        `    m.e[idx] = f32(${source}[at]);`,
+        `    m.e[idx] = f32(${source}[emu_at]);`,
         "  }",
         "  return m;",
         "}",
@@ -111,10 +112,10 @@ export function emulateSubgroupMatrices(src: string): string {
         "  var m: EmuR;",
         "  for (var e = 0u; e < 8u; e++) {",
         "    let idx = emu_lid * 8u + e;",
-        "    let r = idx / 16u;",
-        "    let c = idx % 16u;",
+        "    let emu_r = idx / 16u;",
+        "    let emu_c = idx % 16u;",
         ...at,
-        `    m.e[e] = f32(${source}[at]);`,
+        `    m.e[e] = f32(${source}[emu_at]);`,
         "  }",
         "  return m;",
         "}",

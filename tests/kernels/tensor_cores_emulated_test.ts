@@ -1,0 +1,97 @@
+/**
+ * The tensor-core kernels on any adapter: each kernel's default tensor-core forms run their
+ * small cases with the subgroup-matrix operations emulated in workgroup memory
+ * (tc_emulation.ts), against the CPU reference at the variant's own tolerance. This checks the
+ * shaders' logic (addressing, staging, masking, split-K, per-subgroup offsets, the attention
+ * softmax and its lazy rescale) where lavapipe has no subgroup matrices; `validate` checks the
+ * matrix instructions themselves on a GPU that has them (README: Validated on an NVIDIA H200).
+ * Each form costs lavapipe 20-90 s, mostly compiling the emulated shader.
+ */
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import type { KernelCase } from "../../kernels/case.ts";
+import { type KernelSpec, type Variant, variantByName } from "../../kernels/kernel.ts";
+import type { ParamFields } from "../../kernels/params.ts";
+import { validateCase } from "../../kernels/validate.ts";
+import * as gemmTc from "../../kernels/gemm_tc.ts";
+import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
+import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
+import * as attentionTc from "../../kernels/paged_attention_tc.ts";
+import * as decode from "../../kernels/paged_attention_decode.ts";
+import { SHADER_DIR } from "../../src/gpu/wgsl.ts";
+import { sharedGpu } from "../shared_gpu.ts";
+import { emulateSubgroupMatrices } from "./tc_emulation.ts";
+
+interface Module {
+  readonly spec: KernelSpec<ParamFields>;
+  readonly cases: readonly KernelCase<ParamFields>[];
+}
+
+/** Cases up to this many bytes (production-sized ones take minutes emulated). */
+const MAX_BYTES = 2 ** 20;
+
+/**
+ * The forms the model runs by default (f16-tcs128x8's workgroup memory, 39 KB emulated, is
+ * above lavapipe's 32 KB; it shares its shader with f16-tcs64x4).
+ */
+const FORMS: readonly [string, Module, string, number?][] = [
+  ["gemm_tc", gemmTc as unknown as Module, "f16-tc16"],
+  ["gemm_tc", gemmTc as unknown as Module, "f16-tcs16"],
+  ["gemm_tc", gemmTc as unknown as Module, "f16-tcs64x4"],
+  ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcs"],
+  ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcs"],
+  ["paged_attention_tc", attentionTc as unknown as Module, "f16-tc"],
+  ["paged_attention_decode", decode as unknown as Module, "f16-tcd", 16 * 2 ** 20],
+];
+
+for (const [kernel, mod, name, maxBytes = MAX_BYTES] of FORMS) {
+  test(`${kernel} ${name} with emulated subgroup matrices matches the reference`, async () => {
+    const gpu = await sharedGpu();
+    if (!gpu.f16) return; // no shader-f16: the forms' storage type cannot run here
+    const real = variantByName(mod.spec, name);
+    const dir = mkdtempSync(join(tmpdir(), "webfpm-emulated-"));
+    try {
+      const shader = real.shader ?? mod.spec.shader;
+      const file = join(dir, shader);
+      writeFileSync(file, emulateSubgroupMatrices(readFileSync(SHADER_DIR + shader, "utf8")));
+      const emulated: Variant = {
+        ...real,
+        name: `${name}-emulated`,
+        subgroupMatrix: undefined,
+        perSubgroupMatrices: undefined,
+        shader: relative(SHADER_DIR, file),
+      };
+      const spec = { ...mod.spec, variants: [emulated] };
+      const cases = mod.cases.filter((c) =>
+        (!c.variants || c.variants.includes(name)) && c.bytes(real) <= maxBytes
+      );
+      assert.ok(cases.length >= 3, `${cases.length} small cases`);
+      for (const c of cases) {
+        const kcase = { ...c, tolerance: () => c.tolerance(real) };
+        const row = await validateCase(gpu, { spec, cases: [kcase] }, kcase, emulated, {
+          reps: 0,
+        });
+        assert.ok(row.pass, `${c.label}: max |error| ${row.maxAbs}, ${row.bad} bad`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+test("the emulation leaves no subgroup operation and refuses what it cannot emulate", () => {
+  const src = readFileSync(SHADER_DIR + "paged_attention_decode_tcd.wgsl", "utf8");
+  const out = emulateSubgroupMatrices(src);
+  assert.not.match(out.replace(/\/\/.*$/gm, ""), /\bsubgroup/);
+  assert.match(out, /fn emu_load_k_cache_f\(/);
+  assert.match(out, /fn emu_store_s\(/);
+  assert.throws(
+    () => emulateSubgroupMatrices(src.replace("subgroupShuffleXor(mt, 1u)", "subgroupAdd(mt)")),
+    /subgroupAdd is not emulated/,
+  );
+});
+
+test.run();
