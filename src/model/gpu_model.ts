@@ -255,26 +255,26 @@ export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd";
  */
 export const DEEP_DECODE_KEYS = 16384;
 
+/** The tensor-core decode attention variant. */
+const TC_DECODE_VARIANT = "f16-tcd";
+
 /**
- * The tensor-core decode attention variant, where it runs: f16 KV, subgroup matrices, 16-key
- * tiles inside a block and splits of multiples of 16 keys.
+ * Why the tensor-core decode attention cannot run here, or null: it needs f16 KV, subgroup
+ * matrices, 16-key tiles inside a block and splits of multiples of 16 keys.
  */
-function tcDecodeVariant(
+function tcDecodeReason(
   gpu: Gpu,
   dtype: StorageDtype,
   blockSize: number,
   minSplitTokens: number,
-): string {
-  const name = "f16-tcd";
-  const why = dtype !== "f16"
+): string | null {
+  return dtype !== "f16"
     ? "the KV cache is not f16"
     : blockSize % 16 !== 0
     ? `block_size ${blockSize} is not a multiple of 16`
     : minSplitTokens < 16
     ? `splits of at least ${minSplitTokens} keys may not be multiples of 16`
-    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, name));
-  if (why) throw new Error(`model: decode attention "tcd" cannot run here: ${why}`);
-  return name;
+    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, TC_DECODE_VARIANT));
 }
 
 /** The one-key-per-lane decode attention variant this device runs (lanes32, else lanes8). */
@@ -1253,20 +1253,19 @@ async function createCalls(
   decodeAttentionDefault: boolean,
 ) {
   const packed = packedF16 ? "-packed" : "";
+  const tcdWhy = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens);
+  if (decodeAttention === "tcd" && tcdWhy) {
+    throw new Error(`model: decode attention "tcd" cannot run here: ${tcdWhy}`);
+  }
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
     : decodeAttention === "tcd"
-    ? tcDecodeVariant(gpu, dtype, blockSize, minSplitTokens)
+    ? TC_DECODE_VARIANT
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // steps of DEEP_DECODE_KEYS keys or more: tcd where it runs, when the caller chose no form
-  let decodeDeepVariant = decodeVariant;
-  if (decodeAttentionDefault && decodeAttention === "tiled") {
-    try {
-      decodeDeepVariant = tcDecodeVariant(gpu, dtype, blockSize, minSplitTokens);
-    } catch {
-      // tcd does not run here: tiled throughout
-    }
-  }
+  const decodeDeepVariant = decodeAttentionDefault && decodeAttention === "tiled" && !tcdWhy
+    ? TC_DECODE_VARIANT
+    : decodeVariant;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
   // GPUs with subgroups take the decode forms (lane groups meeting through shuffles).
   const gemvVariant = gemvForms === "rows"
