@@ -8,6 +8,8 @@
  * subgroup matrices (lavapipe) get a message and exit 0.
  */
 import { BufferUsage, describeGpu, hasSubgroupMatrix, MapMode, openGpu } from "../gpu/device.ts";
+import { assembleWgsl, compileWgsl, WgslCompileError } from "../gpu/wgsl.ts";
+import { f32ToF16Bits } from "../util/f16.ts";
 import { parseArgs } from "./args.ts";
 import { runCli } from "./run_cli.ts";
 import process from "node:process";
@@ -185,16 +187,19 @@ await runCli(async () => {
   }
   const dev = gpu.device;
   const compile = async (code: string, label: string) => {
-    const module = dev.createShaderModule({ code, label });
-    const info = await module.getCompilationInfo();
-    const err = info.messages.find((m) => m.type === "error");
-    if (err) return { error: err.message.split("\n")[0] };
-    return {
-      pipeline: dev.createComputePipeline({
-        layout: "auto",
-        compute: { module, entryPoint: "main" },
-      }),
-    };
+    try {
+      const module = await compileWgsl(dev, assembleWgsl([{ file: label, text: code }]), label);
+      return {
+        pipeline: dev.createComputePipeline({
+          layout: "auto",
+          compute: { module, entryPoint: "main" },
+        }),
+      };
+    } catch (err) {
+      if (!(err instanceof WgslCompileError)) throw err;
+      // the first message, without its place
+      return { error: err.messages[0].replace(/^\s*.*?:\d+:\d+: /, "").split("\n")[0] };
+    }
   };
   const storage = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST;
 
@@ -211,8 +216,7 @@ await runCli(async () => {
     // quarters in [-1.5, 1.5]: exact in f16, and their products' sums exact in f32
     const A = new Float32Array(1024).map((_, i) => ((i * 7919) % 13) / 4 - 1.5);
     const B = new Float32Array(256).map((_, i) => ((i * 104729) % 11) / 4 - 1.25);
-    const toF16 = (x: Float32Array) => new Uint16Array(x.length).map((_, i) => f16Bits(x[i]));
-    const bufs = [toF16(A), toF16(B)].map((d) => {
+    const bufs = [f32ToF16Bits(A), f32ToF16Bits(B)].map((d) => {
       const buf = dev.createBuffer({ size: d.byteLength, usage: storage });
       dev.queue.writeBuffer(buf, 0, d);
       return buf;
@@ -322,14 +326,4 @@ async function warmUp(
     dev.queue.submit([enc.finish()]);
     await dev.queue.onSubmittedWorkDone();
   }
-}
-
-/** f16 bits of a value that f16 holds exactly. */
-function f16Bits(x: number): number {
-  if (x === 0) return 0;
-  const sign = x < 0 ? 0x8000 : 0;
-  const a = Math.abs(x);
-  const e = Math.floor(Math.log2(a));
-  const m = Math.round((a / 2 ** e - 1) * 1024);
-  return sign | ((e + 15) << 10) | m;
 }
