@@ -183,17 +183,20 @@ export function preludeOf<F extends ParamFields>(
     throw new Error(`${kernel.name}/${variant.name}: a wide-words variant stores f16`);
   }
   kernel.bindings.forEach((b, i) => {
+    const scalar = variant.scalarReads && b.type === "vec4<T>" && b.access === "read";
     const type = variant.packed && b.type === "vec4<T>" && b.access === "read"
       ? "vec2<u32>"
-      : variant.scalarReads && b.type === "vec4<T>" && b.access === "read"
+      : scalar
       ? "T"
       : variant.wideWords && b.type === "T" && b.access === "read"
       ? "vec4<u32>"
       : b.type;
+    // a vec4 binding read as scalars: its last dimension counts values, not vec4s
+    const shape = scalar ? b.shape.replace(/ \/ 4\]$/, "]") : b.shape;
     lines.push(
       `@group(0) @binding(${
         i + 1
-      }) var<storage, ${b.access}> ${b.name}: array<${type}>; // ${b.shape}`,
+      }) var<storage, ${b.access}> ${b.name}: array<${type}>; // ${shape}`,
     );
   });
   // T4: an element of a read-only vec4<T> binding as declared (vec2<u32> when packed); t4: its

@@ -59,6 +59,7 @@ function tcVariant(kt: 1 | 2): Variant {
     name: kt === 1 ? "f16-tc" : "f16-tc2",
     dtype: "f16",
     subgroupMatrix: { m: 16, n: 16, k: 16 },
+    scalarReads: true,
     consts: { KT: kt, HD },
   };
 }
@@ -106,12 +107,9 @@ export const spec: KernelSpec<typeof params.fields> = {
   name: "paged_attention_tc",
   shader: "paged_attention_tc.wgsl",
   params,
-  // paged_attention's bindings, K and V read as scalars (matrix loads take an array of f16)
-  bindings: fmaSpec.bindings.map((b) =>
-    b.name === "k_cache" || b.name === "v_cache"
-      ? { ...b, type: "T", shape: "[num_blocks, block_size, num_kv_heads, head_dim]" }
-      : b
-  ),
+  // paged_attention's bindings; the variants read K and V as scalars (scalarReads: matrix
+  // loads take an array of f16)
+  bindings: fmaSpec.bindings,
   variants: [tcVariant(1), tcVariant(2)],
   grid: (p, v, gpu) => {
     const reason = tcGeometryReason(p);
