@@ -114,6 +114,16 @@ export const GEMM_TCS_VARIANTS = [
   "f16-tcs128x8",
 ] as const;
 
+/**
+ * The least k a split of a staged form takes by default: 1024 for the several-subgroup forms,
+ * 512 (8 of their steps) for the one-subgroup ones. On the H200 (2026-12-01) 512 and 2048
+ * were slower for the former at 32-128 rows, 1024 and 2048 for the latter at 16 rows (20.44
+ * against 20.96 and 21.90 ms at 16 x 1024).
+ */
+export function stagedSplitMinK(variant: Variant): number {
+  return variant.perSubgroupMatrices ? 1024 : 512;
+}
+
 /** The k a variant steps at a time: k and k_split must be multiples of it. */
 export function gemmTcKStep(variant: Variant): number {
   return variant.wideWords ? 64 : 16;

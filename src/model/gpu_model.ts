@@ -174,9 +174,9 @@ export interface GpuModelOptions {
   readonly tensorCoreTile?: 0 | 16 | 32 | 64;
   /**
    * Linear layers of tensorCoreRows up to this many rows (at most 128) run the tensor-core
-   * GEMM's staged forms (`gemm_tcs`: weights read once a workgroup as 16-byte words through
-   * workgroup memory; `f16-tcs16` up to 16 rows, `f16-tcs32` up to 32, `f16-tcs16` above)
-   * where they compile and k is a multiple of 64; more rows, or 0 here, take gemm_tc's tiles.
+   * GEMM's staged forms (weights read once a workgroup as 16-byte words through workgroup
+   * memory; which one: tensorCoreVariantFor) where they compile and k is a multiple of 64;
+   * more rows, or 0 here, take gemm_tc's tiles.
    * Default 128: on the H200, at ctx 1024, steps of 16 and 32 rows ran 1.7-2.9% faster on them
    * than on gemm_tc (2026-11-30); at 64 rows the 16-row form took the step from 43.0 to 41.4
    * ms and at 128 from 52.5 to 52.3 (2026-12-01), where the 64-row form had been slower than
@@ -193,11 +193,9 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreDecodeSubgroups?: "one" | "rows";
   /**
-   * The least k a split of the staged forms takes (a multiple of 64). Default: 1024 for the
-   * several-subgroup forms, 512 (8 of their steps) for the one-subgroup ones; on the H200
-   * (2026-12-01) 512 and 2048 were slower for the former at 32-128 rows, 1024 and 2048 for the
-   * latter at 16 rows (20.44 against 20.96 and 21.90 ms at 16 x 1024). Split-K partial sums
-   * cost as much traffic as the weights at 16 splits.
+   * The least k a split of the staged forms takes (a multiple of 64). Default: each form's
+   * own (gemm_tc's stagedSplitMinK: 1024 for the several-subgroup forms, 512 for the others).
+   * Split-K partial sums cost as much traffic as the weights at 16 splits.
    */
   readonly tensorCoreSplitMinK?: number;
   /**
@@ -1064,7 +1062,7 @@ export class GpuModel implements ForwardModel {
         target,
         TC_MAX_SPLITS,
         variant.wideWords
-          ? (this.opts.tensorCoreSplitMinK || (variant.perSubgroupMatrices ? 1024 : 512)) / 16
+          ? (this.opts.tensorCoreSplitMinK || gemmTc.stagedSplitMinK(variant)) / 16
           : undefined,
       )
       : 1;
@@ -1485,13 +1483,13 @@ export function tensorCoreTileFor(rows: number): 16 | 32 | 64 {
 }
 
 /**
- * The tensor-core GEMM variant for `rows` rows of a layer with input width k: the staged
- * forms (f16-tcs32 for 17-32 rows, else f16-tcs16: more, smaller workgroups than tcs64, whose
- * few resident ones read qkv's weights at 221 GB/s on the H200) up to `decodeRows` rows where k is a multiple of their 64-wide
- * step, else gemm_tc's tiles (`tile` rows, or 0 for tensorCoreTileFor's choice). With
- * `subgroups` "rows" (and no tile asked for) steps of 17-128 rows take the several-subgroup
- * staged forms, the smallest whose rows cover them. A staged form missing from `compiled` gives
- * way to the one-subgroup staged form, and that to gemm_tc's tiles.
+ * The tensor-core GEMM variant for `rows` rows of a layer with input width k: up to
+ * `decodeRows` rows where k is a multiple of their 64-wide step the staged forms (one subgroup
+ * a workgroup: f16-tcs32 for 17-32 rows, else f16-tcs16, whose many small workgroups beat
+ * tcs64's few on the H200), else gemm_tc's tiles (`tile` rows, or 0 for tensorCoreTileFor's
+ * choice). With `subgroups` "rows" (and no tile asked for) steps of 17-128 rows take the
+ * several-subgroup staged forms, the smallest whose rows cover them. A staged form missing from
+ * `compiled` gives way to the one-subgroup staged form, and that to gemm_tc's tiles.
  */
 export function tensorCoreVariantFor(
   rows: number,
