@@ -189,7 +189,8 @@ export interface GpuModelOptions {
    * staged a step feed every row tile of the workgroup; where they do not compile, "one"). On
    * the H200 (2026-12-01, one call, split-K of at least 1024 of k against 512 for "one") they
    * took 32 x 1024 from 32.90 to 31.49 ms, 64 x 1024 from 40.79 to 38.32 and 128 x 1024 from
-   * 50.82 to 47.90 (qkv 4.06 -> 3.44 ms, o 4.00 -> 2.74 at 64 x 1024, split-K 512).
+   * 50.82 to 47.90 (per kernel at 64 x 1024, profiles of two calls, split-K 512 in both: qkv
+   * 4.06 -> 3.44 ms, o 4.00 -> 2.74).
    */
   readonly tensorCoreDecodeSubgroups?: "one" | "rows";
   /**
