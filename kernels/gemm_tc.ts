@@ -51,6 +51,22 @@ function stagedSubgroupsVariant(rt: 2 | 4 | 8): Variant {
   };
 }
 
+/**
+ * The prefill form: WM x WN subgroups of 4 x 4 tiles (TM = 64 WM rows x CW = 64 WN columns a
+ * workgroup), both operands staged through two buffers of workgroup memory, BK of k a step.
+ */
+function prefillVariant(wm: 1 | 2, wn: 1 | 2, bk: 16 | 32): Variant {
+  return {
+    name: `f16-tcp${64 * wm}x${64 * wn}`,
+    dtype: "f16",
+    subgroupMatrix: { m: 16, n: 16, k: 16 },
+    perSubgroupMatrices: true,
+    shader: "gemm_tcp.wgsl",
+    wideWords: true,
+    consts: { WM: wm, WN: wn, TM: 64 * wm, CW: 64 * wn, BK: bk },
+  };
+}
+
 function stagedVariant(tm: 16 | 32 | 64): Variant {
   return {
     name: `f16-tcs${tm}`,
@@ -81,6 +97,10 @@ export const spec: KernelSpec<typeof params.fields> = {
     stagedSubgroupsVariant(2),
     stagedSubgroupsVariant(4),
     stagedSubgroupsVariant(8),
+    prefillVariant(1, 1, 16),
+    prefillVariant(2, 1, 16),
+    prefillVariant(1, 2, 16),
+    prefillVariant(2, 2, 32),
   ],
   // the staged forms take the row blocks along x (those that read the same weights run side
   // by side), gemm_tc the column blocks
@@ -124,9 +144,20 @@ export function stagedSplitMinK(variant: Variant): number {
   return variant.perSubgroupMatrices ? 1024 : 512;
 }
 
+/**
+ * The prefill forms (gemm_tcp.wgsl: several subgroups of 4 x 4 tiles, double-buffered staging):
+ * prefill-sized row counts.
+ */
+export const GEMM_TCP_VARIANTS = [
+  "f16-tcp64x64",
+  "f16-tcp128x64",
+  "f16-tcp64x128",
+  "f16-tcp128x128",
+] as const;
+
 /** The k a variant steps at a time: k and k_split must be multiples of it. */
 export function gemmTcKStep(variant: Variant): number {
-  return variant.wideWords ? 64 : 16;
+  return variant.consts?.BK ?? (variant.wideWords ? 64 : 16);
 }
 
 /** Whether an n x k weight fits the tensor-core GEMM (both multiples of 16). */
@@ -198,12 +229,16 @@ function tcCase(
   const rowsPad = Math.ceil(m / 128) * 128;
   const p = gemmTcParams(m, n, k, accumulate, splits, kStep);
   const slices = Math.ceil(k / p.k_split);
-  // the staged forms step 64 of k: shapes they cannot take compare on the others only
-  const staged = k % 64 === 0 && p.k_split % 64 === 0;
+  // the staged forms step 64 of k, the prefill forms 16 or 32: shapes a form cannot take
+  // compare on the others only
+  const variants = spec.variants.filter((v) => {
+    const step = gemmTcKStep(v);
+    return k % step === 0 && p.k_split % step === 0;
+  }).map((v) => v.name);
   return {
     label: `m=${m} n=${n} k=${k}${accumulate ? " c+=" : ""}${slices > 1 ? ` split ${slices}` : ""}`,
     params: p,
-    ...(staged ? {} : { variants: GEMM_TC_VARIANTS }),
+    ...(variants.length === spec.variants.length ? {} : { variants }),
     inputs: (rng) => {
       const a = new Float32Array(rowsPad * k);
       a.set(rng.fillNormal(new Float32Array(m * k)));

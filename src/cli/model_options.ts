@@ -10,7 +10,12 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { Gpu } from "../gpu/device.ts";
-import { GpuModel, type PrefillAttentionForm } from "../model/gpu_model.ts";
+import {
+  GpuModel,
+  type PrefillAttentionForm,
+  TENSOR_CORE_PREFILL_FORMS,
+  type TensorCorePrefillForm,
+} from "../model/gpu_model.ts";
 import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
 import { resolveModelConfig } from "../model/config.ts";
 import { userPath } from "../util/user_path.ts";
@@ -81,6 +86,13 @@ export const TENSOR_CORE_OPTIONS = {
     help: "the staged forms' subgroups a workgroup: one (f16-tcs16/32) or one a row tile of 16 " +
       "(f16-tcs32x2/64x4/128x8, the weights staged once for every row tile) (default: rows)",
   },
+  tensorCorePrefill: {
+    type: "string",
+    values: TENSOR_CORE_PREFILL_FORMS,
+    help: "the tensor-core GEMM past the staged forms' rows: tc (gemm_tc's tiles) or a prefill " +
+      "form staging both operands (tcp64x64, tcp128x64, tcp64x128, tcp128x128: rows x columns " +
+      "a workgroup) (default: tc)",
+  },
   tensorCoreSplitMinK: {
     type: "number",
     integer: true,
@@ -123,6 +135,7 @@ export function tensorCoreOptions(
     readonly tensorCoreTile?: string;
     readonly tensorCoreDecodeRows?: number;
     readonly tensorCoreDecodeSubgroups?: string;
+    readonly tensorCorePrefill?: string;
     readonly tensorCoreSplitMinK?: number;
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
@@ -134,6 +147,7 @@ export function tensorCoreOptions(
   tensorCoreTile?: 0 | 16 | 32 | 64;
   tensorCoreDecodeRows?: number;
   tensorCoreDecodeSubgroups?: "one" | "rows";
+  tensorCorePrefill?: TensorCorePrefillForm;
   tensorCoreSplitMinK?: number;
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
@@ -148,6 +162,7 @@ export function tensorCoreOptions(
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreDecodeRows: o.tensorCoreDecodeRows,
     tensorCoreDecodeSubgroups: o.tensorCoreDecodeSubgroups as "one" | "rows" | undefined,
+    tensorCorePrefill: o.tensorCorePrefill as TensorCorePrefillForm | undefined,
     tensorCoreSplitMinK: o.tensorCoreSplitMinK,
     tensorCoreTile: o.tensorCoreTile === undefined
       ? undefined

@@ -194,6 +194,15 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreDecodeSubgroups?: "one" | "rows";
   /**
+   * The tensor-core GEMM's form past tensorCoreDecodeRows (prefill-sized steps) when no
+   * tensorCoreTile is asked for: "tc" (gemm_tc's tiles, matrices loaded straight from memory)
+   * or a prefill form of gemm_tcp.wgsl (several subgroups of 4 x 4 tiles, both operands staged
+   * through workgroup memory, double-buffered): "tcp64x64", "tcp128x64", "tcp64x128",
+   * "tcp128x128" (rows x columns a workgroup). A prefill form that does not compile gives way
+   * to gemm_tc's tiles.
+   */
+  readonly tensorCorePrefill?: TensorCorePrefillForm;
+  /**
    * The least k a split of the staged forms takes (a multiple of 64). Default: each form's
    * own (gemm_tc's stagedSplitMinK: 1024 for the several-subgroup forms, 512 for the others).
    * Split-K partial sums cost as much traffic as the weights at 16 splits.
@@ -499,6 +508,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreTile: options.tensorCoreTile ?? 0,
       tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
       tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "rows",
+      tensorCorePrefill: options.tensorCorePrefill ?? "tc",
       tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
@@ -530,6 +540,7 @@ export class GpuModel implements ForwardModel {
       { few: opts.linearFewRows, many: opts.linearManyRows, byKind: opts.manyRowsByKind },
       opts.tensorCoreRows > 0,
       opts.tensorCoreDecodeRows,
+      opts.tensorCorePrefill,
       blockSize,
       opts.decodeSplit.minTokens,
       options.decodeAttention === undefined,
@@ -1050,6 +1061,7 @@ export class GpuModel implements ForwardModel {
         decodeRows: this.opts.tensorCoreDecodeRows,
         tile: this.opts.tensorCoreTile,
         subgroups: this.opts.tensorCoreDecodeSubgroups,
+        prefill: this.opts.tensorCorePrefill,
         compiled: this.calls.stagedTc,
       }),
     );
@@ -1247,6 +1259,7 @@ async function createCalls(
   },
   tensorCores: boolean,
   tensorCoreDecodeRows: number,
+  tensorCorePrefill: TensorCorePrefillForm,
   blockSize: number,
   minSplitTokens: number,
   decodeAttentionDefault: boolean,
@@ -1323,8 +1336,16 @@ async function createCalls(
   };
   const linear = {} as Record<LinearKind, LinearCall>;
   // the tensor-core GEMM's staged forms, where they compile (else gemm_tc's tiles alone)
-  const stagedTc = tensorCores && dtype === "f16" && tensorCoreDecodeRows > 0
-    ? await compiledVariants(gpu, gemmTc.spec, gemmTc.GEMM_TCS_VARIANTS, "model")
+  const stagedTc = tensorCores && dtype === "f16"
+    ? await compiledVariants(
+      gpu,
+      gemmTc.spec,
+      [
+        ...(tensorCoreDecodeRows > 0 ? gemmTc.GEMM_TCS_VARIANTS : []),
+        ...(tensorCorePrefill !== "tc" ? [`f16-${tensorCorePrefill}`] : []),
+      ],
+      "model",
+    )
     : [];
   if (tensorCores) {
     const why = dtype === "f16"
@@ -1483,6 +1504,16 @@ export function tensorCoreTileFor(rows: number): 16 | 32 | 64 {
   return rows <= 64 ? 16 : rows <= 256 ? 32 : 64;
 }
 
+/** GpuModelOptions.tensorCorePrefill's forms. */
+export const TENSOR_CORE_PREFILL_FORMS = [
+  "tc",
+  "tcp64x64",
+  "tcp128x64",
+  "tcp64x128",
+  "tcp128x128",
+] as const;
+export type TensorCorePrefillForm = typeof TENSOR_CORE_PREFILL_FORMS[number];
+
 /**
  * The tensor-core GEMM variant for `rows` rows of a layer with input width k: up to
  * `decodeRows` rows where k is a multiple of their 64-wide step the staged forms (one subgroup
@@ -1499,6 +1530,8 @@ export function tensorCoreVariantFor(
     readonly decodeRows: number;
     readonly tile: 0 | 16 | 32 | 64;
     readonly subgroups?: "one" | "rows";
+    /** The form past decodeRows (default "tc": gemm_tc's tiles). */
+    readonly prefill?: TensorCorePrefillForm;
     /** The staged forms that compiled on this device (default: all). */
     readonly compiled?: ReadonlySet<string>;
   },
@@ -1511,6 +1544,11 @@ export function tensorCoreVariantFor(
     }
     // the one-subgroup forms (also where a several-subgroup form did not compile)
     const name = `f16-tcs${opts.tile || (rows > 16 && rows <= 32 ? 32 : 16)}`;
+    if (ok(name)) return name;
+  }
+  // the prefill forms step at most 32 of k
+  if (!opts.tile && opts.prefill && opts.prefill !== "tc" && k % 32 === 0) {
+    const name = `f16-${opts.prefill}`;
     if (ok(name)) return name;
   }
   return `f16-tc${opts.tile || tensorCoreTileFor(rows)}`;

@@ -3,6 +3,7 @@ import * as assert from "uvu/assert";
 import { readFileSync } from "node:fs";
 import {
   GEMM_TC_VARIANTS,
+  GEMM_TCP_VARIANTS,
   GEMM_TCS_VARIANTS,
   gemmTcFits,
   gemmTcKStep,
@@ -132,8 +133,19 @@ test("the several-subgroup staged forms: one subgroup a row tile, per-subgroup m
 test("validate compares the staged forms only on shapes whose k and splits step by 64", () => {
   for (const c of gemmTcKernel.cases) {
     const staged = c.params.k % 64 === 0 && c.params.k_split % 64 === 0;
-    assert.equal(c.variants, staged ? undefined : GEMM_TC_VARIANTS, c.label);
+    // the prefill forms step 16 (f16-tcp64x64 and the other 16-step forms) or 32 of k
+    const by = (step: number) => c.params.k % step === 0 && c.params.k_split % step === 0;
+    const prefill = GEMM_TCP_VARIANTS.filter((n) => by(variantByName(spec, n).consts?.BK ?? 0));
+    assert.equal(
+      c.variants,
+      staged ? undefined : [...GEMM_TC_VARIANTS, ...prefill],
+      c.label,
+    );
   }
+  assert.equal(
+    GEMM_TCP_VARIANTS.map((n) => gemmTcKStep(variantByName(spec, n))),
+    [16, 16, 16, 32],
+  );
   // the staged forms' own shapes are there: partial row tiles, a half column block, splits
   const labels = gemmTcKernel.cases.filter((c) => !c.variants).map((c) => c.label);
   assert.ok(labels.includes("m=37 n=144 k=192 split 3"), labels.join(", "));
@@ -199,6 +211,36 @@ test("linear layers take the staged forms up to the decode rows where k steps by
     tensorCoreVariantFor(24, 2048, { ...rowsForm, compiled: without("f16-tcs32x2") }),
     "f16-tcs32",
   );
+});
+
+test("a prefill form takes the rows past the staged forms' where k steps by 32 and it compiled", () => {
+  const opts = {
+    decodeRows: 128,
+    tile: 0 as const,
+    subgroups: "rows" as const,
+    prefill: "tcp128x128" as const,
+  };
+  assert.equal(
+    [64, 128, 129, 2048].map((r) => tensorCoreVariantFor(r, 2048, opts)),
+    ["f16-tcs64x4", "f16-tcs128x8", "f16-tcp128x128", "f16-tcp128x128"],
+  );
+  // k not a multiple of 32, a tile asked for, "tc", or not compiled: gemm_tc's tiles
+  assert.is(tensorCoreVariantFor(2048, 2064, opts), "f16-tc64");
+  assert.is(tensorCoreVariantFor(2048, 2048, { ...opts, tile: 32 }), "f16-tc32");
+  assert.is(tensorCoreVariantFor(2048, 2048, { ...opts, prefill: "tc" }), "f16-tc64");
+  assert.is(
+    tensorCoreVariantFor(2048, 2048, { ...opts, compiled: new Set(GEMM_TCS_VARIANTS) }),
+    "f16-tc64",
+  );
+  // the prefill forms' workgroups: rows x columns, row blocks on x
+  const tcp = variantByName(spec, "f16-tcp128x64");
+  assert.equal(spec.grid(gemmTcParams(2000, 2048, 2048, false), tcp, undefined as never), [
+    16,
+    32,
+    1,
+  ]);
+  assert.is(gemmTcRowsPad(2000, tcp), 2048);
+  assert.match(preludeOf(spec, tcp), /diagnostic\(off, chromium.subgroup_matrix_uniformity\)/);
 });
 
 test.run();
