@@ -107,6 +107,13 @@ export interface MoeBlockOptions {
    * expert's weights for 1-16 rows); below 0: never. Default MOE_TCS_ROWS_PER_EXPERT.
    */
   readonly tensorCoreDecodeRowsPerExpert?: number;
+  /**
+   * The tensor-core expert GEMMs' prefill-sized form: `f16-tc` (default: operands loaded
+   * straight from memory) or a prefill form that stages both through workgroup memory
+   * (`f16-tcp1`, `f16-tcp2`, `f16-tcp4`: subgroups a workgroup; see moeTcVariants). A form
+   * that does not fit the shape or does not compile gives way to `f16-tc`.
+   */
+  readonly tensorCorePrefill?: string;
 }
 
 /**
@@ -211,7 +218,7 @@ interface TcPair {
 /** The tensor-core path's pipelines. */
 interface TcPipes {
   readonly gather: Pipe;
-  /** `f16-tc`, prefill-sized steps. */
+  /** `f16-tc` or the prefill form asked for (MoeBlockOptions.tensorCorePrefill). */
   readonly prefill: TcPair;
   /** `f16-tcs`, decode-sized steps; null where they are off or did not compile. */
   readonly decode: TcPair | null;
@@ -579,6 +586,24 @@ async function tensorCorePipes(
   } catch (err) {
     console.error(`moe block: tensor-core expert GEMMs left out: ${(err as Error).message}`);
     return null;
+  }
+  const asked = options.tensorCorePrefill ?? v.name;
+  if (asked !== v.name) {
+    const gu = variantByName(gateUpTc.spec, asked), dn = variantByName(downTc.spec, asked);
+    if (
+      !gateUpTc.moeTcpFits(gu, shape.inter, shape.hidden) ||
+      !gateUpTc.moeTcpFits(dn, shape.hidden, shape.inter)
+    ) {
+      console.error(
+        `moe block: ${asked} does not fit hidden ${shape.hidden}, inter ${shape.inter}: f16-tc`,
+      );
+    } else {
+      try {
+        prefill = await tcPair(gpu, asked);
+      } catch (err) {
+        console.error(`moe block: ${asked} left out, f16-tc instead: ${(err as Error).message}`);
+      }
+    }
   }
   if ((options.tensorCoreDecodeRowsPerExpert ?? MOE_TCS_ROWS_PER_EXPERT) < 0) {
     return { gather, prefill, decode: null };

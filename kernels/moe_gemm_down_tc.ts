@@ -13,7 +13,7 @@ import type { KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmDownRef } from "./moe_gemm_down.ts";
-import { moeTcParams, moeTcVariants } from "./moe_gemm_gate_up_tc.ts";
+import { fitting, moeTcParams, moeTcpFits, moeTcVariants } from "./moe_gemm_gate_up_tc.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import { type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
@@ -30,7 +30,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     WORK_ITEMS_READ,
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
   ],
-  variants: moeTcVariants("moe_gemm_down_tcs.wgsl", 32),
+  variants: moeTcVariants("moe_gemm_down_tcs.wgsl", 32, "moe_gemm_down_tcp.wgsl", 64),
   grid: (p, v) => [p.hidden / (v.consts?.CW ?? 64), Math.max(1, p.max_items), 1],
 };
 
@@ -56,6 +56,7 @@ function tcCase(
   return {
     label: r.label,
     params: moeGemmDownTcParams(hidden, inter, r.maxItems),
+    ...fitting(spec.variants, (v) => !v.name.startsWith("f16-tcp") || moeTcpFits(v, hidden, inter)),
     inputs: (rng) => {
       const act = new Float32Array(r.rowsPad * inter);
       act.set(rng.fillNormal(new Float32Array(r.rows * inter)));
@@ -94,4 +95,11 @@ export const cases = [
   // decode steps: 0.5 and 4 rows an expert
   tcCase(8, 128, 8, 2048, 768, "spread"),
   tcCase(64, 128, 8, 2048, 768, "spread"),
+  // a prefill step of Qwen3-30B-A3B: 2048 tokens, 128 rows an expert
+  tcCase(2048, 128, 8, 2048, 768, "spread"),
+  // the prefill forms' own (hidden 256: four subgroups' columns): one row, short items and
+  // full ones, several column blocks of the one- and two-subgroup forms
+  tcCase(1, 8, 2, 256, 32, "spread"),
+  tcCase(150, 4, 2, 256, 64, "skewed"),
+  tcCase(37, 8, 2, 256, 64, "skewed"),
 ];

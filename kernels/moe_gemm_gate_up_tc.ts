@@ -32,17 +32,33 @@ export const spec: KernelSpec<typeof params.fields> = {
     WORK_ITEMS_READ,
     { name: "act", type: "T", access: "read_write", shape: "[rows + 64, inter]" },
   ],
-  variants: moeTcVariants("moe_gemm_gate_up_tcs.wgsl", 16),
+  variants: moeTcVariants("moe_gemm_gate_up_tcs.wgsl", 16, "moe_gemm_gate_up_tcp.wgsl", 32),
   grid: (p, v) => [p.inter / (v.consts?.CW ?? 32), Math.max(1, p.max_items), 1],
 };
 
 /**
- * The two forms of either tensor-core expert GEMM: `f16-tc` (the kernel's own shader) and the
- * staged decode form `f16-tcs` (`shader`, `columns` output columns a workgroup, the f16
- * operands read as 16-byte words).
+ * The forms of either tensor-core expert GEMM: `f16-tc` (the kernel's own shader), the staged
+ * decode form `f16-tcs` (`shader`, `columns` output columns a workgroup, the f16 operands read
+ * as 16-byte words) and the prefill forms `f16-tcp1/2/4` (`prefillShader`, 1, 2 or 4 subgroups
+ * of `prefillColumns` output columns each, both operands staged through double-buffered
+ * workgroup memory, BK of k a step).
  */
-export function moeTcVariants(shader: string, columns: number): Variant[] {
+export function moeTcVariants(
+  shader: string,
+  columns: number,
+  prefillShader: string,
+  prefillColumns: number,
+): Variant[] {
   const matrix = { m: 16, n: 16, k: 16 };
+  const prefill = (wn: number, bk: number): Variant => ({
+    name: `f16-tcp${wn}`,
+    dtype: "f16",
+    subgroupMatrix: matrix,
+    perSubgroupMatrices: true,
+    shader: prefillShader,
+    wideWords: true,
+    consts: { WN: wn, BK: bk, CW: wn * prefillColumns },
+  });
   return [
     { name: "f16-tc", dtype: "f16", subgroupMatrix: matrix },
     {
@@ -53,7 +69,23 @@ export function moeTcVariants(shader: string, columns: number): Variant[] {
       wideWords: true,
       consts: { CW: columns },
     },
+    prefill(1, 32),
+    prefill(2, 32),
+    prefill(4, 16),
   ];
+}
+
+/** The prefill forms of the tensor-core expert GEMMs (see moeTcVariants). */
+export const MOE_TCP_VARIANTS = ["f16-tcp1", "f16-tcp2", "f16-tcp4"] as const;
+
+/**
+ * Whether a prefill form takes an expert shape: its output columns a workgroup divide the
+ * kernel's output width (`inter` for gate/up, `hidden` for down) and its k step the reduction
+ * width (the other one).
+ */
+export function moeTcpFits(variant: Variant, width: number, k: number): boolean {
+  const cw = variant.consts?.CW ?? 0, bk = variant.consts?.BK ?? 0;
+  return cw > 0 && bk > 0 && width % cw === 0 && k % bk === 0;
 }
 
 /** Whether an expert shape fits the tensor-core expert GEMMs (gate/up and down). */
@@ -102,6 +134,7 @@ function tcCase(
   return {
     label: r.label,
     params: moeGemmGateUpTcParams(hidden, inter, r.maxItems),
+    ...fitting(spec.variants, (v) => !v.name.startsWith("f16-tcp") || moeTcpFits(v, inter, hidden)),
     inputs: (rng) => {
       const a = new Float32Array(r.rowsPad * hidden);
       a.set(rng.fillNormal(new Float32Array(r.rows * hidden)));
@@ -135,6 +168,15 @@ function tcCase(
   };
 }
 
+/** `{ variants }` naming those that `fits` keeps, or nothing when it keeps them all. */
+export function fitting(
+  variants: readonly Variant[],
+  fits: (v: Variant) => boolean,
+): { variants?: string[] } {
+  const names = variants.filter(fits).map((v) => v.name);
+  return names.length === variants.length ? {} : { variants: names };
+}
+
 export const cases = [
   tcCase(1, 8, 2, 64, 32, "spread"),
   tcCase(37, 8, 2, 64, 64, "skewed"),
@@ -146,4 +188,11 @@ export const cases = [
   // decode steps: 0.5 and 4 rows an expert
   tcCase(8, 128, 8, 2048, 768, "spread"),
   tcCase(64, 128, 8, 2048, 768, "spread"),
+  // a prefill step of Qwen3-30B-A3B: 2048 tokens, 128 rows an expert
+  tcCase(2048, 128, 8, 2048, 768, "spread"),
+  // the prefill forms' own (inter 128: four subgroups' act columns): one row, short items
+  // and full ones, several column blocks of the one- and two-subgroup forms
+  tcCase(1, 8, 2, 64, 128, "spread"),
+  tcCase(150, 4, 2, 64, 128, "skewed"),
+  tcCase(37, 8, 2, 128, 128, "skewed"),
 ];

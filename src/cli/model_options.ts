@@ -12,6 +12,8 @@ import { join } from "node:path";
 import type { Gpu } from "../gpu/device.ts";
 import {
   GpuModel,
+  MOE_TENSOR_CORE_PREFILL_FORMS,
+  type MoeTensorCorePrefillForm,
   type PrefillAttentionForm,
   TENSOR_CORE_PREFILL_FORMS,
   type TensorCorePrefillForm,
@@ -113,6 +115,13 @@ export const TENSOR_CORE_OPTIONS = {
     help: "MoE steps with more than this many rows an expert (up to --moe-tensor-core-rows) " +
       "run the expert GEMMs' tensor-core decode forms (default 2; -1 never)",
   },
+  moeTensorCorePrefill: {
+    type: "string",
+    values: MOE_TENSOR_CORE_PREFILL_FORMS,
+    help: "the MoE expert GEMMs' prefill-sized form on the tensor cores: tc (operands straight " +
+      "from memory) or tcp1, tcp2, tcp4 (both staged through workgroup memory by 1, 2 or 4 " +
+      "subgroups) (default: tc)",
+  },
   prefillAttention: {
     type: "string",
     values: ["tc", "tc2", "fma"],
@@ -140,6 +149,7 @@ export function tensorCoreOptions(
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
+    readonly moeTensorCorePrefill?: string;
     readonly prefillAttention?: string;
   },
 ): {
@@ -152,12 +162,14 @@ export function tensorCoreOptions(
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
+  moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   prefillAttention?: PrefillAttentionForm;
 } {
   return {
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
+    moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreDecodeRows: o.tensorCoreDecodeRows,

@@ -228,6 +228,12 @@ export interface GpuModelOptions {
    */
   readonly moeTensorCoreDecodeRows?: number;
   /**
+   * The MoE expert GEMMs' form for prefill-sized steps on the tensor cores: "tc" (operands
+   * straight from memory) or a prefill form staging both through workgroup memory, "tcp1",
+   * "tcp2" or "tcp4" subgroups a workgroup (MoeBlockOptions.tensorCorePrefill).
+   */
+  readonly moeTensorCorePrefill?: MoeTensorCorePrefillForm;
+  /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
    * environment sets WEBFPM_F16_PACKED=1. On the H200 it moved no decode point by more than
@@ -513,6 +519,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
+      moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tc",
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
@@ -559,6 +566,7 @@ export class GpuModel implements ForwardModel {
         decodeForms: opts.moeDecodeForms,
         tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
         tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
+        tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
       })
       : null;
     const buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
@@ -1503,6 +1511,10 @@ function defaultTensorCoreRows(gpu: Gpu, dtype: StorageDtype): number {
 export function tensorCoreTileFor(rows: number): 16 | 32 | 64 {
   return rows <= 64 ? 16 : rows <= 256 ? 32 : 64;
 }
+
+/** GpuModelOptions.moeTensorCorePrefill's forms. */
+export const MOE_TENSOR_CORE_PREFILL_FORMS = ["tc", "tcp1", "tcp2", "tcp4"] as const;
+export type MoeTensorCorePrefillForm = typeof MOE_TENSOR_CORE_PREFILL_FORMS[number];
 
 /** GpuModelOptions.tensorCorePrefill's forms. */
 export const TENSOR_CORE_PREFILL_FORMS = [

@@ -37,18 +37,24 @@ const MAX_BYTES = 2 ** 20;
  * The forms the model runs by default (f16-tcs128x8's workgroup memory, 39 KB emulated, is
  * above lavapipe's 32 KB; it shares its shader with f16-tcs64x4).
  */
-const FORMS: readonly [string, Module, string, number?][] = [
+const FORMS: readonly [string, Module, string, number?, Record<string, number>?][] = [
   ["gemm_tc", gemmTc as unknown as Module, "f16-tc16"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs16"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs64x4"],
+  ["gemm_tc", gemmTc as unknown as Module, "f16-tcp128x64"],
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcs"],
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcs"],
+  // the prefill forms' two-subgroup workgroups, at 16 of k a step (emulated at 32 they need
+  // more than lavapipe's 32 KB of workgroup memory; the step is a constant of the same shader)
+  ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcp2", MAX_BYTES, { BK: 16 }],
+  ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp2", MAX_BYTES, { BK: 16 }],
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tc"],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcd", 16 * 2 ** 20],
 ];
 
-for (const [kernel, mod, name, maxBytes = MAX_BYTES] of FORMS) {
-  test(`${kernel} ${name} with emulated subgroup matrices matches the reference`, async () => {
+for (const [kernel, mod, name, maxBytes = MAX_BYTES, consts] of FORMS) {
+  const at = consts ? ` (${Object.entries(consts).map(([k, v]) => `${k} ${v}`).join(", ")})` : "";
+  test(`${kernel} ${name}${at} with emulated subgroup matrices matches the reference`, async () => {
     const gpu = await sharedGpu();
     if (!gpu.f16) return; // no shader-f16: the forms' storage type cannot run here
     const real = variantByName(mod.spec, name);
@@ -63,6 +69,7 @@ for (const [kernel, mod, name, maxBytes = MAX_BYTES] of FORMS) {
         subgroupMatrix: undefined,
         perSubgroupMatrices: undefined,
         shader: relative(SHADER_DIR, file),
+        consts: { ...real.consts, ...consts },
       };
       const spec = { ...mod.spec, variants: [emulated] };
       const cases = mod.cases.filter((c) =>

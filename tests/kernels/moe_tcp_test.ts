@@ -1,0 +1,59 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { readFileSync } from "node:fs";
+import { preludeOf, variantByName } from "../../kernels/kernel.ts";
+import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
+import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
+
+const stages = [
+  { mod: gateUpTc, shader: "moe_gemm_gate_up_tcp.wgsl", columns: 32 },
+  { mod: downTc, shader: "moe_gemm_down_tcp.wgsl", columns: 64 },
+];
+
+test("the MoE prefill forms: subgroups of 64 x 64 products, operands as 16-byte words", () => {
+  const p = { hidden: 2048, inter: 768, max_items: 300 };
+  for (const { mod, shader, columns } of stages) {
+    const wgsl = readFileSync(new URL(`../../shaders/${shader}`, import.meta.url), "utf8");
+    assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"], shader);
+    const width = mod === gateUpTc ? p.inter : p.hidden;
+    for (const [name, wn, bk] of [["f16-tcp1", 1, 32], ["f16-tcp2", 2, 32], ["f16-tcp4", 4, 16]]) {
+      const v = variantByName(mod.spec, name as string);
+      assert.equal(v.shader, shader);
+      assert.equal(v.consts, { WN: wn, BK: bk, CW: (wn as number) * columns }, name as string);
+      assert.equal(mod.spec.grid(p, v, {} as never), [width / (v.consts!.CW), 300, 1]);
+      const prelude = preludeOf(mod.spec, v);
+      // per-subgroup matrix offsets, and the read operands as words
+      assert.match(prelude, /diagnostic\(off, chromium.subgroup_matrix_uniformity\)/);
+      for (const b of mod.spec.bindings.filter((b) => b.type === "T" && b.access === "read")) {
+        assert.match(prelude, new RegExp(`var<storage, read> ${b.name}: array<vec4<u32>>;`));
+      }
+    }
+  }
+  assert.equal(gateUpTc.MOE_TCP_VARIANTS, ["f16-tcp1", "f16-tcp2", "f16-tcp4"]);
+});
+
+test("a prefill form fits a shape whose width its columns divide and whose k its step does", () => {
+  const gu = (n: string) => variantByName(gateUpTc.spec, n);
+  // Qwen3-30B-A3B (hidden 2048, inter 768) and Mixtral-8x7B (4096, 14336) fit every form
+  for (const n of gateUpTc.MOE_TCP_VARIANTS) {
+    assert.ok(gateUpTc.moeTcpFits(gu(n), 768, 2048), n);
+    assert.ok(gateUpTc.moeTcpFits(variantByName(downTc.spec, n), 2048, 768), n);
+    assert.ok(gateUpTc.moeTcpFits(gu(n), 14336, 4096), n);
+  }
+  // inter 96: 32 columns of tcp1 only; k 48 steps by 16, not 32
+  assert.ok(gateUpTc.moeTcpFits(gu("f16-tcp1"), 96, 64));
+  assert.not.ok(gateUpTc.moeTcpFits(gu("f16-tcp2"), 96, 64));
+  assert.not.ok(gateUpTc.moeTcpFits(gu("f16-tcp1"), 96, 48));
+  assert.ok(gateUpTc.moeTcpFits(gu("f16-tcp4"), 128, 48));
+  assert.not.ok(gateUpTc.moeTcpFits(gu("f16-tc"), 768, 2048));
+  // the validation cases name the forms that fit them
+  for (const c of gateUpTc.cases) {
+    const fits = gateUpTc.MOE_TCP_VARIANTS.filter((n) =>
+      gateUpTc.moeTcpFits(gu(n), c.params.inter, c.params.hidden)
+    );
+    const names = c.variants ?? gateUpTc.spec.variants.map((v) => v.name);
+    assert.equal(names.filter((n) => n.startsWith("f16-tcp")), fits, c.label);
+  }
+});
+
+test.run();
