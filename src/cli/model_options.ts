@@ -93,7 +93,7 @@ export const TENSOR_CORE_OPTIONS = {
     values: TENSOR_CORE_PREFILL_FORMS,
     help: "the tensor-core GEMM past the staged forms' rows: tc (gemm_tc's tiles) or a prefill " +
       "form staging both operands (tcp64x64, tcp128x64, tcp64x128, tcp128x128: rows x columns " +
-      "a workgroup) (default: tc)",
+      "a workgroup) (default: tcp128x128)",
   },
   tensorCoreSplitMinK: {
     type: "number",
@@ -120,7 +120,7 @@ export const TENSOR_CORE_OPTIONS = {
     values: MOE_TENSOR_CORE_PREFILL_FORMS,
     help: "the MoE expert GEMMs' prefill-sized form on the tensor cores: tc (operands straight " +
       "from memory) or tcp1, tcp2, tcp4 (both staged through workgroup memory by 1, 2 or 4 " +
-      "subgroups) (default: tc)",
+      "subgroups) (default: tcp4)",
   },
   prefillAttention: {
     type: "string",

@@ -199,7 +199,9 @@ export interface GpuModelOptions {
    * or a prefill form of gemm_tcp.wgsl (several subgroups of 4 x 4 tiles, both operands staged
    * through workgroup memory, double-buffered): "tcp64x64", "tcp128x64", "tcp64x128",
    * "tcp128x128" (rows x columns a workgroup). A prefill form that does not compile gives way
-   * to gemm_tc's tiles.
+   * to gemm_tc's tiles. Default "tcp128x128": on the H200 (2026-12-01, one call, 1 x 2048 on
+   * Qwen3-30B-A3B) qkv took 46.0 -> 18.0 ms a step (45 -> 114 TFLOP/s) and o 37.4 -> 15.6,
+   * against tcp128x64 20.7 / 19.2, tcp64x128 21.8 / 19.8 and tcp64x64 26.7 / 26.3.
    */
   readonly tensorCorePrefill?: TensorCorePrefillForm;
   /**
@@ -230,7 +232,10 @@ export interface GpuModelOptions {
   /**
    * The MoE expert GEMMs' form for prefill-sized steps on the tensor cores: "tc" (operands
    * straight from memory) or a prefill form staging both through workgroup memory, "tcp1",
-   * "tcp2" or "tcp4" subgroups a workgroup (MoeBlockOptions.tensorCorePrefill).
+   * "tcp2" or "tcp4" subgroups a workgroup (MoeBlockOptions.tensorCorePrefill). Default
+   * "tcp4": on the H200 (2026-12-01, one call, 1 x 2048 on Qwen3-30B-A3B, linears on
+   * tcp128x128) gate/up took 126.1 -> 62.4 ms a step and down 62.5 -> 33.2 (39-40 -> 74-79
+   * TFLOP/s), against tcp2 76.3 / 40.8 and tcp1 79.3 / 41.9.
    */
   readonly moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   /**
@@ -514,12 +519,12 @@ export class GpuModel implements ForwardModel {
       tensorCoreTile: options.tensorCoreTile ?? 0,
       tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
       tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "rows",
-      tensorCorePrefill: options.tensorCorePrefill ?? "tc",
+      tensorCorePrefill: options.tensorCorePrefill ?? "tcp128x128",
       tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
-      moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tc",
+      moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4",
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
@@ -687,8 +692,13 @@ export class GpuModel implements ForwardModel {
             ? `; from ${this.opts.tensorCoreRows} rows the tensor cores (gemm_tc, ${
               this.opts.tensorCoreTile ? `${this.opts.tensorCoreTile}-row tiles` : "tile by rows"
             }${
-              this.calls.stagedTc.size > 0
+              [...this.calls.stagedTc].some((n) => n.startsWith("f16-tcs"))
                 ? `; staged f16-tcs up to ${this.opts.tensorCoreDecodeRows} rows where k fits`
+                : ""
+            }${
+              this.calls.stagedTc.has(`f16-${this.opts.tensorCorePrefill}`) &&
+                !this.opts.tensorCoreTile
+                ? `; f16-${this.opts.tensorCorePrefill} past them where k fits`
                 : ""
             }) where n and k fit`
             : ""
