@@ -64,34 +64,8 @@ function tcVariant(kt: 1 | 2): Variant {
   };
 }
 
-/**
- * The several-subgroup form `f16-tcw<QSG>` (paged_attention_tcw.wgsl): QSG subgroups of 16
- * query rows a workgroup share each step's K and V, staged once in workgroup memory
- * (double-buffered, the next step's words loaded during this one).
- */
-function wideVariant(qsg: 2 | 4): Variant {
-  return {
-    name: `f16-tcw${qsg}`,
-    dtype: "f16",
-    subgroupMatrix: { m: 16, n: 16, k: 16 },
-    perSubgroupMatrices: true,
-    shader: "paged_attention_tcw.wgsl",
-    consts: { QSG: qsg, HD },
-  };
-}
-
-/** Query tiles (of 16 rows) a workgroup of the variant takes. */
-export function tilesPerWorkgroup(v: Variant): number {
-  return v.consts?.QSG ?? 1;
-}
-
 /** Workgroup memory of a variant in bytes (see the module doc). */
 export function workgroupBytes(v: Variant): number {
-  const qsg = v.consts?.QSG;
-  if (qsg) {
-    // q rows of every subgroup, or two buffers of a step's 16 K and 16 V rows; S and P each
-    return Math.max(qsg * ROWS, 64) * (HD + 8) * 2 + qsg * ROWS * (16 * 4 + 24 * 2) + 8;
-  }
   const { KT, HD: hd } = v.consts!;
   const kw = 16 * KT;
   return Math.max(ROWS, kw) * (hd + 8) * 2 + ROWS * kw * 4 + ROWS * (kw + 8) * 2 + 8;
@@ -136,7 +110,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   // paged_attention's bindings; the variants read K and V as scalars (scalarReads: matrix
   // loads take an array of f16)
   bindings: fmaSpec.bindings,
-  variants: [tcVariant(1), tcVariant(2), wideVariant(2), wideVariant(4)],
+  variants: [tcVariant(1), tcVariant(2)],
   grid: (p, v, gpu) => {
     const reason = tcGeometryReason(p);
     if (reason) throw new Error(`paged_attention_tc/${v.name}: ${reason}`);
@@ -148,8 +122,7 @@ export const spec: KernelSpec<typeof params.fields> = {
         `paged_attention_tc/${v.name}: ${bytes} bytes of workgroup memory, the device allows ${limit}`,
       );
     }
-    const tiles = Math.ceil(p.max_query_len / Math.floor(ROWS / group));
-    return [Math.ceil(tiles / tilesPerWorkgroup(v)), p.num_seqs, p.num_kv_heads];
+    return [Math.ceil(p.max_query_len / Math.floor(ROWS / group)), p.num_seqs, p.num_kv_heads];
   },
 };
 

@@ -124,10 +124,9 @@ export const TENSOR_CORE_OPTIONS = {
   },
   prefillAttention: {
     type: "string",
-    values: ["tc", "tc2", "tcw2", "tcw4", "fma"],
-    help: "attention of prefill steps: tc (tensor cores), tc2 (two key tiles a step), tcw2 or " +
-      "tcw4 (2 or 4 subgroups sharing K and V staged in workgroup memory) or fma (default: tc " +
-      "where it runs)",
+    values: ["tc", "tc2", "fma"],
+    help: "attention of prefill steps: tc (tensor cores), tc2 (two key tiles a step) or fma " +
+      "(default: tc where it runs)",
   },
   tensorCoreSplitTarget: {
     type: "number",

@@ -261,7 +261,7 @@ export interface GpuModelOptions {
 }
 
 /** Prefill attention forms (see GpuModelOptions.prefillAttention). */
-export type PrefillAttentionForm = "tc" | "tc2" | "tcw2" | "tcw4" | "fma";
+export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
 export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd";
@@ -1469,12 +1469,7 @@ async function createCalls(
 }
 
 /** paged_attention_tc's variant of each tensor-core prefill attention form. */
-const PREFILL_TC_VARIANT = {
-  tc: "f16-tc",
-  tc2: "f16-tc2",
-  tcw2: "f16-tcw2",
-  tcw4: "f16-tcw4",
-} as const;
+const PREFILL_TC_VARIANT = { tc: "f16-tc", tc2: "f16-tc2" } as const;
 
 /**
  * The prefill attention form: `asked`, or by default "tc" where it runs, else "fma". Throws

@@ -3,7 +3,7 @@ import * as assert from "uvu/assert";
 import { readFileSync } from "node:fs";
 import { cases, spec, tcGeometryReason, workgroupBytes } from "../../kernels/paged_attention_tc.ts";
 import { attentionCase, spec as fmaSpec } from "../../kernels/paged_attention.ts";
-import { preludeOf, variantByName } from "../../kernels/kernel.ts";
+import { variantByName } from "../../kernels/kernel.ts";
 import { Rng } from "../../src/util/rng.ts";
 import { wgStructLayout } from "./wgsl_struct.ts";
 
@@ -57,33 +57,6 @@ test("its workgroup memory is what the shader declares, and the grid checks the 
     () => spec.grid({ ...p, head_dim: 64 }, variantByName(spec, "f16-tc"), h200),
     /paged_attention_tc\/f16-tc: head_dim 64/,
   );
-});
-
-test("the several-subgroup forms: their workgroup memory, tile blocks and per-subgroup offsets", () => {
-  const wgsl = readFileSync(
-    new URL("../../shaders/paged_attention_tcw.wgsl", import.meta.url),
-    "utf8",
-  );
-  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
-  for (const qsg of [2, 4]) {
-    const v = variantByName(spec, `f16-tcw${qsg}`);
-    assert.is(v.shader, "paged_attention_tcw.wgsl");
-    assert.ok(v.perSubgroupMatrices);
-    assert.is(wgStructLayout(wgsl, { QSG: qsg, HD: 128 }).bytes, workgroupBytes(v), `QSG ${qsg}`);
-  }
-  assert.is(workgroupBytes(variantByName(spec, "f16-tcw4")), 24584);
-  const p = {
-    num_seqs: 2,
-    ...geometry,
-    max_blocks: 4,
-    max_query_len: 9,
-    scale: 1 / Math.sqrt(128),
-  };
-  // 5 q tiles of 2 tokens: 3 blocks of 2 tiles, 2 blocks of 4
-  assert.equal(spec.grid(p, variantByName(spec, "f16-tcw2"), h200), [3, 2, 4]);
-  assert.equal(spec.grid(p, variantByName(spec, "f16-tcw4"), h200), [2, 2, 4]);
-  // K and V as vec4 words (staged), not scalars
-  assert.match(preludeOf(spec, variantByName(spec, "f16-tcw4")), /k_cache: array<vec4<T>>/);
 });
 
 test("it shares paged_attention's params and binding names (the model binds either)", () => {

@@ -49,8 +49,6 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcp2", MAX_BYTES, { BK: 16 }],
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp2", MAX_BYTES, { BK: 16 }],
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tc"],
-  // its several-subgroup form up to the rescaling case (4 MB)
-  ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcw4", 4 * 2 ** 20],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcd", 16 * 2 ** 20],
 ];
 
