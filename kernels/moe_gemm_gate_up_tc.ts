@@ -50,12 +50,12 @@ export function moeTcVariants(
   prefillColumns: number,
 ): Variant[] {
   const matrix = { m: 16, n: 16, k: 16 };
-  const prefill = (wn: number, bk: number): Variant => ({
-    name: `f16-tcp${wn}`,
+  const prefill = (wn: number, bk: number, deep = false): Variant => ({
+    name: `f16-tcp${wn}${deep ? "d" : ""}`,
     dtype: "f16",
     subgroupMatrix: matrix,
     perSubgroupMatrices: true,
-    shader: prefillShader,
+    shader: deep ? prefillShader.replace(/\.wgsl$/, "d.wgsl") : prefillShader,
     wideWords: true,
     consts: { WN: wn, BK: bk, CW: wn * prefillColumns },
   });
@@ -72,6 +72,8 @@ export function moeTcVariants(
     prefill(1, 32),
     prefill(2, 32),
     prefill(4, 16),
+    prefill(2, 32, true),
+    prefill(4, 16, true),
   ];
 }
 

@@ -1,0 +1,301 @@
+// Grouped gate/up GEMM of the MoE experts on f16 subgroup matrices with the SwiGLU epilogue,
+// prefill form: act[r, c] = f16(silu(a[r, :] . w[e, c, :]) * (a[r, :] . w[e, inter + c, :]))
+// for the rows r of a work item (expert e), as moe_gemm_gate_up_tc.wgsl computes it, with both
+// operands staged through double-buffered workgroup memory the way gemm_tcp.wgsl stages them
+// (see there: a step's 16-byte words stored into the buffer the previous step did not read,
+// the next words loaded, then this step's products; one barrier a step). A workgroup of WN
+// subgroups of 32 takes a work item's 64 rows x CW = 32 WN act columns; subgroup j stages
+// and multiplies 64 weight rows, the 32 gate rows of its act columns 32 j .. 32 j + 31 then
+// their 32 up rows, as 4 x 4 tiles of 16 (tile columns 0-1 gate, 2-3 up). The matrix offsets
+// differ between subgroups (Variant.perSubgroupMatrices). Rows past the item's end are
+// computed and not stored.
+// Requires: hidden a multiple of BK, inter of CW; items of at most 64 rows; a holds 64 rows
+// past the last item (moe_gather_f16's padding); subgroups of exactly 32, consecutive.
+//#include "lib/moe_work_item.wgsl"
+//#include "lib/stage_words.wgsl"
+
+const SW: u32 = 512u;
+const KW: u32 = BK / 8u; // words of a row a step
+const LD: u32 = BK + 8u; // row stride of the staged tiles (f16): 16-byte rows, no bank clash
+const THREADS: u32 = 32u * WN;
+const BW: u32 = 64u * WN; // weight rows staged a step
+// words each invocation loads a step, of the item's rows and of the weights
+const NA: u32 = 64u * KW / THREADS;
+const NB: u32 = BW * KW / THREADS;
+const_assert BK == 16u || BK == 32u;
+const_assert NA * THREADS == 64u * KW && NB * THREADS == BW * KW;
+
+// One workgroup struct (see paged_attention_tc.wgsl): two buffers of each operand, and a
+// 16 x 16 f32 tile a subgroup (two for gate/up) for the write-out.
+struct Wg {
+  a: array<f16, 2u * 64u * LD>,
+  b: array<f16, 2u * BW * LD>,
+  s: array<f32, SW * WN>,
+}
+var<workgroup> wg: Wg;
+
+// The weight row (of w[e]) that staged row q of a step holds: subgroup q / 64's act columns,
+// gate rows first.
+fn weight_row(c0: u32, q: u32) -> u32 {
+  let j = q / 64u;
+  let t = q % 64u;
+  return select(c0 + 32u * j + t, params.inter + c0 + 32u * j + t - 32u, t >= 32u);
+}
+
+@compute @workgroup_size(THREADS)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let it = moe_work_item(wid, nwg);
+  if (it.x == NO_ITEM) {
+    return;
+  }
+  let e = it.x;
+  let r0 = it.y;
+  let r_end = it.z;
+  let k8 = params.hidden / 8u; // words a row
+  let c0 = wid.x * CW;
+  let sg = lid / 32u;
+  let lane = lid % 32u;
+  // word q = lid + THREADS i of a step: row q / KW, word q % KW; where it is read and staged
+  var a_at = array<u32, NA>();
+  var a_st = array<u32, NA>();
+  for (var i = 0u; i < NA; i++) {
+    let q = lid + THREADS * i;
+    a_at[i] = (r0 + q / KW) * k8 + q % KW;
+    a_st[i] = (q / KW) * LD + 8u * (q % KW);
+  }
+  var b_at = array<u32, NB>();
+  var b_st = array<u32, NB>();
+  for (var i = 0u; i < NB; i++) {
+    let q = lid + THREADS * i;
+    b_at[i] = (e * 2u * params.inter + weight_row(c0, q / KW)) * k8 + q % KW;
+    b_st[i] = (q / KW) * LD + 8u * (q % KW);
+  }
+  var av = array<vec4<u32>, NA>();
+  var bv = array<vec4<u32>, NB>();
+  var av2 = array<vec4<u32>, NA>();
+  var bv2 = array<vec4<u32>, NB>();
+  // the first step staged into buffer 0, the second's and third's words loaded
+  for (var i = 0u; i < NA; i++) {
+    put8a(a_st[i], a[a_at[i]]);
+  }
+  for (var i = 0u; i < NB; i++) {
+    put8b(b_st[i], w[b_at[i]]);
+  }
+  let s1 = min(KW, k8 - KW);
+  for (var i = 0u; i < NA; i++) {
+    av[i] = a[a_at[i] + s1];
+  }
+  for (var i = 0u; i < NB; i++) {
+    bv[i] = w[b_at[i] + s1];
+  }
+  let s2 = min(2u * KW, k8 - KW);
+  for (var i = 0u; i < NA; i++) {
+    av2[i] = a[a_at[i] + s2];
+  }
+  for (var i = 0u; i < NB; i++) {
+    bv2[i] = w[b_at[i] + s2];
+  }
+  var acc00 = subgroup_matrix_result<f32, 16, 16>();
+  var acc01 = subgroup_matrix_result<f32, 16, 16>();
+  var acc02 = subgroup_matrix_result<f32, 16, 16>();
+  var acc03 = subgroup_matrix_result<f32, 16, 16>();
+  var acc10 = subgroup_matrix_result<f32, 16, 16>();
+  var acc11 = subgroup_matrix_result<f32, 16, 16>();
+  var acc12 = subgroup_matrix_result<f32, 16, 16>();
+  var acc13 = subgroup_matrix_result<f32, 16, 16>();
+  var acc20 = subgroup_matrix_result<f32, 16, 16>();
+  var acc21 = subgroup_matrix_result<f32, 16, 16>();
+  var acc22 = subgroup_matrix_result<f32, 16, 16>();
+  var acc23 = subgroup_matrix_result<f32, 16, 16>();
+  var acc30 = subgroup_matrix_result<f32, 16, 16>();
+  var acc31 = subgroup_matrix_result<f32, 16, 16>();
+  var acc32 = subgroup_matrix_result<f32, 16, 16>();
+  var acc33 = subgroup_matrix_result<f32, 16, 16>();
+  workgroupBarrier();
+  // two steps an iteration: each word set is stored two steps after its loads were issued
+  for (var s = 0u; s < k8; s += 2u * KW) {
+    if (s + KW < k8) {
+      for (var i = 0u; i < NA; i++) {
+        put8a(1u * 64u * LD + a_st[i], av[i]);
+      }
+      for (var i = 0u; i < NB; i++) {
+        put8b(1u * BW * LD + b_st[i], bv[i]);
+      }
+      let sn = min(s + 3u * KW, k8 - KW);
+      for (var i = 0u; i < NA; i++) {
+        av[i] = a[a_at[i] + sn];
+      }
+      for (var i = 0u; i < NB; i++) {
+        bv[i] = w[b_at[i] + sn];
+      }
+    }
+    {
+      // step s's products from buffer 0
+      let xa = 0u * 64u * LD;
+      let xb = (0u * BW + 64u * sg) * LD;
+      var p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb, LD);
+      var p1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 16u * LD, LD);
+      var p2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 32u * LD, LD);
+      var p3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 48u * LD, LD);
+      var x0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa, LD);
+      var x1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 16u * LD, LD);
+      var x2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 32u * LD, LD);
+      var x3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 48u * LD, LD);
+      acc00 = subgroupMatrixMultiplyAccumulate(x0, p0, acc00);
+      acc01 = subgroupMatrixMultiplyAccumulate(x0, p1, acc01);
+      acc02 = subgroupMatrixMultiplyAccumulate(x0, p2, acc02);
+      acc03 = subgroupMatrixMultiplyAccumulate(x0, p3, acc03);
+      acc10 = subgroupMatrixMultiplyAccumulate(x1, p0, acc10);
+      acc11 = subgroupMatrixMultiplyAccumulate(x1, p1, acc11);
+      acc12 = subgroupMatrixMultiplyAccumulate(x1, p2, acc12);
+      acc13 = subgroupMatrixMultiplyAccumulate(x1, p3, acc13);
+      acc20 = subgroupMatrixMultiplyAccumulate(x2, p0, acc20);
+      acc21 = subgroupMatrixMultiplyAccumulate(x2, p1, acc21);
+      acc22 = subgroupMatrixMultiplyAccumulate(x2, p2, acc22);
+      acc23 = subgroupMatrixMultiplyAccumulate(x2, p3, acc23);
+      acc30 = subgroupMatrixMultiplyAccumulate(x3, p0, acc30);
+      acc31 = subgroupMatrixMultiplyAccumulate(x3, p1, acc31);
+      acc32 = subgroupMatrixMultiplyAccumulate(x3, p2, acc32);
+      acc33 = subgroupMatrixMultiplyAccumulate(x3, p3, acc33);
+      if (BK > 16u) {
+        p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 16u, LD);
+        p1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 16u * LD + 16u, LD);
+        p2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 32u * LD + 16u, LD);
+        p3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 48u * LD + 16u, LD);
+        x0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 16u, LD);
+        x1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 16u * LD + 16u, LD);
+        x2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 32u * LD + 16u, LD);
+        x3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 48u * LD + 16u, LD);
+        acc00 = subgroupMatrixMultiplyAccumulate(x0, p0, acc00);
+        acc01 = subgroupMatrixMultiplyAccumulate(x0, p1, acc01);
+        acc02 = subgroupMatrixMultiplyAccumulate(x0, p2, acc02);
+        acc03 = subgroupMatrixMultiplyAccumulate(x0, p3, acc03);
+        acc10 = subgroupMatrixMultiplyAccumulate(x1, p0, acc10);
+        acc11 = subgroupMatrixMultiplyAccumulate(x1, p1, acc11);
+        acc12 = subgroupMatrixMultiplyAccumulate(x1, p2, acc12);
+        acc13 = subgroupMatrixMultiplyAccumulate(x1, p3, acc13);
+        acc20 = subgroupMatrixMultiplyAccumulate(x2, p0, acc20);
+        acc21 = subgroupMatrixMultiplyAccumulate(x2, p1, acc21);
+        acc22 = subgroupMatrixMultiplyAccumulate(x2, p2, acc22);
+        acc23 = subgroupMatrixMultiplyAccumulate(x2, p3, acc23);
+        acc30 = subgroupMatrixMultiplyAccumulate(x3, p0, acc30);
+        acc31 = subgroupMatrixMultiplyAccumulate(x3, p1, acc31);
+        acc32 = subgroupMatrixMultiplyAccumulate(x3, p2, acc32);
+        acc33 = subgroupMatrixMultiplyAccumulate(x3, p3, acc33);
+      }
+    }
+    workgroupBarrier();
+    if (s + KW < k8) {
+      if (s + 2u * KW < k8) {
+        for (var i = 0u; i < NA; i++) {
+          put8a(0u * 64u * LD + a_st[i], av2[i]);
+        }
+        for (var i = 0u; i < NB; i++) {
+          put8b(0u * BW * LD + b_st[i], bv2[i]);
+        }
+        let sn = min(s + 4u * KW, k8 - KW);
+        for (var i = 0u; i < NA; i++) {
+          av2[i] = a[a_at[i] + sn];
+        }
+        for (var i = 0u; i < NB; i++) {
+          bv2[i] = w[b_at[i] + sn];
+        }
+      }
+      {
+        // step s + KW's products from buffer 1
+        let xa = 1u * 64u * LD;
+        let xb = (1u * BW + 64u * sg) * LD;
+        var p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb, LD);
+        var p1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 16u * LD, LD);
+        var p2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 32u * LD, LD);
+        var p3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 48u * LD, LD);
+        var x0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa, LD);
+        var x1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 16u * LD, LD);
+        var x2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 32u * LD, LD);
+        var x3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 48u * LD, LD);
+        acc00 = subgroupMatrixMultiplyAccumulate(x0, p0, acc00);
+        acc01 = subgroupMatrixMultiplyAccumulate(x0, p1, acc01);
+        acc02 = subgroupMatrixMultiplyAccumulate(x0, p2, acc02);
+        acc03 = subgroupMatrixMultiplyAccumulate(x0, p3, acc03);
+        acc10 = subgroupMatrixMultiplyAccumulate(x1, p0, acc10);
+        acc11 = subgroupMatrixMultiplyAccumulate(x1, p1, acc11);
+        acc12 = subgroupMatrixMultiplyAccumulate(x1, p2, acc12);
+        acc13 = subgroupMatrixMultiplyAccumulate(x1, p3, acc13);
+        acc20 = subgroupMatrixMultiplyAccumulate(x2, p0, acc20);
+        acc21 = subgroupMatrixMultiplyAccumulate(x2, p1, acc21);
+        acc22 = subgroupMatrixMultiplyAccumulate(x2, p2, acc22);
+        acc23 = subgroupMatrixMultiplyAccumulate(x2, p3, acc23);
+        acc30 = subgroupMatrixMultiplyAccumulate(x3, p0, acc30);
+        acc31 = subgroupMatrixMultiplyAccumulate(x3, p1, acc31);
+        acc32 = subgroupMatrixMultiplyAccumulate(x3, p2, acc32);
+        acc33 = subgroupMatrixMultiplyAccumulate(x3, p3, acc33);
+        if (BK > 16u) {
+          p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 16u, LD);
+          p1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 16u * LD + 16u, LD);
+          p2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 32u * LD + 16u, LD);
+          p3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 48u * LD + 16u, LD);
+          x0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 16u, LD);
+          x1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 16u * LD + 16u, LD);
+          x2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 32u * LD + 16u, LD);
+          x3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, xa + 48u * LD + 16u, LD);
+          acc00 = subgroupMatrixMultiplyAccumulate(x0, p0, acc00);
+          acc01 = subgroupMatrixMultiplyAccumulate(x0, p1, acc01);
+          acc02 = subgroupMatrixMultiplyAccumulate(x0, p2, acc02);
+          acc03 = subgroupMatrixMultiplyAccumulate(x0, p3, acc03);
+          acc10 = subgroupMatrixMultiplyAccumulate(x1, p0, acc10);
+          acc11 = subgroupMatrixMultiplyAccumulate(x1, p1, acc11);
+          acc12 = subgroupMatrixMultiplyAccumulate(x1, p2, acc12);
+          acc13 = subgroupMatrixMultiplyAccumulate(x1, p3, acc13);
+          acc20 = subgroupMatrixMultiplyAccumulate(x2, p0, acc20);
+          acc21 = subgroupMatrixMultiplyAccumulate(x2, p1, acc21);
+          acc22 = subgroupMatrixMultiplyAccumulate(x2, p2, acc22);
+          acc23 = subgroupMatrixMultiplyAccumulate(x2, p3, acc23);
+          acc30 = subgroupMatrixMultiplyAccumulate(x3, p0, acc30);
+          acc31 = subgroupMatrixMultiplyAccumulate(x3, p1, acc31);
+          acc32 = subgroupMatrixMultiplyAccumulate(x3, p2, acc32);
+          acc33 = subgroupMatrixMultiplyAccumulate(x3, p3, acc33);
+        }
+      }
+      workgroupBarrier();
+    }
+  }
+  let col = c0 + 32u * sg;
+  put_act(acc00, acc02, sg, lane, r0, r_end, col);
+  put_act(acc01, acc03, sg, lane, r0, r_end, col + 16u);
+  put_act(acc10, acc12, sg, lane, r0 + 16u, r_end, col);
+  put_act(acc11, acc13, sg, lane, r0 + 16u, r_end, col + 16u);
+  put_act(acc20, acc22, sg, lane, r0 + 32u, r_end, col);
+  put_act(acc21, acc23, sg, lane, r0 + 32u, r_end, col + 16u);
+  put_act(acc30, acc32, sg, lane, r0 + 48u, r_end, col);
+  put_act(acc31, acc33, sg, lane, r0 + 48u, r_end, col + 16u);
+}
+
+// Writes act's 16 x 16 at row r0, column c0 from its gate and up sums through the subgroup's
+// tiles of wg.s: silu(gate) * up, clamped to f16's largest finite value (an outlier stays
+// finite), the rows below r_end only. Every subgroup calls it in the same order (barriers).
+fn put_act(
+  g: subgroup_matrix_result<f32, 16, 16>,
+  u: subgroup_matrix_result<f32, 16, 16>,
+  sg: u32,
+  lane: u32,
+  r0: u32,
+  r_end: u32,
+  c0: u32,
+) {
+  subgroupMatrixStore<row_major>(&wg.s, sg * SW, g, 16u);
+  subgroupMatrixStore<row_major>(&wg.s, sg * SW + 256u, u, 16u);
+  workgroupBarrier();
+  for (var q = lane; q < 256u; q += 32u) {
+    let r = r0 + q / 16u;
+    if (r < r_end) {
+      let gv = wg.s[sg * SW + q];
+      let v = gv / (1.0 + exp(-gv)) * wg.s[sg * SW + 256u + q];
+      act[r * params.inter + c0 + q % 16u] = T(clamp(v, -65504.0, 65504.0));
+    }
+  }
+  workgroupBarrier();
+}
