@@ -50,12 +50,12 @@ export function moeTcVariants(
   prefillColumns: number,
 ): Variant[] {
   const matrix = { m: 16, n: 16, k: 16 };
-  const prefill = (wn: number, bk: number, deep = false): Variant => ({
-    name: `f16-tcp${wn}${deep ? "d" : ""}`,
+  const prefill = (wn: number, bk: number): Variant => ({
+    name: `f16-tcp${wn}`,
     dtype: "f16",
     subgroupMatrix: matrix,
     perSubgroupMatrices: true,
-    shader: deep ? prefillShader.replace(/\.wgsl$/, "d.wgsl") : prefillShader,
+    shader: prefillShader,
     wideWords: true,
     consts: { WN: wn, BK: bk, CW: wn * prefillColumns },
   });
@@ -72,8 +72,6 @@ export function moeTcVariants(
     prefill(1, 32),
     prefill(2, 32),
     prefill(4, 16),
-    prefill(2, 32, true),
-    prefill(4, 16, true),
   ];
 }
 

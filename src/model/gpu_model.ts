@@ -1523,14 +1523,7 @@ export function tensorCoreTileFor(rows: number): 16 | 32 | 64 {
 }
 
 /** GpuModelOptions.moeTensorCorePrefill's forms. */
-export const MOE_TENSOR_CORE_PREFILL_FORMS = [
-  "tc",
-  "tcp1",
-  "tcp2",
-  "tcp4",
-  "tcp2d",
-  "tcp4d",
-] as const;
+export const MOE_TENSOR_CORE_PREFILL_FORMS = ["tc", "tcp1", "tcp2", "tcp4"] as const;
 export type MoeTensorCorePrefillForm = typeof MOE_TENSOR_CORE_PREFILL_FORMS[number];
 
 /** GpuModelOptions.tensorCorePrefill's forms. */
