@@ -34,8 +34,10 @@ interface Module {
 const MAX_BYTES = 2 ** 20;
 
 /**
- * The forms the model runs by default (f16-tcs128x8's workgroup memory, 39 KB emulated, is
- * above lavapipe's 32 KB; it shares its shader with f16-tcs64x4).
+ * The forms the model runs by default, or, where a default form's workgroup memory is above
+ * lavapipe's 32 KB, a smaller form of its shader: f16-tcs64x4 for f16-tcs128x8 (39 KB
+ * emulated), f16-tcp128x64 for the prefill form f16-tcp128x128 (45 KB), the MoE f16-tcp2 at
+ * 16 of k a step for f16-tcp4 (39 KB).
  */
 const FORMS: readonly [string, Module, string, number?, Record<string, number>?][] = [
   ["gemm_tc", gemmTc as unknown as Module, "f16-tc16"],
