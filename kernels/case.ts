@@ -49,6 +49,18 @@ export interface KernelCase<F extends ParamFields> {
   readonly variants?: readonly string[];
 }
 
+/**
+ * A case's `variants` field: the names of those `fits` keeps, or nothing when it keeps them
+ * all (a case compares every variant by default).
+ */
+export function fitting(
+  variants: readonly Variant[],
+  fits: (v: Variant) => boolean,
+): { variants?: string[] } {
+  const names = variants.filter(fits).map((v) => v.name);
+  return names.length === variants.length ? {} : { variants: names };
+}
+
 /** A kernel module as validation sees it. */
 export interface KernelModule<F extends ParamFields = ParamFields> {
   readonly spec: KernelSpec<F>;

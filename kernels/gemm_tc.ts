@@ -15,7 +15,7 @@
  * `f16-tcs128x8` (gemm_tcs_sg.wgsl) stage the same way with 2, 4 or 8 subgroups a workgroup,
  * one row tile of 16 each, so the 32 weight rows a step stages feed every row tile.
  */
-import type { KernelCase } from "./case.ts";
+import { fitting, type KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { linearRef } from "./gemv.ts";
 import { defineParams, type ParamValues } from "./params.ts";
@@ -231,14 +231,13 @@ function tcCase(
   const slices = Math.ceil(k / p.k_split);
   // the staged forms step 64 of k, the prefill forms 16 or 32: shapes a form cannot take
   // compare on the others only
-  const variants = spec.variants.filter((v) => {
-    const step = gemmTcKStep(v);
-    return k % step === 0 && p.k_split % step === 0;
-  }).map((v) => v.name);
   return {
     label: `m=${m} n=${n} k=${k}${accumulate ? " c+=" : ""}${slices > 1 ? ` split ${slices}` : ""}`,
     params: p,
-    ...(variants.length === spec.variants.length ? {} : { variants }),
+    ...fitting(spec.variants, (v) => {
+      const step = gemmTcKStep(v);
+      return k % step === 0 && p.k_split % step === 0;
+    }),
     inputs: (rng) => {
       const a = new Float32Array(rowsPad * k);
       a.set(rng.fillNormal(new Float32Array(m * k)));

@@ -582,28 +582,10 @@ async function tensorCorePipes(
   let gather: Pipe, prefill: TcPair;
   try {
     gather = await getPipeline(gpu, gatherF16.spec, gatherF16.spec.variants[0]) as unknown as Pipe;
-    prefill = await tcPair(gpu, v.name);
+    prefill = await prefillPair(gpu, shape, options.tensorCorePrefill ?? v.name, v.name);
   } catch (err) {
     console.error(`moe block: tensor-core expert GEMMs left out: ${(err as Error).message}`);
     return null;
-  }
-  const asked = options.tensorCorePrefill ?? v.name;
-  if (asked !== v.name) {
-    const gu = variantByName(gateUpTc.spec, asked), dn = variantByName(downTc.spec, asked);
-    if (
-      !gateUpTc.moeTcpFits(gu, shape.inter, shape.hidden) ||
-      !gateUpTc.moeTcpFits(dn, shape.hidden, shape.inter)
-    ) {
-      console.error(
-        `moe block: ${asked} does not fit hidden ${shape.hidden}, inter ${shape.inter}: f16-tc`,
-      );
-    } else {
-      try {
-        prefill = await tcPair(gpu, asked);
-      } catch (err) {
-        console.error(`moe block: ${asked} left out, f16-tc instead: ${(err as Error).message}`);
-      }
-    }
   }
   if ((options.tensorCoreDecodeRowsPerExpert ?? MOE_TCS_ROWS_PER_EXPERT) < 0) {
     return { gather, prefill, decode: null };
@@ -614,6 +596,38 @@ async function tensorCorePipes(
     console.error(`moe block: tensor-core decode forms left out: ${(err as Error).message}`);
     return { gather, prefill, decode: null };
   }
+}
+
+/**
+ * The prefill-sized pair: `asked` where it fits the shape and compiles, else `fallback`
+ * (f16-tc), saying why; only the pair used is compiled.
+ */
+async function prefillPair(
+  gpu: Gpu,
+  shape: MoeBlockShape,
+  asked: string,
+  fallback: string,
+): Promise<TcPair> {
+  if (asked !== fallback) {
+    const gu = variantByName(gateUpTc.spec, asked), dn = variantByName(downTc.spec, asked);
+    if (
+      gateUpTc.moeTcpFits(gu, shape.inter, shape.hidden) &&
+      gateUpTc.moeTcpFits(dn, shape.hidden, shape.inter)
+    ) {
+      try {
+        return await tcPair(gpu, asked);
+      } catch (err) {
+        console.error(
+          `moe block: ${asked} left out, ${fallback} instead: ${(err as Error).message}`,
+        );
+      }
+    } else {
+      console.error(
+        `moe block: ${asked} does not fit hidden ${shape.hidden}, inter ${shape.inter}: ${fallback}`,
+      );
+    }
+  }
+  return await tcPair(gpu, fallback);
 }
 
 /** The gate/up and down pipelines of the tensor-core expert GEMMs' variant `name`. */

@@ -9,11 +9,11 @@
  * indirect after moe_dispatch (grid x `hidden / 64`, or `/ 32` for f16-tcs, y the items).
  * hidden must be a multiple of 64, inter of 32 (moeTcFits).
  */
-import type { KernelCase } from "./case.ts";
+import { fitting, type KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmDownRef } from "./moe_gemm_down.ts";
-import { fitting, moeTcParams, moeTcpFits, moeTcVariants } from "./moe_gemm_gate_up_tc.ts";
+import { moeTcParams, moeTcpFits, moeTcVariants } from "./moe_gemm_gate_up_tc.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import { type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";

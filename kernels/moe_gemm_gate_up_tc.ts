@@ -12,7 +12,7 @@
  * items) or with `spec.grid` directly. hidden must
  * be a multiple of 16, inter of 32; work items of at most 64 rows (MOE_BLOCK_M).
  */
-import type { KernelCase } from "./case.ts";
+import { fitting, type KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmGateUpRef } from "./moe_gemm_gate_up.ts";
@@ -166,15 +166,6 @@ function tcCase(
     bytes: () => r.touched * 2 * inter * hidden * 2 + r.rows * hidden * 2 + r.rows * inter * 2,
     flops: r.rows * 2 * inter * (2 * hidden + 2),
   };
-}
-
-/** `{ variants }` naming those that `fits` keeps, or nothing when it keeps them all. */
-export function fitting(
-  variants: readonly Variant[],
-  fits: (v: Variant) => boolean,
-): { variants?: string[] } {
-  const names = variants.filter(fits).map((v) => v.name);
-  return names.length === variants.length ? {} : { variants: names };
 }
 
 export const cases = [

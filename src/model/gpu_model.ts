@@ -43,6 +43,7 @@ import * as gemv from "../../kernels/gemv.ts";
 import { laneGroupColumns } from "../../kernels/lane_group_variants.ts";
 import * as gemm from "../../kernels/gemm.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
+import { MOE_TCP_VARIANTS } from "../../kernels/moe_gemm_gate_up_tc.ts";
 import * as castF16 from "../../kernels/cast_f16.ts";
 import * as splitkReduce from "../../kernels/splitk_reduce.ts";
 import * as qkNormRopeCache from "../../kernels/qk_norm_rope_cache.ts";
@@ -1433,7 +1434,8 @@ async function createCalls(
   return {
     tensorCoreK,
     tensorCoreSplitN,
-    // the staged forms (gemm_tcs, gemm_tcs_sg) that compiled here
+    // the staged decode forms (gemm_tcs, gemm_tcs_sg) and the prefill form (gemm_tcp) that
+    // compiled here
     stagedTc: new Set(stagedTc),
     manyVariants,
     gemvVariant,
@@ -1522,19 +1524,22 @@ export function tensorCoreTileFor(rows: number): 16 | 32 | 64 {
   return rows <= 64 ? 16 : rows <= 256 ? 32 : 64;
 }
 
-/** GpuModelOptions.moeTensorCorePrefill's forms. */
-export const MOE_TENSOR_CORE_PREFILL_FORMS = ["tc", "tcp1", "tcp2", "tcp4"] as const;
-export type MoeTensorCorePrefillForm = typeof MOE_TENSOR_CORE_PREFILL_FORMS[number];
+/** A variant name without its `f16-` storage prefix. */
+type Form<N> = N extends `f16-${infer F}` ? F : never;
 
-/** GpuModelOptions.tensorCorePrefill's forms. */
-export const TENSOR_CORE_PREFILL_FORMS = [
+/** GpuModelOptions.moeTensorCorePrefill's forms: "tc" and the kernels' prefill forms. */
+export type MoeTensorCorePrefillForm = "tc" | Form<typeof MOE_TCP_VARIANTS[number]>;
+export const MOE_TENSOR_CORE_PREFILL_FORMS: readonly MoeTensorCorePrefillForm[] = [
   "tc",
-  "tcp64x64",
-  "tcp128x64",
-  "tcp64x128",
-  "tcp128x128",
-] as const;
-export type TensorCorePrefillForm = typeof TENSOR_CORE_PREFILL_FORMS[number];
+  ...MOE_TCP_VARIANTS.map((n) => n.slice(4) as MoeTensorCorePrefillForm),
+];
+
+/** GpuModelOptions.tensorCorePrefill's forms: "tc" (gemm_tc's tiles) and its prefill forms. */
+export type TensorCorePrefillForm = "tc" | Form<typeof gemmTc.GEMM_TCP_VARIANTS[number]>;
+export const TENSOR_CORE_PREFILL_FORMS: readonly TensorCorePrefillForm[] = [
+  "tc",
+  ...gemmTc.GEMM_TCP_VARIANTS.map((n) => n.slice(4) as TensorCorePrefillForm),
+];
 
 /**
  * The tensor-core GEMM variant for `rows` rows of a layer with input width k: up to
@@ -1568,10 +1573,9 @@ export function tensorCoreVariantFor(
     const name = `f16-tcs${opts.tile || (rows > 16 && rows <= 32 ? 32 : 16)}`;
     if (ok(name)) return name;
   }
-  // the prefill forms step at most 32 of k
-  if (!opts.tile && opts.prefill && opts.prefill !== "tc" && k % 32 === 0) {
+  if (!opts.tile && opts.prefill && opts.prefill !== "tc") {
     const name = `f16-${opts.prefill}`;
-    if (ok(name)) return name;
+    if (ok(name) && k % gemmTc.gemmTcKStep(variantByName(gemmTc.spec, name)) === 0) return name;
   }
   return `f16-tc${opts.tile || tensorCoreTileFor(rows)}`;
 }
