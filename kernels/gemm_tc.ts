@@ -311,4 +311,8 @@ export const cases = [
   // splits, o at 128 rows in 8 (one row block of tcs128x8, two of tcs64x4)
   tcCase(64, 5120, 2048, false, 4, 64),
   tcCase(128, 2048, 4096, false, 8, 64),
+  // split-K past 128 rows (prefillSplits): the router at a 2048-token prefill in 8 splits of
+  // 256, and a partial row block in 2
+  tcCase(2048, 128, 2048, false, 8, 32),
+  tcCase(200, 128, 512, false, 2, 32),
 ];

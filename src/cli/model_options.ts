@@ -133,7 +133,8 @@ export const TENSOR_CORE_OPTIONS = {
     integer: true,
     min: 0,
     help: "split-K of the tensor-core GEMM up to 128 rows: about this many workgroups a " +
-      "layer (default 2048; 0 never)",
+      "layer (default 2048; 0 never, also past 128 rows, where only layers of few tiles such " +
+      "as the router split, toward 128 workgroups)",
   },
 } as const satisfies Record<string, OptionSpec>;
 

@@ -215,7 +215,8 @@ export interface GpuModelOptions {
    * Split-K of the tensor-core GEMM for steps of at most 128 rows: about this many
    * workgroups a linear layer (default 2048; 0: never split). Few rows give few (row, column)
    * tiles, and each subgroup then waits on memory alone; k splits add subgroups, and
-   * `splitk_reduce` adds their partial sums.
+   * `splitk_reduce` adds their partial sums. Past 128 rows (prefill) only a layer whose tiles
+   * leave most of the GPU idle splits (prefillSplits); 0 turns that off too.
    */
   readonly tensorCoreSplitTarget?: number;
   /**
@@ -371,6 +372,38 @@ const SAMPLE_STAGING = 4;
 /** Split-K of the tensor-core GEMM: steps of at most these rows, at most these splits. */
 const TC_SPLIT_MAX_ROWS = 128;
 const TC_MAX_SPLITS = 16;
+/**
+ * Split-K past TC_SPLIT_MAX_ROWS rows, for a layer whose (row, column) tiles leave most of the
+ * GPU idle (the router's 128 columns: 16 workgroups of tcp128x128 at 2048 rows took 4.8 ms of
+ * the H200's 201 ms 1 x 2048 step): about these many workgroups, splits of at least this k.
+ */
+const TC_PREFILL_SPLIT_TARGET = 128;
+const TC_PREFILL_SPLIT_MIN_K = 256;
+
+/**
+ * Split-K of a prefill-sized tensor-core linear: gemmTcSplits toward TC_PREFILL_SPLIT_TARGET
+ * workgroups with splits of at least TC_PREFILL_SPLIT_MIN_K, halved until the partial sums
+ * (splits x rows x n f32) fit the `capacity` floats of the partials buffer (exported for tests).
+ */
+export function prefillSplits(
+  rows: number,
+  n: number,
+  k: number,
+  variant: Variant,
+  capacity: number,
+): number {
+  let s = gemmTc.gemmTcSplits(
+    rows,
+    n,
+    k,
+    variant,
+    TC_PREFILL_SPLIT_TARGET,
+    TC_MAX_SPLITS,
+    TC_PREFILL_SPLIT_MIN_K / 16,
+  );
+  while (s > 1 && s * rows * n > capacity) s /= 2;
+  return s;
+}
 
 export class GpuModel implements ForwardModel {
   readonly blockSize: number;
@@ -1085,7 +1118,8 @@ export class GpuModel implements ForwardModel {
       }),
     );
     const target = this.opts.tensorCoreSplitTarget;
-    const splits = target > 0 && kind !== "lmHead" && rows <= TC_SPLIT_MAX_ROWS
+    if (target <= 0 || kind === "lmHead") return { variant, splits: 1 };
+    const splits = rows <= TC_SPLIT_MAX_ROWS
       ? gemmTc.gemmTcSplits(
         rows,
         l.n,
@@ -1097,7 +1131,7 @@ export class GpuModel implements ForwardModel {
           ? (this.opts.tensorCoreSplitMinK || gemmTc.stagedSplitMinK(variant)) / 16
           : undefined,
       )
-      : 1;
+      : prefillSplits(rows, l.n, l.k, variant, this.buf.tcPartialsFloats);
     return { variant, splits };
   }
 
@@ -1624,6 +1658,11 @@ function createScratch(
   const H = config.hiddenSize, hd = config.headDim;
   const limit = gpu.limits.maxStorageBufferBindingSize;
   const maxRows = Math.max(1, Math.min(Math.max(S, T), Math.floor(limit / (config.vocabSize * 4))));
+  // split-K partial sums of a tensor-core linear: TC_MAX_SPLITS slices of TC_SPLIT_MAX_ROWS rows
+  // (prefill-sized steps split only where theirs fit: prefillSplits)
+  const tcPartialsFloats = tensorCoreSplitN > 0
+    ? TC_MAX_SPLITS * Math.min(T, TC_SPLIT_MAX_ROWS) * tensorCoreSplitN
+    : 0;
   const all: GPUBuffer[] = [];
   const f32 = (label: string, elements: number) => {
     const bytes = elements * 4;
@@ -1671,10 +1710,8 @@ function createScratch(
     a16: tensorCoreK > 0
       ? f32("a16", (Math.ceil(Math.max(S, T, maxRows) / 128) * 128 * tensorCoreK) / 2)
       : null,
-    // split-K partial sums of a tensor-core linear (steps of at most TC_SPLIT_MAX_ROWS rows)
-    tcPartials: tensorCoreSplitN > 0
-      ? f32("tc_partials", TC_MAX_SPLITS * Math.min(T, TC_SPLIT_MAX_ROWS) * tensorCoreSplitN)
-      : null,
+    tcPartials: tcPartialsFloats > 0 ? f32("tc_partials", tcPartialsFloats) : null,
+    tcPartialsFloats,
   };
   return { ...bufs, all, maxRows };
 }

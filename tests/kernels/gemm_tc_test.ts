@@ -16,7 +16,11 @@ import {
 import * as gemmTcKernel from "../../kernels/gemm_tc.ts";
 import { castF16Params } from "../../kernels/cast_f16.ts";
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
-import { tensorCoreTileFor, tensorCoreVariantFor } from "../../src/model/gpu_model.ts";
+import {
+  prefillSplits,
+  tensorCoreTileFor,
+  tensorCoreVariantFor,
+} from "../../src/model/gpu_model.ts";
 
 test("the tensor-core GEMM pads rows to its tile and covers every column tile", () => {
   const tc16 = variantByName(spec, "f16-tc16"), tc64 = variantByName(spec, "f16-tc64");
@@ -244,3 +248,20 @@ test("a prefill form takes the rows past the staged forms' where k steps by 32 a
 });
 
 test.run();
+
+test("prefill-sized linears split k only where their tiles leave the GPU idle", () => {
+  const tcp = variantByName(spec, "f16-tcp128x128");
+  const capacity = 16 * 128 * 5120; // the partials buffer of synthetic:qwen3-30b-a3b
+  // the router (128 columns) at 2048 rows: 16 tiles -> 8 splits of 256 (128 workgroups)
+  assert.is(prefillSplits(2048, 128, 2048, tcp, capacity), 8);
+  assert.is(gemmTcSplitK(2048, 8, gemmTcKStep(tcp)), 256);
+  // qkv and o at 2048 rows, and the router at 16384: enough tiles, no split
+  assert.is(prefillSplits(2048, 5120, 2048, tcp, capacity), 1);
+  assert.is(prefillSplits(2048, 2048, 4096, tcp, capacity), 1);
+  assert.is(prefillSplits(16384, 128, 2048, tcp, capacity), 1);
+  // splits of at least 256 of k: k 512 gives 2 at most
+  assert.is(prefillSplits(2048, 128, 512, tcp, capacity), 2);
+  // halved until the partial sums fit the buffer
+  assert.is(prefillSplits(2048, 128, 2048, tcp, 4 * 2048 * 128), 4);
+  assert.is(prefillSplits(2048, 128, 2048, tcp, 2048 * 128), 1);
+});
