@@ -52,9 +52,9 @@ export interface Variant {
    */
   readonly packed?: boolean;
   /**
-   * f16 only: read-only `T` bindings are declared as `vec4<u32>` (the same bytes, 8 values a
-   * word): 16-byte storage loads, unpacked with `bitcast<vec2<f16>>`. The binding's length in
-   * f16 values must then be a multiple of 8.
+   * f16 only: read-only `T` and `vec4<T>` bindings are declared as `vec4<u32>` (the same
+   * bytes, 8 values a word): 16-byte storage loads, unpacked with `bitcast<vec2<f16>>`. The
+   * binding's length in f16 values must then be a multiple of 8.
    */
   readonly wideWords?: boolean;
   /**
@@ -188,11 +188,16 @@ export function preludeOf<F extends ParamFields>(
       ? "vec2<u32>"
       : scalar
       ? "T"
-      : variant.wideWords && b.type === "T" && b.access === "read"
+      : variant.wideWords && (b.type === "T" || b.type === "vec4<T>") && b.access === "read"
       ? "vec4<u32>"
       : b.type;
-    // a vec4 binding read as scalars: its last dimension counts values, not vec4s
-    const shape = scalar ? b.shape.replace(/ \/ 4\]$/, "]") : b.shape;
+    // a vec4 binding read as scalars: its last dimension counts values, not vec4s; as wide
+    // words, two vec4s a word
+    const shape = scalar
+      ? b.shape.replace(/ \/ 4\]$/, "]")
+      : variant.wideWords && b.type === "vec4<T>" && b.access === "read"
+      ? b.shape.replace(/ \/ 4\]$/, " / 8]")
+      : b.shape;
     lines.push(
       `@group(0) @binding(${
         i + 1

@@ -102,13 +102,30 @@ const TCD: Variant = {
 };
 
 /**
- * Workgroup memory of the tensor-core variant in bytes (the shader's struct Wg): q and a
- * partial step's V, f16 [KT, HD + 8] each, S f32 [16, KT + 4], P f16 [16, KT + 8], 2 flags:
- * 10,760 bytes.
+ * The tensor-core variant with K and V staged through workgroup memory as 16-byte words
+ * (`f16-tcdw`, shaders/paged_attention_decode_tcdw.wgsl): each step's 16 keys arrive as 16
+ * vec4<u32> loads a lane, loaded one step ahead, and the K^T and V matrices load from workgroup
+ * memory instead of straight from storage (on the H200 the storage matrix loads cost an SM
+ * 28-55x more: probe-sgmat). Same params, grid, split plan and outputs as f16-tcd.
+ */
+const TCDW: Variant = {
+  name: "f16-tcdw",
+  dtype: "f16",
+  subgroupMatrix: { m: 16, n: 16, k: 16 },
+  wideWords: true,
+  shader: "paged_attention_decode_tcdw.wgsl",
+  consts: TCD.consts,
+};
+
+/**
+ * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg), f16 rows of
+ * HD + 8: f16-tcd holds q and a partial step's V [KT rows each], f16-tcdw q and the step's K
+ * and V; then S f32 [16, KT + 4], P f16 [16, KT + 8] and 2 flags. 10,760 and 15,112 bytes.
  */
 export function tcDecodeWorkgroupBytes(v: Variant): number {
   const { KT: kt, HD: hd } = v.consts!;
-  return 2 * kt * (hd + 8) * 2 + TC_ROWS * (kt + 4) * 4 + TC_ROWS * (kt + 8) * 2 + 8;
+  const rows = v.wideWords ? 3 * kt : 2 * kt;
+  return rows * (hd + 8) * 2 + TC_ROWS * (kt + 4) * 4 + TC_ROWS * (kt + 8) * 2 + 8;
 }
 
 /**
@@ -224,8 +241,10 @@ export const spec: KernelSpec<typeof params.fields> = {
     // One key per lane, subgroup softmax, no barrier in the key loop (f16 read as 32-bit
     // words); `lanes8` for subgroups of 8 (lavapipe), `lanes32` for 32 (NVIDIA).
     ...lanesVariants(),
-    // Tensor cores (f16 subgroup matrices), K/V matrices loaded straight from the cache.
+    // Tensor cores (f16 subgroup matrices), K/V matrices loaded straight from the cache, or
+    // staged through workgroup memory as 16-byte words.
     TCD,
+    TCDW,
   ],
   grid: (p, v, gpu) => {
     if (v.subgroupMatrix) {

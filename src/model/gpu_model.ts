@@ -104,7 +104,8 @@ export interface GpuModelOptions {
    * subgroup softmax ("lanes": subgroups of exactly 8 or 32), or Q K^T and P V as f16
    * 16 x 16 x 16 products on the tensor cores ("tcd": paged_attention_decode f16-tcd, f16 KV
    * and subgroup matrices, the K/V matrices loaded straight from the cache; block_size a
-   * multiple of 16). Default on
+   * multiple of 16), or the same with K and V staged through workgroup memory as 16-byte words
+   * ("tcdw": f16-tcdw). Default on
    * GPUs: "tcd" for steps that read at least DEEP_DECODE_KEYS context keys where it runs,
    * "tiled" for the others and elsewhere; on CPU adapters "direct" (faster there).
    */
@@ -266,7 +267,7 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd";
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd" | "tcdw";
 
 /**
  * Decode steps reading at least this many context keys (summed over the step's sequences)
@@ -276,8 +277,9 @@ export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd";
  */
 export const DEEP_DECODE_KEYS = 16384;
 
-/** The tensor-core decode attention variant. */
+/** The tensor-core decode attention variants: K/V matrices straight from the cache, or staged. */
 const TC_DECODE_VARIANT = "f16-tcd";
+const TC_DECODE_STAGED_VARIANT = "f16-tcdw";
 
 /**
  * Why the tensor-core decode attention cannot run here, or null: it needs f16 KV, subgroup
@@ -288,6 +290,7 @@ function tcDecodeReason(
   dtype: StorageDtype,
   blockSize: number,
   minSplitTokens: number,
+  variant = TC_DECODE_VARIANT,
 ): string | null {
   return dtype !== "f16"
     ? "the KV cache is not f16"
@@ -295,7 +298,7 @@ function tcDecodeReason(
     ? `block_size ${blockSize} is not a multiple of 16`
     : minSplitTokens < 16
     ? `splits of at least ${minSplitTokens} keys may not be multiples of 16`
-    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, TC_DECODE_VARIANT));
+    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, variant));
 }
 
 /** The one-key-per-lane decode attention variant this device runs (lanes32, else lanes8). */
@@ -1322,10 +1325,16 @@ async function createCalls(
   if (decodeAttention === "tcd" && tcdWhy) {
     throw new Error(`model: decode attention "tcd" cannot run here: ${tcdWhy}`);
   }
+  if (decodeAttention === "tcdw") {
+    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, TC_DECODE_STAGED_VARIANT);
+    if (why) throw new Error(`model: decode attention "tcdw" cannot run here: ${why}`);
+  }
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
     : decodeAttention === "tcd"
     ? TC_DECODE_VARIANT
+    : decodeAttention === "tcdw"
+    ? TC_DECODE_STAGED_VARIANT
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // steps of DEEP_DECODE_KEYS keys or more: tcd where it runs, when the caller chose no form
   const decodeDeepVariant = decodeAttentionDefault && decodeAttention === "tiled" && !tcdWhy

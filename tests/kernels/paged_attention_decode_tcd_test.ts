@@ -29,8 +29,11 @@ test("the tensor-core decode variant: f16 subgroup matrices, one subgroup of 32,
   // K/V bound as f16 scalars: the matrix loads read them straight from the cache
   assert.ok(v.scalarReads);
   assert.not.ok(v.packed);
-  // the only tensor-core form
-  assert.equal(spec.variants.filter((x) => x.subgroupMatrix).map((x) => x.name), ["f16-tcd"]);
+  // the tensor-core forms: this one and f16-tcdw, K/V staged (below)
+  assert.equal(spec.variants.filter((x) => x.subgroupMatrix).map((x) => x.name), [
+    "f16-tcd",
+    "f16-tcdw",
+  ]);
   // the shader's one workgroup is its one subgroup
   assert.match(shader(SHADER), /@compute @workgroup_size\(32\)\nfn main/);
 });
@@ -48,6 +51,44 @@ test("its workgroup memory is one struct, and it includes no library with workgr
   assert.is(layout.members, 5, "members of struct Wg");
   assert.is(layout.bytes, tcDecodeWorkgroupBytes(tcd()));
   assert.is(tcDecodeWorkgroupBytes(tcd()), 10760);
+});
+
+test("f16-tcdw: tcd's constants, K/V bound as 16-byte words, staged in one workgroup struct", () => {
+  const v = variantByName(spec, "f16-tcdw");
+  assert.equal(v.consts, tcd().consts);
+  assert.ok(v.wideWords);
+  assert.not.ok(v.scalarReads);
+  const prelude = preludeOf(spec, v);
+  for (const b of ["k_cache", "v_cache"]) {
+    assert.ok(prelude.includes(`var<storage, read> ${b}: array<vec4<u32>>;`), b);
+  }
+  assert.ok(prelude.includes("var<storage, read> q: array<vec4<f32>>;"));
+  const wgsl = shader(v.shader!);
+  assert.match(wgsl, /@compute @workgroup_size\(32\)\nfn main/);
+  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
+  const includes = [...wgsl.matchAll(/^\/\/#include "([^"]+)"/gm)].map((m) => m[1]);
+  assert.equal(includes, ["lib/paged_kv.wgsl", "lib/stage_words.wgsl"]);
+  for (const lib of includes) assert.not.match(shader(lib), /^\s*var<workgroup>/m, lib);
+  // no subgroup-matrix load reads storage: every one takes a workgroup array
+  assert.not.match(wgsl, /subgroupMatrixLoad<[^>]+>[^>]*>\(&[kv]_cache/);
+  const layout = wgStructLayout(wgsl, v.consts!);
+  assert.is(layout.members, 6, "members of struct Wg");
+  assert.is(layout.bytes, tcDecodeWorkgroupBytes(v));
+  assert.is(tcDecodeWorkgroupBytes(v), 15112);
+  // the same grid and refusals as f16-tcd
+  const p = {
+    num_seqs: 3,
+    num_q_heads: 32,
+    num_kv_heads: 4,
+    head_dim: 128,
+    block_size: 16,
+    max_blocks: 64,
+    split_tokens: 512,
+    num_splits: 2,
+    scale: 1,
+  };
+  assert.equal(spec.grid(p, v, h200), [4, 2, 3]);
+  assert.throws(() => spec.grid({ ...p, split_tokens: 500 }, v, h200), /f16-tcdw: split_tokens/);
 });
 
 test("its prelude enables subgroup matrices and binds K/V as f16 scalars, the rest as the others", () => {
