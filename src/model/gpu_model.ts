@@ -105,14 +105,15 @@ export interface GpuModelOptions {
    * 16 x 16 x 16 products on the tensor cores ("tcd": paged_attention_decode f16-tcd, f16 KV
    * and subgroup matrices, the K/V matrices loaded straight from the cache; block_size a
    * multiple of 16), or the same with K and V staged through workgroup memory as 16-byte words
-   * ("tcdw": f16-tcdw). Default on
-   * GPUs: "tcd" for steps that read at least DEEP_DECODE_KEYS context keys where it runs,
-   * "tiled" for the others and elsewhere; on CPU adapters "direct" (faster there).
+   * ("tcdw": f16-tcdw). Default on GPUs: "tcdw" for steps that read at least DEEP_DECODE_KEYS
+   * context keys where it runs (else "tcd" where that runs), "tiled" for the others and
+   * elsewhere; on CPU adapters "direct" (faster there).
    */
   readonly decodeAttention?: DecodeAttentionForm;
   /**
    * Attention of prefill and mixed steps: "tc" (Q K^T and P V on the tensor cores,
-   * paged_attention_tc `f16-tc`), "tc2" (its two-key-tile variant) or "fma"
+   * paged_attention_tc `f16-tc`), "tc2" (its two-key-tile variant), "tcs" (K and V staged
+   * through workgroup memory as 16-byte words, `f16-tcs`) or "fma"
    * (paged_attention). Default "tc" where it runs: f16 KV, head_dim 128, block_size a
    * multiple of 16, at most 16 query heads a kv head, f16 16x16x16 subgroup matrices on
    * 32-wide subgroups; else "fma".
@@ -264,16 +265,19 @@ export interface GpuModelOptions {
 }
 
 /** Prefill attention forms (see GpuModelOptions.prefillAttention). */
-export type PrefillAttentionForm = "tc" | "tc2" | "fma";
+export type PrefillAttentionForm = "tc" | "tc2" | "tcs" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
 export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd" | "tcdw";
 
 /**
  * Decode steps reading at least this many context keys (summed over the step's sequences)
- * take the direct tensor-core attention by default. On the H200 (2026-12-01, one call) tcd
- * took 64 x 8192 from 85.1 to 73.9 ms a step and 64 x 1024 (65,536 keys) from 43.2 to 42.8;
- * at 1 and 8 x 1024 it was 0.3-0.4 ms slower than tiled (few workgroups of a longer step chain).
+ * take the tensor-core attention by default (f16-tcdw, K/V staged, where it runs, else f16-tcd).
+ * On the H200 (2026-12-01, one call) tcd took 64 x 8192 from 85.1 to 73.9 ms a step and 64 x
+ * 1024 (65,536 keys) from 43.2 to 42.8; at 1 and 8 x 1024 it was 0.3-0.4 ms slower than tiled
+ * (few workgroups of a longer step chain). In a later call tcdw took 64 x 8192 from 68.58 (tcd)
+ * to 62.34 ms and 32 x 8192 from 46.65 to 44.40, and was within 0.1 ms of tcd at 32 x 1024, 64 x
+ * 1024 and 8 x 8192; at 1 x 1024 and 1 x 8192 it was 0.1-0.2 ms slower than tiled.
  */
 export const DEEP_DECODE_KEYS = 16384;
 
@@ -1336,9 +1340,11 @@ async function createCalls(
     : decodeAttention === "tcdw"
     ? TC_DECODE_STAGED_VARIANT
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
-  // steps of DEEP_DECODE_KEYS keys or more: tcd where it runs, when the caller chose no form
+  // steps of DEEP_DECODE_KEYS keys or more, when the caller chose no form: tcdw where it runs
+  // (K/V staged), else tcd
+  const tcdwWhy = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, TC_DECODE_STAGED_VARIANT);
   const decodeDeepVariant = decodeAttentionDefault && decodeAttention === "tiled" && !tcdWhy
-    ? TC_DECODE_VARIANT
+    ? (tcdwWhy ? TC_DECODE_VARIANT : TC_DECODE_STAGED_VARIANT)
     : decodeVariant;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
   // GPUs with subgroups take the decode forms (lane groups meeting through shuffles).
@@ -1514,7 +1520,7 @@ async function createCalls(
 }
 
 /** paged_attention_tc's variant of each tensor-core prefill attention form. */
-const PREFILL_TC_VARIANT = { tc: "f16-tc", tc2: "f16-tc2" } as const;
+const PREFILL_TC_VARIANT = { tc: "f16-tc", tc2: "f16-tc2", tcs: "f16-tcs" } as const;
 
 /**
  * The prefill attention form: `asked`, or by default "tc" where it runs, else "fma". Throws
