@@ -64,31 +64,11 @@ function tcVariant(kt: 1 | 2): Variant {
   };
 }
 
-/**
- * The form with K and V staged through workgroup memory as 16-byte words
- * (shaders/paged_attention_tcs.wgsl): f16-tc's computation, each 16-key step's K and V loaded a
- * step ahead as vec4<u32> words and the matrices loaded from workgroup memory instead of
- * straight from the paged cache.
- */
-const TCS: Variant = {
-  name: "f16-tcs",
-  dtype: "f16",
-  subgroupMatrix: { m: 16, n: 16, k: 16 },
-  wideWords: true,
-  shader: "paged_attention_tcs.wgsl",
-  consts: { KT: 1, HD },
-};
-
-/**
- * Workgroup memory of a variant in bytes (see the module doc): f16 rows of HD + 8 (f16-tc:
- * max(16, KW) of q, later a staged V step; f16-tcs: q, K and V), S f32 [16, KW], P f16
- * [16, KW + 8], 2 flags.
- */
+/** Workgroup memory of a variant in bytes (see the module doc). */
 export function workgroupBytes(v: Variant): number {
   const { KT, HD: hd } = v.consts!;
   const kw = 16 * KT;
-  const rows = v.wideWords ? ROWS + 2 * kw : Math.max(ROWS, kw);
-  return rows * (hd + 8) * 2 + ROWS * kw * 4 + ROWS * (kw + 8) * 2 + 8;
+  return Math.max(ROWS, kw) * (hd + 8) * 2 + ROWS * kw * 4 + ROWS * (kw + 8) * 2 + 8;
 }
 
 /**
@@ -130,7 +110,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   // paged_attention's bindings; the variants read K and V as scalars (scalarReads: matrix
   // loads take an array of f16)
   bindings: fmaSpec.bindings,
-  variants: [tcVariant(1), tcVariant(2), TCS],
+  variants: [tcVariant(1), tcVariant(2)],
   grid: (p, v, gpu) => {
     const reason = tcGeometryReason(p);
     if (reason) throw new Error(`paged_attention_tc/${v.name}: ${reason}`);
