@@ -135,12 +135,15 @@ export const GEMM_TCS_VARIANTS = [
 ] as const;
 
 /**
- * The least k a split of a staged form takes by default: 1024 for the several-subgroup forms,
- * 512 (8 of their steps) for the one-subgroup ones. On the H200 (2026-12-01) 512 and 2048
- * were slower for the former at 32-128 rows, 1024 and 2048 for the latter at 16 rows (20.44
- * against 20.96 and 21.90 ms at 16 x 1024).
+ * The least k a split of a staged form takes by default: 1024 for the several-subgroup decode
+ * forms, 512 (8 of their steps) for the one-subgroup ones, 256 for the prefill forms (f16-tcp*)
+ * where they take decode-sized steps. On the H200 (2026-12-01) 512 and 2048 were slower for
+ * the several-subgroup forms at 32-128 rows, 1024 and 2048 for the one-subgroup ones at 16 rows
+ * (20.44 against 20.96 and 21.90 ms at 16 x 1024); tcp128x128 in splits of 256 took 128 x 1024
+ * from 47.56 to 45.90 ms, tcp64x128 in splits of 512 to 46.06.
  */
 export function stagedSplitMinK(variant: Variant): number {
+  if ((GEMM_TCP_VARIANTS as readonly string[]).includes(variant.name)) return 256;
   return variant.perSubgroupMatrices ? 1024 : 512;
 }
 

@@ -80,7 +80,7 @@ export const TENSOR_CORE_OPTIONS = {
     integer: true,
     min: 0,
     help: "linear layers of up to this many rows (at most 128) on the tensor cores take the " +
-      "staged forms (gemm_tcs; default 128, 0 never)",
+      "staged forms (gemm_tcs; default 64, 0 never; more rows take --tensor-core-prefill's form)",
   },
   tensorCoreDecodeSubgroups: {
     type: "string",
@@ -100,7 +100,8 @@ export const TENSOR_CORE_OPTIONS = {
     integer: true,
     min: 64,
     help: "the least k a split-K split of the staged forms takes (a multiple of 64; default " +
-      "1024 for the several-subgroup forms, 512 for the one-subgroup ones)",
+      "1024 for the several-subgroup forms, 512 for the one-subgroup ones, 256 for the prefill " +
+      "forms up to 128 rows)",
   },
   moeTensorCoreRows: {
     type: "number",

@@ -178,11 +178,15 @@ export interface GpuModelOptions {
    * Linear layers of tensorCoreRows up to this many rows (at most 128) run the tensor-core
    * GEMM's staged forms (weights read once a workgroup as 16-byte words through workgroup
    * memory; which one: tensorCoreVariantFor) where they compile and k is a multiple of 64;
-   * more rows, or 0 here, take gemm_tc's tiles.
-   * Default 128: on the H200, at ctx 1024, steps of 16 and 32 rows ran 1.7-2.9% faster on them
+   * more rows, or 0 here, take the prefill form (tensorCorePrefill), split-K in splits of at
+   * least 256 of k up to 128 rows.
+   * Default 64: on the H200, at ctx 1024, steps of 16 and 32 rows ran 1.7-2.9% faster on them
    * than on gemm_tc (2026-11-30); at 64 rows the 16-row form took the step from 43.0 to 41.4
    * ms and at 128 from 52.5 to 52.3 (2026-12-01), where the 64-row form had been slower than
-   * gemm_tc (qkv's weights at 221 GB/s from too few resident workgroups).
+   * gemm_tc (qkv's weights at 221 GB/s from too few resident workgroups). Later the same day
+   * the prefill form tcp128x128 in splits of 256 took 128 x 1024 from 47.56 to 45.90 ms (the
+   * staged f16-tcs128x8 before), but 64 x 1024 from 38.15 to 40.75 and 32 x 1024 from 31.39 to
+   * 34.59: the staged forms keep up to 64 rows.
    */
   readonly tensorCoreDecodeRows?: number;
   /**
@@ -208,7 +212,8 @@ export interface GpuModelOptions {
   readonly tensorCorePrefill?: TensorCorePrefillForm;
   /**
    * The least k a split of the staged forms takes (a multiple of 64). Default: each form's
-   * own (gemm_tc's stagedSplitMinK: 1024 for the several-subgroup forms, 512 for the others).
+   * own (gemm_tc's stagedSplitMinK: 1024 for the several-subgroup forms, 512 for the
+   * one-subgroup ones, 256 for the prefill forms).
    * Split-K partial sums cost as much traffic as the weights at 16 splits.
    */
   readonly tensorCoreSplitMinK?: number;
@@ -557,7 +562,7 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
-      tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
+      tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 64, TC_SPLIT_MAX_ROWS),
       tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "rows",
       tensorCorePrefill: options.tensorCorePrefill ?? "tcp128x128",
       tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),

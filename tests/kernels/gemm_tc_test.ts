@@ -247,7 +247,6 @@ test("a prefill form takes the rows past the staged forms' where k steps by 32 a
   assert.match(preludeOf(spec, tcp), /diagnostic\(off, chromium.subgroup_matrix_uniformity\)/);
 });
 
-test.run();
 
 test("prefill-sized linears split k only where their tiles leave the GPU idle", () => {
   const tcp = variantByName(spec, "f16-tcp128x128");
@@ -265,3 +264,22 @@ test("prefill-sized linears split k only where their tiles leave the GPU idle", 
   assert.is(prefillSplits(2048, 128, 2048, tcp, 4 * 2048 * 128), 4);
   assert.is(prefillSplits(2048, 128, 2048, tcp, 2048 * 128), 1);
 });
+
+test("the prefill forms split decode-sized steps in splits of at least 256 of k", () => {
+  const tcp = variantByName(spec, "f16-tcp128x128");
+  assert.is(gemmTcKernel.stagedSplitMinK(tcp), 256);
+  assert.is(gemmTcKernel.stagedSplitMinK(variantByName(spec, "f16-tcs64x4")), 1024);
+  assert.is(gemmTcKernel.stagedSplitMinK(variantByName(spec, "f16-tcs16")), 512);
+  // qkv at 128 rows: 40 tiles -> 8 splits of 256 (320 workgroups); o (k 4096): 16 splits
+  assert.is(gemmTcSplits(128, 5120, 2048, tcp, 2048, 16, 256 / 16), 8);
+  assert.is(gemmTcSplits(128, 2048, 4096, tcp, 2048, 16, 256 / 16), 16);
+  // the linear layers past 64 rows take the prefill form (the staged forms up to 64)
+  const defaults = { decodeRows: 64, tile: 0 as const, subgroups: "rows" as const };
+  assert.is(tensorCoreVariantFor(64, 2048, defaults), "f16-tcs64x4");
+  assert.is(
+    tensorCoreVariantFor(65, 2048, { ...defaults, prefill: "tcp128x128" }),
+    "f16-tcp128x128",
+  );
+});
+
+test.run();
