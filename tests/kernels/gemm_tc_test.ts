@@ -247,7 +247,6 @@ test("a prefill form takes the rows past the staged forms' where k steps by 32 a
   assert.match(preludeOf(spec, tcp), /diagnostic\(off, chromium.subgroup_matrix_uniformity\)/);
 });
 
-
 test("prefill-sized linears split k only where their tiles leave the GPU idle", () => {
   const tcp = variantByName(spec, "f16-tcp128x128");
   const capacity = 16 * 128 * 5120; // the partials buffer of synthetic:qwen3-30b-a3b
