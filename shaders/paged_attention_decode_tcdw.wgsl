@@ -37,19 +37,13 @@ const SS: u32 = KT + 4u;
 const PS: u32 = KT + 8u;
 const_assert HD == 128u && ND == 8u && HD4 == 32u;
 const_assert KT == 16u;
-// NB buffers of a step's K and V (a variant constant): 1, stored at the top of each step behind
-// two barriers; 2, the next step's stored into the other buffer during this step's softmax (two
-// barriers a step fewer)
-const_assert NB == 1u || NB == 2u;
-// f16 values of one buffer of wg.a / wg.b
-const BUF: u32 = KT * QS;
 
 // The workgroup memory is one struct (see paged_attention_tc.wgsl).
 struct Wg {
   // [key][d]: the step's K (named a and b for lib/stage_words.wgsl's put8a / put8b)
-  a: array<f16, NB * KT * QS>,
+  a: array<f16, KT * QS>,
   // [key][d]: the step's V
-  b: array<f16, NB * KT * QS>,
+  b: array<f16, KT * QS>,
   // [row][d]: q * scale
   q: array<f16, ROWS * QS>,
   // [row][key]: S; [row][16 dims]: an O slice
@@ -67,13 +61,9 @@ fn q_at(d: u32) -> u32 {
   return (d % ND) * 16u;
 }
 
-// K^T's right matrix of dims 16 d .. 16 d + 15 from buffer `buf` of wg.a, V's from wg.b.
-fn kt_at(buf: u32, d: u32) -> subgroup_matrix_right<f16, 16, 16> {
-  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, (buf % NB) * BUF + q_at(d), QS);
-}
-
-fn v_at(buf: u32, d: u32) -> subgroup_matrix_right<f16, 16, 16> {
-  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.b, (buf % NB) * BUF + q_at(d), QS);
+// V's right matrix of dims 16 d .. 16 d + 15 from wg.b.
+fn v_at(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
+  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.b, q_at(d), QS);
 }
 
 // Word index (8 f16) of key `key` of sequence `seq`, kv head `kvh`, in the cache.
@@ -104,8 +94,8 @@ fn load_step(seq: u32, kvh: u32, kb: u32, context_len: u32, kv_words: u32, lid: 
   return r;
 }
 
-fn store_step(r: StepWords, buf: u32, lid: u32) {
-  let at = (buf % NB) * BUF + (lid / 16u) * QS + 8u * (lid % 16u);
+fn store_step(r: StepWords, lid: u32) {
+  let at = (lid / 16u) * QS + 8u * (lid % 16u);
   for (var i = 0u; i < 8u; i++) {
     put8a(at + 2u * i * QS, r.k[i]);
     put8b(at + 2u * i * QS, r.v[i]);
@@ -151,15 +141,8 @@ fn main(
     return;
   }
   let n_steps = (key_end - key_start + KT - 1u) / KT;
-  // the first step's words go out before q is staged (with two buffers, stored at once into
-  // buffer 0, and the second step's loaded)
+  // the first step's words go out before q is staged
   var words = load_step(seq, kvh, key_start, context_len, kv_words, lid);
-  // the key of step t's first key, for the steps this workgroup has (the last one past them)
-  let last_kb = key_start + (n_steps - 1u) * KT;
-  if (NB == 2u) {
-    store_step(words, 0u, lid);
-    words = load_step(seq, kvh, min(key_start + KT, last_kb), context_len, kv_words, lid);
-  }
 
 
   // wg.q = q * scale of the group's heads as f16, zero rows from group on.
@@ -193,40 +176,27 @@ fn main(
   var o6 = subgroup_matrix_result<f32, 16, 16>();
   var o7 = subgroup_matrix_result<f32, 16, 16>();
 
-  if (NB == 2u) {
-    // buffer 0 and wg.q are stored
-    workgroupBarrier();
-  }
   for (var t = 0u; t < n_steps; t++) {
     let kb = key_start + t * KT;
-    let cur = t % NB;
-    if (NB == 1u) {
-      // the previous step's matrix loads from wg are done (and, before the first, wg.q's stores)
-      workgroupBarrier();
-      store_step(words, 0u, lid);
-      workgroupBarrier();
-      // the next step's words (the last step loads its own again: in cache, never stored)
-      words = load_step(seq, kvh, min(kb + KT, last_kb), context_len, kv_words, lid);
-    }
+    // the previous step's matrix loads from wg are done (and, before the first, wg.q's stores)
+    workgroupBarrier();
+    store_step(words, lid);
+    workgroupBarrier();
+    // the next step's words (the last step loads its own again: in cache, never stored)
+    words = load_step(seq, kvh, min(kb + KT, key_start + (n_steps - 1u) * KT), context_len, kv_words, lid);
 
     // S = Q K^T (scale folded into q; keys past the context are masked below)
     var s = subgroup_matrix_result<f32, 16, 16>();
-    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(0u), QS), kt_at(cur, 0u), s);
-    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(1u), QS), kt_at(cur, 1u), s);
-    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(2u), QS), kt_at(cur, 2u), s);
-    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(3u), QS), kt_at(cur, 3u), s);
-    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(4u), QS), kt_at(cur, 4u), s);
-    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(5u), QS), kt_at(cur, 5u), s);
-    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(6u), QS), kt_at(cur, 6u), s);
-    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(7u), QS), kt_at(cur, 7u), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(0u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(0u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(1u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(1u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(2u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(2u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(3u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(3u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(4u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(4u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(5u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(5u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(6u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(6u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(7u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(7u), QS), s);
     subgroupMatrixStore<row_major>(&wg.s, 0u, s, SS);
     workgroupBarrier();
-    if (NB == 2u) {
-      // every read of the other buffer (the previous step's) came before the barrier above: the
-      // next step's words go there, and the words of the step after are loaded
-      store_step(words, 1u - cur, lid);
-      words = load_step(seq, kvh, min(kb + 2u * KT, last_kb), context_len, kv_words, lid);
-    }
 
     // Row `row`'s softmax step over this invocation's half of the keys.
     var sv = array<f32, KH>();
@@ -278,14 +248,14 @@ fn main(
     }
     // O += P V
     let pa = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.p, 0u, PS);
-    o0 = subgroupMatrixMultiplyAccumulate(pa, v_at(cur, 0u), o0);
-    o1 = subgroupMatrixMultiplyAccumulate(pa, v_at(cur, 1u), o1);
-    o2 = subgroupMatrixMultiplyAccumulate(pa, v_at(cur, 2u), o2);
-    o3 = subgroupMatrixMultiplyAccumulate(pa, v_at(cur, 3u), o3);
-    o4 = subgroupMatrixMultiplyAccumulate(pa, v_at(cur, 4u), o4);
-    o5 = subgroupMatrixMultiplyAccumulate(pa, v_at(cur, 5u), o5);
-    o6 = subgroupMatrixMultiplyAccumulate(pa, v_at(cur, 6u), o6);
-    o7 = subgroupMatrixMultiplyAccumulate(pa, v_at(cur, 7u), o7);
+    o0 = subgroupMatrixMultiplyAccumulate(pa, v_at(0u), o0);
+    o1 = subgroupMatrixMultiplyAccumulate(pa, v_at(1u), o1);
+    o2 = subgroupMatrixMultiplyAccumulate(pa, v_at(2u), o2);
+    o3 = subgroupMatrixMultiplyAccumulate(pa, v_at(3u), o3);
+    o4 = subgroupMatrixMultiplyAccumulate(pa, v_at(4u), o4);
+    o5 = subgroupMatrixMultiplyAccumulate(pa, v_at(5u), o5);
+    o6 = subgroupMatrixMultiplyAccumulate(pa, v_at(6u), o6);
+    o7 = subgroupMatrixMultiplyAccumulate(pa, v_at(7u), o7);
   }
 
   // The G rows' result, O / l, 16 dims at a time through wg.s.

@@ -105,7 +105,7 @@ export interface GpuModelOptions {
    * 16 x 16 x 16 products on the tensor cores ("tcd": paged_attention_decode f16-tcd, f16 KV
    * and subgroup matrices, the K/V matrices loaded straight from the cache; block_size a
    * multiple of 16), or the same with K and V staged through workgroup memory as 16-byte words
-   * ("tcdw": f16-tcdw; "tcdw2": f16-tcdw2, two buffers of them). Default on GPUs: "tcdw" for steps that read at least DEEP_DECODE_KEYS
+   * ("tcdw": f16-tcdw). Default on GPUs: "tcdw" for steps that read at least DEEP_DECODE_KEYS
    * context keys where it runs (else "tcd" where that runs), "tiled" for the others and
    * elsewhere; on CPU adapters "direct" (faster there).
    */
@@ -272,7 +272,7 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd" | "tcdw" | "tcdw2";
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd" | "tcdw";
 
 /**
  * Decode steps reading at least this many context keys (summed over the step's sequences)
@@ -288,7 +288,6 @@ export const DEEP_DECODE_KEYS = 16384;
 /** The tensor-core decode attention variants: K/V matrices straight from the cache, or staged. */
 const TC_DECODE_VARIANT = "f16-tcd";
 const TC_DECODE_STAGED_VARIANT = "f16-tcdw";
-const TC_DECODE_STAGED2_VARIANT = "f16-tcdw2";
 
 /**
  * Why the tensor-core decode attention cannot run here, or null: it needs f16 KV, subgroup
@@ -1334,14 +1333,9 @@ async function createCalls(
   if (decodeAttention === "tcd" && tcdWhy) {
     throw new Error(`model: decode attention "tcd" cannot run here: ${tcdWhy}`);
   }
-  if (decodeAttention === "tcdw" || decodeAttention === "tcdw2") {
-    const variant = decodeAttention === "tcdw"
-      ? TC_DECODE_STAGED_VARIANT
-      : TC_DECODE_STAGED2_VARIANT;
-    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, variant);
-    if (why) {
-      throw new Error(`model: decode attention "${decodeAttention}" cannot run here: ${why}`);
-    }
+  if (decodeAttention === "tcdw") {
+    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, TC_DECODE_STAGED_VARIANT);
+    if (why) throw new Error(`model: decode attention "tcdw" cannot run here: ${why}`);
   }
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
@@ -1349,8 +1343,6 @@ async function createCalls(
     ? TC_DECODE_VARIANT
     : decodeAttention === "tcdw"
     ? TC_DECODE_STAGED_VARIANT
-    : decodeAttention === "tcdw2"
-    ? TC_DECODE_STAGED2_VARIANT
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // steps of DEEP_DECODE_KEYS keys or more, when the caller chose no form: tcdw where it runs
   // (K/V staged), else tcd
