@@ -108,14 +108,16 @@ const TCD: Variant = {
  * memory instead of straight from storage (on the H200 the storage matrix loads cost an SM
  * 28-55x more: probe-sgmat). Same params, grid, split plan and outputs as f16-tcd.
  */
-const TCDW: Variant = {
-  name: "f16-tcdw",
-  dtype: "f16",
-  subgroupMatrix: { m: 16, n: 16, k: 16 },
-  wideWords: true,
-  shader: "paged_attention_decode_tcdw.wgsl",
-  consts: TCD.consts,
-};
+function tcdwVariant(qInRegisters: boolean): Variant {
+  return {
+    name: qInRegisters ? "f16-tcdq" : "f16-tcdw",
+    dtype: "f16",
+    subgroupMatrix: { m: 16, n: 16, k: 16 },
+    wideWords: true,
+    shader: "paged_attention_decode_tcdw.wgsl",
+    consts: { ...TCD.consts, QREG: qInRegisters ? 1 : 0 },
+  };
+}
 
 /**
  * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg), f16 rows of
@@ -123,9 +125,10 @@ const TCDW: Variant = {
  * and V; then S f32 [16, KT + 4], P f16 [16, KT + 8] and 2 flags. 10,760 and 15,112 bytes.
  */
 export function tcDecodeWorkgroupBytes(v: Variant): number {
-  const { KT: kt, HD: hd } = v.consts!;
-  const rows = v.wideWords ? 3 * kt : 2 * kt;
-  return rows * (hd + 8) * 2 + TC_ROWS * (kt + 4) * 4 + TC_ROWS * (kt + 8) * 2 + 8;
+  const { KT: kt, HD: hd, QREG: qreg = 0 } = v.consts!;
+  const rows = v.wideWords ? (qreg ? 2 : 3) * kt : 2 * kt;
+  const stub = qreg ? 16 : 0; // f16-tcdq's wg.q: 8 f16
+  return rows * (hd + 8) * 2 + stub + TC_ROWS * (kt + 4) * 4 + TC_ROWS * (kt + 8) * 2 + 8;
 }
 
 /**
@@ -244,7 +247,8 @@ export const spec: KernelSpec<typeof params.fields> = {
     // Tensor cores (f16 subgroup matrices), K/V matrices loaded straight from the cache, or
     // staged through workgroup memory as 16-byte words.
     TCD,
-    TCDW,
+    tcdwVariant(false),
+    tcdwVariant(true),
   ],
   grid: (p, v, gpu) => {
     if (v.subgroupMatrix) {

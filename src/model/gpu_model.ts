@@ -272,7 +272,7 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd" | "tcdw";
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd" | "tcdw" | "tcdq";
 
 /**
  * Decode steps reading at least this many context keys (summed over the step's sequences)
@@ -288,6 +288,7 @@ export const DEEP_DECODE_KEYS = 16384;
 /** The tensor-core decode attention variants: K/V matrices straight from the cache, or staged. */
 const TC_DECODE_VARIANT = "f16-tcd";
 const TC_DECODE_STAGED_VARIANT = "f16-tcdw";
+const TC_DECODE_STAGED_Q_VARIANT = "f16-tcdq";
 
 /**
  * Why the tensor-core decode attention cannot run here, or null: it needs f16 KV, subgroup
@@ -1333,9 +1334,14 @@ async function createCalls(
   if (decodeAttention === "tcd" && tcdWhy) {
     throw new Error(`model: decode attention "tcd" cannot run here: ${tcdWhy}`);
   }
-  if (decodeAttention === "tcdw") {
-    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, TC_DECODE_STAGED_VARIANT);
-    if (why) throw new Error(`model: decode attention "tcdw" cannot run here: ${why}`);
+  if (decodeAttention === "tcdw" || decodeAttention === "tcdq") {
+    const variant = decodeAttention === "tcdw"
+      ? TC_DECODE_STAGED_VARIANT
+      : TC_DECODE_STAGED_Q_VARIANT;
+    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, variant);
+    if (why) {
+      throw new Error(`model: decode attention "${decodeAttention}" cannot run here: ${why}`);
+    }
   }
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
@@ -1343,6 +1349,8 @@ async function createCalls(
     ? TC_DECODE_VARIANT
     : decodeAttention === "tcdw"
     ? TC_DECODE_STAGED_VARIANT
+    : decodeAttention === "tcdq"
+    ? TC_DECODE_STAGED_Q_VARIANT
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // steps of DEEP_DECODE_KEYS keys or more, when the caller chose no form: tcdw where it runs
   // (K/V staged), else tcd

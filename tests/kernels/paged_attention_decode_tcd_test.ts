@@ -33,6 +33,7 @@ test("the tensor-core decode variant: f16 subgroup matrices, one subgroup of 32,
   assert.equal(spec.variants.filter((x) => x.subgroupMatrix).map((x) => x.name), [
     "f16-tcd",
     "f16-tcdw",
+    "f16-tcdq",
   ]);
   // the shader's one workgroup is its one subgroup
   assert.match(shader(SHADER), /@compute @workgroup_size\(32\)\nfn main/);
@@ -55,7 +56,7 @@ test("its workgroup memory is one struct, and it includes no library with workgr
 
 test("f16-tcdw: tcd's constants, K/V bound as 16-byte words, staged in one workgroup struct", () => {
   const v = variantByName(spec, "f16-tcdw");
-  assert.equal(v.consts, tcd().consts);
+  assert.equal(v.consts, { ...tcd().consts, QREG: 0 });
   assert.ok(v.wideWords);
   assert.not.ok(v.scalarReads);
   const prelude = preludeOf(spec, v);
@@ -75,6 +76,9 @@ test("f16-tcdw: tcd's constants, K/V bound as 16-byte words, staged in one workg
   assert.is(layout.members, 6, "members of struct Wg");
   assert.is(layout.bytes, tcDecodeWorkgroupBytes(v));
   assert.is(tcDecodeWorkgroupBytes(v), 15112);
+  const q = variantByName(spec, "f16-tcdq");
+  assert.is(wgStructLayout(wgsl, q.consts!).bytes, tcDecodeWorkgroupBytes(q));
+  assert.is(tcDecodeWorkgroupBytes(q), 10776);
   // the same grid and refusals as f16-tcd
   const p = {
     num_seqs: 3,
