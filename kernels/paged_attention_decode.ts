@@ -114,8 +114,8 @@ function tcdwVariant(qInRegisters: boolean): Variant {
     dtype: "f16",
     subgroupMatrix: { m: 16, n: 16, k: 16 },
     wideWords: true,
-    shader: "paged_attention_decode_tcdw.wgsl",
-    consts: { ...TCD.consts, QREG: qInRegisters ? 1 : 0 },
+    shader: qInRegisters ? "paged_attention_decode_tcdq.wgsl" : "paged_attention_decode_tcdw.wgsl",
+    consts: TCD.consts,
   };
 }
 
@@ -125,10 +125,9 @@ function tcdwVariant(qInRegisters: boolean): Variant {
  * and V; then S f32 [16, KT + 4], P f16 [16, KT + 8] and 2 flags. 10,760 and 15,112 bytes.
  */
 export function tcDecodeWorkgroupBytes(v: Variant): number {
-  const { KT: kt, HD: hd, QREG: qreg = 0 } = v.consts!;
-  const rows = v.wideWords ? (qreg ? 2 : 3) * kt : 2 * kt;
-  const stub = qreg ? 16 : 0; // f16-tcdq's wg.q: 8 f16
-  return rows * (hd + 8) * 2 + stub + TC_ROWS * (kt + 4) * 4 + TC_ROWS * (kt + 8) * 2 + 8;
+  const { KT: kt, HD: hd } = v.consts!;
+  const rows = v.name === "f16-tcdq" ? 2 * kt : v.wideWords ? 3 * kt : 2 * kt;
+  return rows * (hd + 8) * 2 + TC_ROWS * (kt + 4) * 4 + TC_ROWS * (kt + 8) * 2 + 8;
 }
 
 /**

@@ -37,10 +37,6 @@ const SS: u32 = KT + 4u;
 const PS: u32 = KT + 8u;
 const_assert HD == 128u && ND == 8u && HD4 == 32u;
 const_assert KT == 16u;
-// QREG (a variant constant): 0, q's 8 left matrices load from wg.q at every step; 1, they are
-// loaded once into registers (q staged in wg.a before the first step) and wg.q shrinks to a
-// stub, 4.3 KB of workgroup memory fewer
-const_assert QREG == 0u || QREG == 1u;
 
 // The workgroup memory is one struct (see paged_attention_tc.wgsl).
 struct Wg {
@@ -49,7 +45,7 @@ struct Wg {
   // [key][d]: the step's V
   b: array<f16, KT * QS>,
   // [row][d]: q * scale
-  q: array<f16, ROWS * QS * (1u - QREG) + 8u * QREG>,
+  q: array<f16, ROWS * QS>,
   // [row][key]: S; [row][16 dims]: an O slice
   s: array<f32, ROWS * SS>,
   // [row][key]: P
@@ -63,11 +59,6 @@ var<workgroup> wg: Wg;
 // offsets against the array even in the branches a variant never takes.
 fn q_at(d: u32) -> u32 {
   return (d % ND) * 16u;
-}
-
-// q's left matrix of dims 16 d .. as staged in wg.a (QREG).
-fn q_reg(d: u32) -> subgroup_matrix_left<f16, 16, 16> {
-  return subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
 }
 
 // V's right matrix of dims 16 d .. 16 d + 15 from wg.b.
@@ -162,43 +153,14 @@ fn main(
     }
     let h = vec4<f16>(clamp(x, vec4<f32>(-Q_LIMIT), vec4<f32>(Q_LIMIT)));
     let at = r * QS + 4u * lid;
-    if (QREG == 1u) {
-      wg.a[at] = h.x;
-      wg.a[at + 1u] = h.y;
-      wg.a[at + 2u] = h.z;
-      wg.a[at + 3u] = h.w;
-    } else {
-      wg.q[at] = h.x;
-      wg.q[at + 1u] = h.y;
-      wg.q[at + 2u] = h.z;
-      wg.q[at + 3u] = h.w;
-    }
+    wg.q[at] = h.x;
+    wg.q[at + 1u] = h.y;
+    wg.q[at + 2u] = h.z;
+    wg.q[at + 3u] = h.w;
   }
   if (lid == 0u) {
     atomicStore(&wg.flags[0], 0u);
     atomicStore(&wg.flags[1], 0u);
-  }
-
-  // with QREG, q's left matrices from wg.a (free until the first step's store, which waits for
-  // these loads at its barrier)
-  var q0 = subgroup_matrix_left<f16, 16, 16>();
-  var q1 = subgroup_matrix_left<f16, 16, 16>();
-  var q2 = subgroup_matrix_left<f16, 16, 16>();
-  var q3 = subgroup_matrix_left<f16, 16, 16>();
-  var q4 = subgroup_matrix_left<f16, 16, 16>();
-  var q5 = subgroup_matrix_left<f16, 16, 16>();
-  var q6 = subgroup_matrix_left<f16, 16, 16>();
-  var q7 = subgroup_matrix_left<f16, 16, 16>();
-  if (QREG == 1u) {
-    workgroupBarrier();
-    q0 = q_reg(0u);
-    q1 = q_reg(1u);
-    q2 = q_reg(2u);
-    q3 = q_reg(3u);
-    q4 = q_reg(4u);
-    q5 = q_reg(5u);
-    q6 = q_reg(6u);
-    q7 = q_reg(7u);
   }
 
   var m_run = NEG;
@@ -225,25 +187,14 @@ fn main(
 
     // S = Q K^T (scale folded into q; keys past the context are masked below)
     var s = subgroup_matrix_result<f32, 16, 16>();
-    if (QREG == 1u) {
-      s = subgroupMatrixMultiplyAccumulate(q0, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(0u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(q1, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(1u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(q2, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(2u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(q3, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(3u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(q4, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(4u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(q5, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(5u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(q6, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(6u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(q7, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(7u), QS), s);
-    } else {
-      s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(0u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(0u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(1u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(1u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(2u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(2u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(3u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(3u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(4u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(4u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(5u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(5u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(6u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(6u), QS), s);
-      s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(7u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(7u), QS), s);
-    }
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(0u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(0u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(1u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(1u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(2u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(2u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(3u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(3u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(4u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(4u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(5u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(5u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(6u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(6u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.q, q_at(7u), QS), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(7u), QS), s);
     subgroupMatrixStore<row_major>(&wg.s, 0u, s, SS);
     workgroupBarrier();
 

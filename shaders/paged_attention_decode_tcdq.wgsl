@@ -1,0 +1,366 @@
+// f16-tcdq: f16-tcdw (below) with q's 8 left matrices loaded once into registers (q staged in
+// wg.a before the first step), so no q array in workgroup memory, 4.3 KB fewer.
+// Split-K paged decode attention on f16 subgroup matrices with K and V staged through
+// workgroup memory as 16-byte words: the f16-tcdw variant of paged_attention_decode (same
+// params, grid and outputs as f16-tcd, whose softmax, rescale and output it keeps; K/V bound
+// as vec4<u32> words of 8 f16, see Variant.wideWords). Why: f16-tcd loads its K and V
+// matrices straight from the cache, and on the H200 a subgroup-matrix load from storage costs
+// an SM 28-55x what one from workgroup memory does (probe-sgmat, 2026-12-01): 16 of them a
+// step held f16-tcd at ~1.4 TB/s, a third of the read roof. Here each step's 16 keys of K and
+// V (2 x 4 KB) arrive as 16 words a lane, two keys a load instruction (lanes 0-15 one key's
+// 256 bytes, lanes 16-31 the next one's), are stored to wg.a (K) and wg.b (V) as [key][d] f16
+// rows, and the matrices load from there. The next step's words are loaded right after the
+// store, so their memory latency hides behind this step's products and softmax. Keys past
+// the context read as zero words (a stale slot must not meet a zero probability as Inf or
+// NaN), so the context's partial last tile needs no path of its own.
+// Needs head_dim 128, block_size a multiple of 16 and split_tokens a multiple of 16 (or one
+// split): a step's 16 keys lie in one KV block, kv_words = num_kv_heads * 16 words apart.
+//#include "lib/paged_kv.wgsl"
+//#include "lib/stage_words.wgsl"
+
+// "No score": finite, since WGSL need not honour infinities.
+const NEG: f32 = -1.0e30;
+// Slack of the running max: P = exp(S - max) <= e^8 (about 2981; f16 holds 65504).
+const TAU: f32 = 8.0;
+// Largest finite f16 (q is clamped into it before conversion).
+const Q_LIMIT: f32 = 65504.0;
+const ROWS: u32 = 16u;
+// dim slices of 16 (result matrices of O, left matrices of Q, right matrices of a step's K/V)
+const ND: u32 = HD / 16u;
+// vec4 columns of a q row: one a lane
+const HD4: u32 = HD / 4u;
+// keys of a step each invocation of a row pair scores
+const KH: u32 = KT / 2u;
+// f16 rows of wg.a and wg.b padded by 16 bytes (a matrix load's rows start on distinct banks)
+const QS: u32 = HD + 8u;
+// f32 rows of wg.s padded by 16 bytes
+const SS: u32 = KT + 4u;
+// f16 rows of wg.p padded by 16 bytes
+const PS: u32 = KT + 8u;
+const_assert HD == 128u && ND == 8u && HD4 == 32u;
+const_assert KT == 16u;
+
+// The workgroup memory is one struct (see paged_attention_tc.wgsl).
+struct Wg {
+  // [key][d]: the step's K (named a and b for lib/stage_words.wgsl's put8a / put8b)
+  a: array<f16, KT * QS>,
+  // [key][d]: the step's V
+  b: array<f16, KT * QS>,
+  // [row][key]: S; [row][16 dims]: an O slice
+  s: array<f32, ROWS * SS>,
+  // [row][key]: P
+  p: array<f16, ROWS * PS>,
+  // "some row rescales": step t sets flags[t % 2] and clears the other one for step t + 1
+  flags: array<atomic<u32>, 2>,
+}
+var<workgroup> wg: Wg;
+
+// Offsets into the workgroup arrays, computed by functions: Tint checks constant matrix
+// offsets against the array even in the branches a variant never takes.
+fn q_at(d: u32) -> u32 {
+  return (d % ND) * 16u;
+}
+
+// q's left matrix of dims 16 d .. as staged in wg.a before the first step.
+fn q_reg(d: u32) -> subgroup_matrix_left<f16, 16, 16> {
+  return subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
+}
+
+// V's right matrix of dims 16 d .. 16 d + 15 from wg.b.
+fn v_at(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
+  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.b, q_at(d), QS);
+}
+
+// Word index (8 f16) of key `key` of sequence `seq`, kv head `kvh`, in the cache.
+fn kv_word(seq: u32, key: u32, kvh: u32) -> u32 {
+  return paged_kv_base(seq, key, kvh) / 2u;
+}
+
+// A step's words as a lane loads them: word lid % 16 of keys lid / 16 + 2 i.
+struct StepWords {
+  k: array<vec4<u32>, 8>,
+  v: array<vec4<u32>, 8>,
+}
+
+// The words of the 16 keys from kb (inside one block); zero words for keys at or past
+// context_len.
+fn load_step(seq: u32, kvh: u32, kb: u32, context_len: u32, kv_words: u32, lid: u32) -> StepWords {
+  let base = kv_word(seq, kb, kvh) + lid % 16u;
+  let j0 = lid / 16u;
+  let zero = vec4<u32>(0u);
+  var r: StepWords;
+  for (var i = 0u; i < 8u; i++) {
+    let j = j0 + 2u * i;
+    let at = base + j * kv_words;
+    let live = kb + j < context_len;
+    r.k[i] = select(zero, k_cache[at], live);
+    r.v[i] = select(zero, v_cache[at], live);
+  }
+  return r;
+}
+
+fn store_step(r: StepWords, lid: u32) {
+  let at = (lid / 16u) * QS + 8u * (lid % 16u);
+  for (var i = 0u; i < 8u; i++) {
+    put8a(at + 2u * i * QS, r.k[i]);
+    put8b(at + 2u * i * QS, r.v[i]);
+  }
+}
+
+@compute @workgroup_size(32)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  // grid [num_kv_heads, num_splits, num_seqs]; seq_info and block_tables are read-only
+  // storage read at uniform indices, so everything below that comes from them is uniform.
+  let kvh = wid.x;
+  let split = wid.y;
+  let seq = wid.z;
+  let group = params.num_q_heads / params.num_kv_heads;
+  let head0 = kvh * group;
+  let query_row = u32(seq_info[seq * 3u] + seq_info[seq * 3u + 1u] - 1);
+  let context_len = u32(seq_info[seq * 3u + 2u]);
+  let key_start = split * params.split_tokens;
+  let key_end = min(context_len, key_start + params.split_tokens);
+  let split_out = params.num_splits > 1u;
+  let kv_words = params.num_kv_heads * (HD / 8u);
+  // Invocations 2 row and 2 row + 1: row `row` (query head head0 + row when row < group),
+  // keys half * KH .. half * KH + KH - 1 of each step, dims 8 half .. of each O slice.
+  let row = lid / 2u;
+  let half = lid % 2u;
+  let head = head0 + row;
+  // part_o / part_lse index of the row (with several splits)
+  let part_at = (seq * params.num_q_heads + head) * params.num_splits + split;
+
+  if (key_start >= key_end) {
+    // a split with no keys (only with several splits): o = 0, lse = NEG
+    if (row < group) {
+      for (var c = 0u; c < HD4 / 2u; c++) {
+        part_o[part_at * HD4 + half * (HD4 / 2u) + c] = vec4<f32>(0.0);
+      }
+      if (half == 0u) {
+        part_lse[part_at] = NEG;
+      }
+    }
+    return;
+  }
+  let n_steps = (key_end - key_start + KT - 1u) / KT;
+  // the first step's words go out before q is staged
+  var words = load_step(seq, kvh, key_start, context_len, kv_words, lid);
+
+
+  // wg.a = q * scale of the group's heads as f16, zero rows from group on (until the first step)
+  for (var r = 0u; r < ROWS; r++) {
+    var x = vec4<f32>(0.0);
+    if (r < group) {
+      x = q[(query_row * params.num_q_heads + head0 + r) * HD4 + lid] * params.scale;
+    }
+    let h = vec4<f16>(clamp(x, vec4<f32>(-Q_LIMIT), vec4<f32>(Q_LIMIT)));
+    let at = r * QS + 4u * lid;
+    wg.a[at] = h.x;
+    wg.a[at + 1u] = h.y;
+    wg.a[at + 2u] = h.z;
+    wg.a[at + 3u] = h.w;
+  }
+  if (lid == 0u) {
+    atomicStore(&wg.flags[0], 0u);
+    atomicStore(&wg.flags[1], 0u);
+  }
+
+  // q's left matrices from wg.a (free until the first step's store, which waits for these
+  // loads at its barrier)
+  var q0 = subgroup_matrix_left<f16, 16, 16>();
+  var q1 = subgroup_matrix_left<f16, 16, 16>();
+  var q2 = subgroup_matrix_left<f16, 16, 16>();
+  var q3 = subgroup_matrix_left<f16, 16, 16>();
+  var q4 = subgroup_matrix_left<f16, 16, 16>();
+  var q5 = subgroup_matrix_left<f16, 16, 16>();
+  var q6 = subgroup_matrix_left<f16, 16, 16>();
+  var q7 = subgroup_matrix_left<f16, 16, 16>();
+  {
+    workgroupBarrier();
+    q0 = q_reg(0u);
+    q1 = q_reg(1u);
+    q2 = q_reg(2u);
+    q3 = q_reg(3u);
+    q4 = q_reg(4u);
+    q5 = q_reg(5u);
+    q6 = q_reg(6u);
+    q7 = q_reg(7u);
+  }
+
+  var m_run = NEG;
+  // this invocation's share of the row's sum
+  var l_run = 0.0;
+  // o<d>: dims 16 d .. 16 d + 15
+  var o0 = subgroup_matrix_result<f32, 16, 16>();
+  var o1 = subgroup_matrix_result<f32, 16, 16>();
+  var o2 = subgroup_matrix_result<f32, 16, 16>();
+  var o3 = subgroup_matrix_result<f32, 16, 16>();
+  var o4 = subgroup_matrix_result<f32, 16, 16>();
+  var o5 = subgroup_matrix_result<f32, 16, 16>();
+  var o6 = subgroup_matrix_result<f32, 16, 16>();
+  var o7 = subgroup_matrix_result<f32, 16, 16>();
+
+  for (var t = 0u; t < n_steps; t++) {
+    let kb = key_start + t * KT;
+    // the previous step's matrix loads from wg are done (and, before the first, the q matrices' loads from wg.a)
+    workgroupBarrier();
+    store_step(words, lid);
+    workgroupBarrier();
+    // the next step's words (the last step loads its own again: in cache, never stored)
+    words = load_step(seq, kvh, min(kb + KT, key_start + (n_steps - 1u) * KT), context_len, kv_words, lid);
+
+    // S = Q K^T (scale folded into q; keys past the context are masked below)
+    var s = subgroup_matrix_result<f32, 16, 16>();
+    s = subgroupMatrixMultiplyAccumulate(q0, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(0u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(q1, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(1u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(q2, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(2u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(q3, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(3u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(q4, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(4u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(q5, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(5u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(q6, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(6u), QS), s);
+    s = subgroupMatrixMultiplyAccumulate(q7, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(7u), QS), s);
+    subgroupMatrixStore<row_major>(&wg.s, 0u, s, SS);
+    workgroupBarrier();
+
+    // Row `row`'s softmax step over this invocation's half of the keys.
+    var sv = array<f32, KH>();
+    var mt = NEG;
+    for (var j = 0u; j < KH; j++) {
+      let key = half * KH + j;
+      var sc = NEG;
+      if (kb + key < key_end) {
+        sc = wg.s[row * SS + key];
+      }
+      sv[j] = sc;
+      mt = max(mt, sc);
+    }
+    mt = max(mt, subgroupShuffleXor(mt, 1u));
+    var alpha = 1.0;
+    // The first step always takes its max (its key 0 is real; O and l are still 0).
+    if (mt > m_run + TAU) {
+      alpha = exp(m_run - mt);
+      m_run = mt;
+      if (t > 0u) {
+        atomicOr(&wg.flags[t % 2u], 1u);
+      }
+    }
+    l_run *= alpha;
+    for (var j = 0u; j < KH; j++) {
+      let key = half * KH + j;
+      var pr = 0.0;
+      if (kb + key < key_end) {
+        pr = exp(sv[j] - m_run);
+      }
+      let ph = f16(pr);
+      wg.p[row * PS + key] = ph;
+      l_run += f32(ph);
+    }
+    if (lid == 0u) {
+      atomicStore(&wg.flags[(t + 1u) % 2u], 0u);
+    }
+    // (its barrier also makes wg.p visible to the matrix load below)
+    let rescale = workgroupUniformLoad(&wg.flags[t % 2u]);
+    if (rescale != 0u) {
+      o0 = rescaled(o0, row, half, alpha);
+      o1 = rescaled(o1, row, half, alpha);
+      o2 = rescaled(o2, row, half, alpha);
+      o3 = rescaled(o3, row, half, alpha);
+      o4 = rescaled(o4, row, half, alpha);
+      o5 = rescaled(o5, row, half, alpha);
+      o6 = rescaled(o6, row, half, alpha);
+      o7 = rescaled(o7, row, half, alpha);
+    }
+    // O += P V
+    let pa = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.p, 0u, PS);
+    o0 = subgroupMatrixMultiplyAccumulate(pa, v_at(0u), o0);
+    o1 = subgroupMatrixMultiplyAccumulate(pa, v_at(1u), o1);
+    o2 = subgroupMatrixMultiplyAccumulate(pa, v_at(2u), o2);
+    o3 = subgroupMatrixMultiplyAccumulate(pa, v_at(3u), o3);
+    o4 = subgroupMatrixMultiplyAccumulate(pa, v_at(4u), o4);
+    o5 = subgroupMatrixMultiplyAccumulate(pa, v_at(5u), o5);
+    o6 = subgroupMatrixMultiplyAccumulate(pa, v_at(6u), o6);
+    o7 = subgroupMatrixMultiplyAccumulate(pa, v_at(7u), o7);
+  }
+
+  // The G rows' result, O / l, 16 dims at a time through wg.s.
+  let l = l_run + subgroupShuffleXor(l_run, 1u);
+  let inv = select(0.0, 1.0 / l, l > 0.0);
+  var out_at = (query_row * params.num_q_heads + head) * HD4 + 2u * half;
+  if (split_out) {
+    out_at = part_at * HD4 + 2u * half;
+    if (row < group && half == 0u) {
+      part_lse[part_at] = m_run + log(l);
+    }
+  }
+  workgroupBarrier();
+  write_o(o0, row, half, group, split_out, out_at, 0u, inv);
+  write_o(o1, row, half, group, split_out, out_at, 1u, inv);
+  write_o(o2, row, half, group, split_out, out_at, 2u, inv);
+  write_o(o3, row, half, group, split_out, out_at, 3u, inv);
+  write_o(o4, row, half, group, split_out, out_at, 4u, inv);
+  write_o(o5, row, half, group, split_out, out_at, 5u, inv);
+  write_o(o6, row, half, group, split_out, out_at, 6u, inv);
+  write_o(o7, row, half, group, split_out, out_at, 7u, inv);
+}
+
+// O slice `o` with each row times its alpha (through wg.s, barriers around: call it from uniform
+// control flow).
+fn rescaled(
+  o: subgroup_matrix_result<f32, 16, 16>,
+  row: u32,
+  half: u32,
+  alpha: f32,
+) -> subgroup_matrix_result<f32, 16, 16> {
+  subgroupMatrixStore<row_major>(&wg.s, 0u, o, SS);
+  workgroupBarrier();
+  scale_slice(row, half, alpha);
+  workgroupBarrier();
+  let r = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
+  workgroupBarrier();
+  return r;
+}
+
+// Writes O slice d (`o`) of the group's rows through wg.s, times inv (see write_slice).
+fn write_o(
+  o: subgroup_matrix_result<f32, 16, 16>,
+  row: u32,
+  half: u32,
+  group: u32,
+  split_out: bool,
+  out_at: u32,
+  d: u32,
+  inv: f32,
+) {
+  subgroupMatrixStore<row_major>(&wg.s, 0u, o, SS);
+  workgroupBarrier();
+  write_slice(row, half, group, split_out, out_at, d, inv);
+  workgroupBarrier();
+}
+
+// Writes this invocation's 8 of a row's 16 dims of O slice d (in wg.s), times inv, for a row
+// of the group: vec4 columns 4 d + 2 half and 4 d + 2 half + 1 (out_at has the 2 half).
+fn write_slice(row: u32, half: u32, group: u32, split_out: bool, out_at: u32, d: u32, inv: f32) {
+  if (row < group) {
+    let at = row * SS + 8u * half;
+    let a = vec4<f32>(wg.s[at], wg.s[at + 1u], wg.s[at + 2u], wg.s[at + 3u]) * inv;
+    let b = vec4<f32>(wg.s[at + 4u], wg.s[at + 5u], wg.s[at + 6u], wg.s[at + 7u]) * inv;
+    if (split_out) {
+      part_o[out_at + 4u * d] = a;
+      part_o[out_at + 4u * d + 1u] = b;
+    } else {
+      out[out_at + 4u * d] = a;
+      out[out_at + 4u * d + 1u] = b;
+    }
+  }
+}
+
+// Scales this invocation's 8 of a row's 16 dims of the O slice in wg.s by alpha.
+fn scale_slice(row: u32, half: u32, alpha: f32) {
+  let at = row * SS + 8u * half;
+  for (var c = 0u; c < 8u; c++) {
+    wg.s[at + c] *= alpha;
+  }
+}
