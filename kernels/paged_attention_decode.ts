@@ -106,28 +106,27 @@ const TCD: Variant = {
  * (`f16-tcdw`, shaders/paged_attention_decode_tcdw.wgsl): each step's 16 keys arrive as 16
  * vec4<u32> loads a lane, loaded one step ahead, and the K^T and V matrices load from workgroup
  * memory instead of straight from storage (on the H200 the storage matrix loads cost an SM
- * 28-55x more: probe-sgmat). Same params, grid, split plan and outputs as f16-tcd.
+ * 28-55x more: probe-sgmat), and q's matrices stay in registers, not workgroup memory. Same
+ * params, grid, split plan and outputs as f16-tcd.
  */
-function tcdwVariant(qInRegisters: boolean): Variant {
-  return {
-    name: qInRegisters ? "f16-tcdq" : "f16-tcdw",
-    dtype: "f16",
-    subgroupMatrix: { m: 16, n: 16, k: 16 },
-    wideWords: true,
-    shader: qInRegisters ? "paged_attention_decode_tcdq.wgsl" : "paged_attention_decode_tcdw.wgsl",
-    consts: TCD.consts,
-  };
-}
+const TCDW: Variant = {
+  name: "f16-tcdw",
+  dtype: "f16",
+  subgroupMatrix: { m: 16, n: 16, k: 16 },
+  wideWords: true,
+  shader: "paged_attention_decode_tcdw.wgsl",
+  consts: TCD.consts,
+};
 
 /**
  * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg), f16 rows of
- * HD + 8: f16-tcd holds q and a partial step's V [KT rows each], f16-tcdw q and the step's K
- * and V; then S f32 [16, KT + 4], P f16 [16, KT + 8] and 2 flags. 10,760 and 15,112 bytes.
+ * HD + 8: f16-tcd holds q and a partial step's V [KT rows each], f16-tcdw the step's K and V
+ * (q staged in K's rows before the first step); then S f32 [16, KT + 4], P f16 [16, KT + 8] and
+ * 2 flags: 10,760 bytes either way.
  */
 export function tcDecodeWorkgroupBytes(v: Variant): number {
   const { KT: kt, HD: hd } = v.consts!;
-  const rows = v.name === "f16-tcdq" ? 2 * kt : v.wideWords ? 3 * kt : 2 * kt;
-  return rows * (hd + 8) * 2 + TC_ROWS * (kt + 4) * 4 + TC_ROWS * (kt + 8) * 2 + 8;
+  return 2 * kt * (hd + 8) * 2 + TC_ROWS * (kt + 4) * 4 + TC_ROWS * (kt + 8) * 2 + 8;
 }
 
 /**
@@ -246,8 +245,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     // Tensor cores (f16 subgroup matrices), K/V matrices loaded straight from the cache, or
     // staged through workgroup memory as 16-byte words.
     TCD,
-    tcdwVariant(false),
-    tcdwVariant(true),
+    TCDW,
   ],
   grid: (p, v, gpu) => {
     if (v.subgroupMatrix) {

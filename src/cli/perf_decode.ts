@@ -67,7 +67,7 @@ const SPEC = {
   },
   decodeAttention: {
     type: "string",
-    values: ["tiled", "direct", "lanes", "tcd", "tcdw", "tcdq"],
+    values: ["tiled", "direct", "lanes", "tcd", "tcdw"],
     help: "decode attention form (default: on a GPU tcdw for steps of 16384 keys or more where " +
       "it runs, else tiled; direct on a CPU adapter; tcd: the tensor cores, f16 KV, blocks of " +
       "multiples of 16; tcdw: tcd with K and V staged through workgroup memory)",

@@ -272,23 +272,26 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd" | "tcdw" | "tcdq";
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd" | "tcdw";
 
 /**
  * Decode steps reading at least this many context keys (summed over the step's sequences)
  * take the tensor-core attention by default (f16-tcdw, K/V staged, where it runs, else f16-tcd).
  * On the H200 (2026-12-01, one call) tcd took 64 x 8192 from 85.1 to 73.9 ms a step and 64 x
  * 1024 (65,536 keys) from 43.2 to 42.8; at 1 and 8 x 1024 it was 0.3-0.4 ms slower than tiled
- * (few workgroups of a longer step chain). In a later call tcdw took 64 x 8192 from 68.58 (tcd)
- * to 62.34 ms and 32 x 8192 from 46.65 to 44.40, and was within 0.1 ms of tcd at 32 x 1024, 64 x
- * 1024 and 8 x 8192; at 1 x 1024 and 1 x 8192 it was 0.1-0.2 ms slower than tiled.
+ * (few workgroups of a longer step chain). In a later call tcdw (K/V staged, q in workgroup
+ * memory then) took 64 x 8192 from 68.58 (tcd) to 62.34 ms and 32 x 8192 from 46.65 to 44.40,
+ * within 0.1 ms of tcd at 32 x 1024, 64 x 1024 and 8 x 8192; at 1 x 1024 and 1 x 8192 it was
+ * 0.1-0.2 ms slower than tiled. With q's matrices in registers instead (two pairs in one call,
+ * 8294e6c, as f16-tcdq): 64 x 8192 62.37 -> 56.17 ms, 32 x 8192 44.42 -> 40.37, 8 x 8192 20.84 ->
+ * 19.61, 64 x 1024 38.13 -> 36.83, 32 x 1024 31.55 -> 30.84, 8 x 1024 15.61 -> 15.42 (tiled's
+ * 15.60 there); 1 x 1024 and 1 x 8192 were not measured on it, so the bound stays.
  */
 export const DEEP_DECODE_KEYS = 16384;
 
 /** The tensor-core decode attention variants: K/V matrices straight from the cache, or staged. */
 const TC_DECODE_VARIANT = "f16-tcd";
 const TC_DECODE_STAGED_VARIANT = "f16-tcdw";
-const TC_DECODE_STAGED_Q_VARIANT = "f16-tcdq";
 
 /**
  * Why the tensor-core decode attention cannot run here, or null: it needs f16 KV, subgroup
@@ -1334,14 +1337,9 @@ async function createCalls(
   if (decodeAttention === "tcd" && tcdWhy) {
     throw new Error(`model: decode attention "tcd" cannot run here: ${tcdWhy}`);
   }
-  if (decodeAttention === "tcdw" || decodeAttention === "tcdq") {
-    const variant = decodeAttention === "tcdw"
-      ? TC_DECODE_STAGED_VARIANT
-      : TC_DECODE_STAGED_Q_VARIANT;
-    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, variant);
-    if (why) {
-      throw new Error(`model: decode attention "${decodeAttention}" cannot run here: ${why}`);
-    }
+  if (decodeAttention === "tcdw") {
+    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, TC_DECODE_STAGED_VARIANT);
+    if (why) throw new Error(`model: decode attention "tcdw" cannot run here: ${why}`);
   }
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
@@ -1349,8 +1347,6 @@ async function createCalls(
     ? TC_DECODE_VARIANT
     : decodeAttention === "tcdw"
     ? TC_DECODE_STAGED_VARIANT
-    : decodeAttention === "tcdq"
-    ? TC_DECODE_STAGED_Q_VARIANT
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // steps of DEEP_DECODE_KEYS keys or more, when the caller chose no form: tcdw where it runs
   // (K/V staged), else tcd

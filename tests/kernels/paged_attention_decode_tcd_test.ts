@@ -33,7 +33,6 @@ test("the tensor-core decode variant: f16 subgroup matrices, one subgroup of 32,
   assert.equal(spec.variants.filter((x) => x.subgroupMatrix).map((x) => x.name), [
     "f16-tcd",
     "f16-tcdw",
-    "f16-tcdq",
   ]);
   // the shader's one workgroup is its one subgroup
   assert.match(shader(SHADER), /@compute @workgroup_size\(32\)\nfn main/);
@@ -73,12 +72,12 @@ test("f16-tcdw: tcd's constants, K/V bound as 16-byte words, staged in one workg
   // no subgroup-matrix load reads storage: every one takes a workgroup array
   assert.not.match(wgsl, /subgroupMatrixLoad<[^>]+>[^>]*>\(&[kv]_cache/);
   const layout = wgStructLayout(wgsl, v.consts!);
-  assert.is(layout.members, 6, "members of struct Wg");
+  assert.is(layout.members, 5, "members of struct Wg");
   assert.is(layout.bytes, tcDecodeWorkgroupBytes(v));
-  assert.is(tcDecodeWorkgroupBytes(v), 15112);
-  const q = variantByName(spec, "f16-tcdq");
-  assert.is(wgStructLayout(shader(q.shader!), q.consts!).bytes, tcDecodeWorkgroupBytes(q));
-  assert.is(tcDecodeWorkgroupBytes(q), 10760);
+  assert.is(tcDecodeWorkgroupBytes(v), 10760);
+  // q's matrices live in registers: no q array in workgroup memory (on the H200 the form that
+  // kept one, 4.3 KB more, was up to 10% slower a decode step)
+  assert.not.match(wgsl.slice(wgsl.indexOf("struct Wg"), wgsl.indexOf("var<workgroup>")), /\bq:/);
   // the same grid and refusals as f16-tcd
   const p = {
     num_seqs: 3,
