@@ -17,6 +17,18 @@ const SHADER = "paged_attention_decode_tcd.wgsl";
 const shader = (name: string) =>
   readFileSync(new URL(`../../shaders/${name}`, import.meta.url), "utf8");
 const tcd = () => variantByName(spec, "f16-tcd");
+/** Qwen3-30B-A3B's heads, 3 sequences in 2 splits of 512 keys over blocks of 16. */
+const QWEN_TWO_SPLITS = {
+  num_seqs: 3,
+  num_q_heads: 32,
+  num_kv_heads: 4,
+  head_dim: 128,
+  block_size: 16,
+  max_blocks: 64,
+  split_tokens: 512,
+  num_splits: 2,
+  scale: 1,
+};
 
 test("the tensor-core decode variant: f16 subgroup matrices, one subgroup of 32, 16 keys a step", () => {
   const v = tcd();
@@ -79,17 +91,7 @@ test("f16-tcdw: tcd's constants, K/V bound as 16-byte words, staged in one workg
   // kept one, 4.3 KB more, was up to 10% slower a decode step)
   assert.not.match(wgsl.slice(wgsl.indexOf("struct Wg"), wgsl.indexOf("var<workgroup>")), /\bq:/);
   // the same grid and refusals as f16-tcd
-  const p = {
-    num_seqs: 3,
-    num_q_heads: 32,
-    num_kv_heads: 4,
-    head_dim: 128,
-    block_size: 16,
-    max_blocks: 64,
-    split_tokens: 512,
-    num_splits: 2,
-    scale: 1,
-  };
+  const p = QWEN_TWO_SPLITS;
   assert.equal(spec.grid(p, v, h200), [4, 2, 3]);
   assert.throws(() => spec.grid({ ...p, split_tokens: 500 }, v, h200), /f16-tcdw: split_tokens/);
 });
@@ -128,17 +130,7 @@ test("its prelude enables subgroup matrices and binds K/V as f16 scalars, the re
 });
 
 test("it refuses head geometry other than head_dim 128 and up to 16 query heads a kv head, and key steps across blocks", () => {
-  const p = {
-    num_seqs: 3,
-    num_q_heads: 32,
-    num_kv_heads: 4,
-    head_dim: 128,
-    block_size: 16,
-    max_blocks: 64,
-    split_tokens: 512,
-    num_splits: 2,
-    scale: 1,
-  };
+  const p = QWEN_TWO_SPLITS;
   assert.is(tcDecodeReason(p), null);
   assert.is(tcDecodeReason({ ...p, num_kv_heads: 2 }), null); // G = 16
   assert.is(tcDecodeReason({ ...p, num_kv_heads: 32 }), null); // G = 1
