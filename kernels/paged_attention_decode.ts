@@ -17,11 +17,11 @@
  * The group is padded to GMAX = 8 query heads (zero queries), so a split holds at most
  * SCORES / GMAX = 512 keys whatever G is; G > 8 is refused.
  *
- * The tensor-core variant `f16-tcd` (shaders/paged_attention_decode_tcd.wgsl) takes the G
+ * The tensor-core variant `f16-tcdw` (shaders/paged_attention_decode_tcdw.wgsl) takes the G
  * query heads of a kv head as the rows of 16 x 16 x 16 f16 subgroup-matrix products, one
- * subgroup of 32 a workgroup, the K and V matrices loaded straight from the paged cache 16 keys
- * a step, online softmax with a lazy max (P <= e^8 as f16); G <= 16, head_dim 128, a step's
- * keys inside one block (block_size and split_tokens multiples of 16): see tcDecodeReason.
+ * subgroup of 32 a workgroup, the K and V matrices staged through workgroup memory 16 keys a
+ * step, online softmax with a lazy max (P <= e^8 as f16); G <= 16, head_dim 128, a step's keys
+ * inside one block (block_size and split_tokens multiples of 16): see tcDecodeReason.
  * q * scale and P are rounded to f16, so its cases compare with a looser tolerance
  * (TC_TOLERANCE).
  *
@@ -85,29 +85,14 @@ const TC_HD = 128;
 const TC_ROWS = 16;
 
 /**
- * The tensor-core variant: 16 keys a step, K/V bound as f16 scalars (its matrix loads read
- * them straight from the cache). No score buffer: SCORES only keeps the split plan equal to the
- * other forms' (512 keys a split) with GMAX = 16 matrix rows. On the H200 (2026-12-01) it read
- * 64 x 8192 at 1.36x f16-tiled's speed. Tried and dropped: K and V staged through workgroup
- * memory (5-8% slower; with 32 keys a step 33x slower, its registers spilled) and the next
- * step's K loaded during this one (1-3% slower).
- */
-const TCD: Variant = {
-  name: "f16-tcd",
-  dtype: "f16",
-  subgroupMatrix: { m: 16, n: 16, k: 16 },
-  scalarReads: true,
-  shader: "paged_attention_decode_tcd.wgsl",
-  consts: { WG: 32, GMAX: TC_ROWS, MAX_HD: TC_HD, SCORES: 512 * TC_ROWS, HD: TC_HD, KT: 16 },
-};
-
-/**
- * The tensor-core variant with K and V staged through workgroup memory as 16-byte words
- * (`f16-tcdw`, shaders/paged_attention_decode_tcdw.wgsl): each step's 16 keys arrive as 16
- * vec4<u32> loads a lane, loaded one step ahead, and the K^T and V matrices load from workgroup
- * memory instead of straight from storage (on the H200 the storage matrix loads cost an SM
- * 28-55x more: probe-sgmat), and q's matrices stay in registers, not workgroup memory. Same
- * params, grid, split plan and outputs as f16-tcd.
+ * The tensor-core variant (`f16-tcdw`): 16 keys a step, K and V bound as 16-byte words (each
+ * step's keys arrive as 16 vec4<u32> loads a lane, loaded one step ahead, and the K^T and V
+ * matrices load from workgroup memory), q's matrices in registers. No score buffer: SCORES only
+ * keeps the split plan equal to the other forms' (512 keys a split) with GMAX = 16 matrix rows.
+ * On the H200 (2026-12-01) it took 64 x 8192 decode steps from 68.6 ms (`f16-tcd`, since
+ * removed: the same products with the K and V matrices loaded straight from the cache, which
+ * cost an SM 28-55x more, probe-sgmat) to 56.2; q in workgroup memory (4.3 KB more a workgroup)
+ * made it 10% slower, a second K/V buffer 12%.
  */
 const TCDW: Variant = {
   name: "f16-tcdw",
@@ -115,14 +100,13 @@ const TCDW: Variant = {
   subgroupMatrix: { m: 16, n: 16, k: 16 },
   wideWords: true,
   shader: "paged_attention_decode_tcdw.wgsl",
-  consts: TCD.consts,
+  consts: { WG: 32, GMAX: TC_ROWS, MAX_HD: TC_HD, SCORES: 512 * TC_ROWS, HD: TC_HD, KT: 16 },
 };
 
 /**
- * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg), f16 rows of
- * HD + 8: f16-tcd holds q and a partial step's V [KT rows each], f16-tcdw the step's K and V
- * (q staged in K's rows before the first step); then S f32 [16, KT + 4], P f16 [16, KT + 8] and
- * 2 flags: 10,760 bytes either way.
+ * Workgroup memory of the tensor-core variant in bytes (the shader's struct Wg): the step's K
+ * and V, f16 [KT, HD + 8] each (q staged in K's rows before the first step), S f32
+ * [16, KT + 4], P f16 [16, KT + 8], 2 flags: 10,760 bytes.
  */
 export function tcDecodeWorkgroupBytes(v: Variant): number {
   const { KT: kt, HD: hd } = v.consts!;
@@ -130,7 +114,7 @@ export function tcDecodeWorkgroupBytes(v: Variant): number {
 }
 
 /**
- * Why the tensor-core variant (`f16-tcd`) cannot take these params, or null: head_dim 128, at
+ * Why the tensor-core variant (`f16-tcdw`) cannot take these params, or null: head_dim 128, at
  * most 16 query heads a kv head (tcHeadsReason), and a step's 16 keys inside one block
  * (block_size and, with several splits, split_tokens multiples of 16).
  */
@@ -242,9 +226,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     // One key per lane, subgroup softmax, no barrier in the key loop (f16 read as 32-bit
     // words); `lanes8` for subgroups of 8 (lavapipe), `lanes32` for 32 (NVIDIA).
     ...lanesVariants(),
-    // Tensor cores (f16 subgroup matrices), K/V matrices loaded straight from the cache, or
-    // staged through workgroup memory as 16-byte words.
-    TCD,
+    // Tensor cores (f16 subgroup matrices), K/V staged through workgroup memory.
     TCDW,
   ],
   grid: (p, v, gpu) => {

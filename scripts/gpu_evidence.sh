@@ -82,7 +82,7 @@ for stage in "$@"; do
       # the tensor-core rows of every kernel (gemm, gemm_tc, the MoE *_tc): in the part of a
       # split run whose list has gemm
       [ -z "$only_kernels" ] || [[ ",$only_kernels," == *,gemm,* ]] || continue
-      if limit=${EVIDENCE_SGMAT_LIMIT:-240} run validate --variant "${EVIDENCE_SGMAT_VARIANTS:-f16-sgmat,f16-tc16,f16-tc32,f16-tc64,f16-tc,f16-tcd,f16-tcs}" \
+      if limit=${EVIDENCE_SGMAT_LIMIT:-240} run validate --variant "${EVIDENCE_SGMAT_VARIANTS:-f16-sgmat,f16-tc16,f16-tc32,f16-tc64,f16-tc,f16-tcdw,f16-tcs}" \
         --json "$out/validate-sgmat.json" >"$out/validate-sgmat.txt" 2>&1; then
         echo "subgroup-matrix forms: all pass"
       else

@@ -67,10 +67,10 @@ const SPEC = {
   },
   decodeAttention: {
     type: "string",
-    values: ["tiled", "direct", "lanes", "tcd", "tcdw"],
+    values: ["tiled", "direct", "lanes", "tcdw"],
     help: "decode attention form (default: on a GPU tcdw for steps of 16384 keys or more where " +
-      "it runs, else tiled; direct on a CPU adapter; tcd: the tensor cores, f16 KV, blocks of " +
-      "multiples of 16; tcdw: tcd with K and V staged through workgroup memory)",
+      "it runs, else tiled; direct on a CPU adapter; tcdw: the tensor cores, f16 KV, blocks of " +
+      "multiples of 16)",
   },
   splitWorkgroups: {
     type: "number",

@@ -102,12 +102,11 @@ export interface GpuModelOptions {
    * Decode attention form: K/V tiles staged through workgroup memory ("tiled"), one key per
    * invocation read straight from memory ("direct"), one key per subgroup lane with a
    * subgroup softmax ("lanes": subgroups of exactly 8 or 32), or Q K^T and P V as f16
-   * 16 x 16 x 16 products on the tensor cores ("tcd": paged_attention_decode f16-tcd, f16 KV
-   * and subgroup matrices, the K/V matrices loaded straight from the cache; block_size a
-   * multiple of 16), or the same with K and V staged through workgroup memory as 16-byte words
-   * ("tcdw": f16-tcdw). Default on GPUs: "tcdw" for steps that read at least DEEP_DECODE_KEYS
-   * context keys where it runs (else "tcd" where that runs), "tiled" for the others and
-   * elsewhere; on CPU adapters "direct" (faster there).
+   * 16 x 16 x 16 products on the tensor cores ("tcdw": paged_attention_decode f16-tcdw, f16 KV
+   * and subgroup matrices, K and V staged through workgroup memory as 16-byte words;
+   * block_size a multiple of 16). Default on GPUs: "tcdw" for steps that read at least
+   * DEEP_DECODE_KEYS context keys where it runs, "tiled" for the others and elsewhere; on CPU
+   * adapters "direct" (faster there).
    */
   readonly decodeAttention?: DecodeAttentionForm;
   /**
@@ -272,12 +271,11 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd" | "tcdw";
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcdw";
 
 /**
  * Decode steps reading at least this many context keys (summed over the step's sequences)
- * take the tensor-core attention by default (f16-tcdw, K/V staged, where it runs, else f16-tcd).
- * On the H200 (2026-12-01, one call) tcd took 64 x 8192 from 85.1 to 73.9 ms a step and 64 x
+ * take the tensor-core attention by default (f16-tcdw where it runs). On the H200 (2026-12-01, one call) tcd took 64 x 8192 from 85.1 to 73.9 ms a step and 64 x
  * 1024 (65,536 keys) from 43.2 to 42.8; at 1 and 8 x 1024 it was 0.3-0.4 ms slower than tiled
  * (few workgroups of a longer step chain). In a later call tcdw (K/V staged, q in workgroup
  * memory then) took 64 x 8192 from 68.58 (tcd) to 62.34 ms and 32 x 8192 from 46.65 to 44.40,
@@ -285,13 +283,13 @@ export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcd" | "tcdw";
  * 0.1-0.2 ms slower than tiled. With q's matrices in registers instead (two pairs in one call,
  * 8294e6c, as f16-tcdq): 64 x 8192 62.37 -> 56.17 ms, 32 x 8192 44.42 -> 40.37, 8 x 8192 20.84 ->
  * 19.61, 64 x 1024 38.13 -> 36.83, 32 x 1024 31.55 -> 30.84, 8 x 1024 15.61 -> 15.42 (tiled's
- * 15.60 there); 1 x 1024 and 1 x 8192 were not measured on it, so the bound stays.
+ * 15.60 there); 1 x 1024 and 1 x 8192 were not measured on it, so the bound stays. (tcd, the
+ * form with the K/V matrices loaded straight from the cache, has since been removed.)
  */
 export const DEEP_DECODE_KEYS = 16384;
 
-/** The tensor-core decode attention variants: K/V matrices straight from the cache, or staged. */
-const TC_DECODE_VARIANT = "f16-tcd";
-const TC_DECODE_STAGED_VARIANT = "f16-tcdw";
+/** The tensor-core decode attention variant. */
+const TC_DECODE_VARIANT = "f16-tcdw";
 
 /**
  * Why the tensor-core decode attention cannot run here, or null: it needs f16 KV, subgroup
@@ -302,7 +300,6 @@ function tcDecodeReason(
   dtype: StorageDtype,
   blockSize: number,
   minSplitTokens: number,
-  variant = TC_DECODE_VARIANT,
 ): string | null {
   return dtype !== "f16"
     ? "the KV cache is not f16"
@@ -310,7 +307,7 @@ function tcDecodeReason(
     ? `block_size ${blockSize} is not a multiple of 16`
     : minSplitTokens < 16
     ? `splits of at least ${minSplitTokens} keys may not be multiples of 16`
-    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, variant));
+    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, TC_DECODE_VARIANT));
 }
 
 /** The one-key-per-lane decode attention variant this device runs (lanes32, else lanes8). */
@@ -1334,25 +1331,17 @@ async function createCalls(
 ) {
   const packed = packedF16 ? "-packed" : "";
   const tcdWhy = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens);
-  if (decodeAttention === "tcd" && tcdWhy) {
-    throw new Error(`model: decode attention "tcd" cannot run here: ${tcdWhy}`);
-  }
-  if (decodeAttention === "tcdw") {
-    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, TC_DECODE_STAGED_VARIANT);
-    if (why) throw new Error(`model: decode attention "tcdw" cannot run here: ${why}`);
+  if (decodeAttention === "tcdw" && tcdWhy) {
+    throw new Error(`model: decode attention "tcdw" cannot run here: ${tcdWhy}`);
   }
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
-    : decodeAttention === "tcd"
-    ? TC_DECODE_VARIANT
     : decodeAttention === "tcdw"
-    ? TC_DECODE_STAGED_VARIANT
+    ? TC_DECODE_VARIANT
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
-  // steps of DEEP_DECODE_KEYS keys or more, when the caller chose no form: tcdw where it runs
-  // (K/V staged), else tcd
-  const tcdwWhy = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, TC_DECODE_STAGED_VARIANT);
+  // steps of DEEP_DECODE_KEYS keys or more: tcdw where it runs, when the caller chose no form
   const decodeDeepVariant = decodeAttentionDefault && decodeAttention === "tiled" && !tcdWhy
-    ? (tcdwWhy ? TC_DECODE_VARIANT : TC_DECODE_STAGED_VARIANT)
+    ? TC_DECODE_VARIANT
     : decodeVariant;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
   // GPUs with subgroups take the decode forms (lane groups meeting through shuffles).

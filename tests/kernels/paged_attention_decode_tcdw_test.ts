@@ -13,10 +13,10 @@ import { preludeOf, variantByName } from "../../kernels/kernel.ts";
 import { wgStructLayout } from "./wgsl_struct.ts";
 
 const h200 = { limits: { maxComputeWorkgroupStorageSize: 49152 } } as never;
-const SHADER = "paged_attention_decode_tcd.wgsl";
+const SHADER = "paged_attention_decode_tcdw.wgsl";
 const shader = (name: string) =>
   readFileSync(new URL(`../../shaders/${name}`, import.meta.url), "utf8");
-const tcd = () => variantByName(spec, "f16-tcd");
+const tcdw = () => variantByName(spec, "f16-tcdw");
 /** Qwen3-30B-A3B's heads, 3 sequences in 2 splits of 512 keys over blocks of 16. */
 const QWEN_TWO_SPLITS = {
   num_seqs: 3,
@@ -31,43 +31,20 @@ const QWEN_TWO_SPLITS = {
 };
 
 test("the tensor-core decode variant: f16 subgroup matrices, one subgroup of 32, 16 keys a step", () => {
-  const v = tcd();
+  const v = tcdw();
   assert.is(v.dtype, "f16");
   assert.equal(v.subgroupMatrix, { m: 16, n: 16, k: 16 });
   assert.is(v.shader, SHADER);
   assert.is(v.consts!.WG, 32);
   assert.is(v.consts!.HD, 128);
   assert.is(v.consts!.KT, 16);
-  // K/V bound as f16 scalars: the matrix loads read them straight from the cache
-  assert.ok(v.scalarReads);
   assert.not.ok(v.packed);
-  // the tensor-core forms: this one and f16-tcdw, K/V staged (below)
-  assert.equal(spec.variants.filter((x) => x.subgroupMatrix).map((x) => x.name), [
-    "f16-tcd",
-    "f16-tcdw",
-  ]);
-  // the shader's one workgroup is its one subgroup
-  assert.match(shader(SHADER), /@compute @workgroup_size\(32\)\nfn main/);
+  // the only tensor-core form
+  assert.equal(spec.variants.filter((x) => x.subgroupMatrix).map((x) => x.name), ["f16-tcdw"]);
 });
 
-test("its workgroup memory is one struct, and it includes no library with workgroup variables", () => {
-  const wgsl = shader(SHADER);
-  // separate workgroup variables beside subgroup-matrix stores read wrong values on the
-  // H200's driver (see paged_attention_tc.wgsl): one struct
-  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
-  const includes = [...wgsl.matchAll(/^\/\/#include "([^"]+)"/gm)].map((m) => m[1]);
-  assert.equal(includes, ["lib/paged_kv.wgsl"]);
-  for (const lib of includes) assert.not.match(shader(lib), /var<workgroup>/, lib);
-  // workgroupBytes is the struct Wg the shader declares
-  const layout = wgStructLayout(wgsl, tcd().consts!);
-  assert.is(layout.members, 5, "members of struct Wg");
-  assert.is(layout.bytes, tcDecodeWorkgroupBytes(tcd()));
-  assert.is(tcDecodeWorkgroupBytes(tcd()), 10760);
-});
-
-test("f16-tcdw: tcd's constants, K/V bound as 16-byte words, staged in one workgroup struct", () => {
-  const v = variantByName(spec, "f16-tcdw");
-  assert.equal(v.consts, tcd().consts);
+test("it binds K/V as 16-byte words and stages them in one workgroup struct, q in registers", () => {
+  const v = tcdw();
   assert.ok(v.wideWords);
   assert.not.ok(v.scalarReads);
   const prelude = preludeOf(spec, v);
@@ -90,14 +67,10 @@ test("f16-tcdw: tcd's constants, K/V bound as 16-byte words, staged in one workg
   // q's matrices live in registers: no q array in workgroup memory (on the H200 the form that
   // kept one, 4.3 KB more, was up to 10% slower a decode step)
   assert.not.match(wgsl.slice(wgsl.indexOf("struct Wg"), wgsl.indexOf("var<workgroup>")), /\bq:/);
-  // the same grid and refusals as f16-tcd
-  const p = QWEN_TWO_SPLITS;
-  assert.equal(spec.grid(p, v, h200), [4, 2, 3]);
-  assert.throws(() => spec.grid({ ...p, split_tokens: 500 }, v, h200), /f16-tcdw: split_tokens/);
 });
 
-test("its prelude enables subgroup matrices and binds K/V as f16 scalars, the rest as the others", () => {
-  const prelude = preludeOf(spec, tcd());
+test("its prelude enables subgroup matrices and binds K/V as words, the rest as the others", () => {
+  const prelude = preludeOf(spec, tcdw());
   for (const line of ["enable f16;", "enable subgroups;"]) assert.ok(prelude.includes(line), line);
   assert.ok(prelude.includes("enable chromium_experimental_subgroup_matrix;"));
   assert.ok(prelude.includes("alias T = f16;"));
@@ -106,8 +79,8 @@ test("its prelude enables subgroup matrices and binds K/V as f16 scalars, the re
   const bindings = [
     "var<uniform> params: Params;",
     "var<storage, read> q: array<vec4<f32>>;",
-    "var<storage, read> k_cache: array<T>;",
-    "var<storage, read> v_cache: array<T>;",
+    "var<storage, read> k_cache: array<vec4<u32>>;",
+    "var<storage, read> v_cache: array<vec4<u32>>;",
     "var<storage, read> block_tables: array<i32>;",
     "var<storage, read> seq_info: array<i32>;",
     "var<storage, read_write> out: array<vec4<f32>>;",
@@ -142,12 +115,12 @@ test("it refuses head geometry other than head_dim 128 and up to 16 query heads 
   );
   // one split starts at key 0: any length
   assert.is(tcDecodeReason({ ...p, split_tokens: 500, num_splits: 1 }), null);
-  const v = tcd();
+  const v = tcdw();
   // [kv heads, splits, seqs] like the other forms
   assert.equal(spec.grid(p, v, h200), [4, 2, 3]);
   assert.equal(spec.grid({ ...p, num_kv_heads: 2 }, v, h200), [2, 2, 3]);
   assert.equal(spec.grid({ ...p, block_size: 32, split_tokens: 496 }, v, h200), [4, 2, 3]);
-  assert.throws(() => spec.grid({ ...p, head_dim: 64 }, v, h200), /f16-tcd: head_dim 64/);
+  assert.throws(() => spec.grid({ ...p, head_dim: 64 }, v, h200), /f16-tcdw: head_dim 64/);
   assert.throws(() => spec.grid({ ...p, num_kv_heads: 1 }, v, h200), /at most 16/);
   assert.throws(() => spec.grid({ ...p, block_size: 8 }, v, h200), /block_size 8 is not a/);
   assert.throws(() => spec.grid({ ...p, split_tokens: 500 }, v, h200), /split_tokens 500 is/);
@@ -165,11 +138,11 @@ test("the split plan is the other forms' (512 keys at most), and takes 16 heads 
   const f16 = variantByName(spec, "f16-tiled");
   const qwen = { numQHeads: 32, numKvHeads: 4 };
   for (const lens of [Array(64).fill(1024), Array(8).fill(131072), [3, 700, 9000, 17], [50]]) {
-    assert.equal(planDecodeSplits(lens, qwen, tcd()), planDecodeSplits(lens, qwen, f16));
+    assert.equal(planDecodeSplits(lens, qwen, tcdw()), planDecodeSplits(lens, qwen, f16));
   }
-  assert.equal(planDecodeSplits(Array(8).fill(131072), qwen, tcd()).splitTokens, 512);
+  assert.equal(planDecodeSplits(Array(8).fill(131072), qwen, tcdw()).splitTokens, 512);
   assert.equal(
-    planDecodeSplits(Array(8).fill(131072), { numQHeads: 32, numKvHeads: 2 }, tcd()).splitTokens,
+    planDecodeSplits(Array(8).fill(131072), { numQHeads: 32, numKvHeads: 2 }, tcdw()).splitTokens,
     512,
   );
 });
@@ -180,13 +153,13 @@ test("the cases it cannot take list only the other variants; the rest include Qw
   for (const c of cases) {
     if (tcDecodeReason(c.params) === null) {
       assert.is(c.variants, undefined, c.label);
-      spec.grid(c.params, tcd(), h200);
+      spec.grid(c.params, tcdw(), h200);
     } else {
       assert.equal(c.variants, others, c.label);
     }
     // the looser tolerance is the tensor-core form's alone
     const fma = c.tolerance(variantByName(spec, "f16-tiled"));
-    const tc = c.tolerance(tcd());
+    const tc = c.tolerance(tcdw());
     assert.ok(tc.atol > fma.atol && tc.rtol > fma.rtol, c.label);
   }
   assert.ok(cases.some((c) => c.variants !== undefined));
