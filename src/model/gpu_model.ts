@@ -275,16 +275,15 @@ export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcdw";
 
 /**
  * Decode steps reading at least this many context keys (summed over the step's sequences)
- * take the tensor-core attention by default (f16-tcdw where it runs). On the H200 (2026-12-01, one call) tcd took 64 x 8192 from 85.1 to 73.9 ms a step and 64 x
- * 1024 (65,536 keys) from 43.2 to 42.8; at 1 and 8 x 1024 it was 0.3-0.4 ms slower than tiled
- * (few workgroups of a longer step chain). In a later call tcdw (K/V staged, q in workgroup
- * memory then) took 64 x 8192 from 68.58 (tcd) to 62.34 ms and 32 x 8192 from 46.65 to 44.40,
- * within 0.1 ms of tcd at 32 x 1024, 64 x 1024 and 8 x 8192; at 1 x 1024 and 1 x 8192 it was
- * 0.1-0.2 ms slower than tiled. With q's matrices in registers instead (two pairs in one call,
- * 8294e6c, as f16-tcdq): 64 x 8192 62.37 -> 56.17 ms, 32 x 8192 44.42 -> 40.37, 8 x 8192 20.84 ->
- * 19.61, 64 x 1024 38.13 -> 36.83, 32 x 1024 31.55 -> 30.84, 8 x 1024 15.61 -> 15.42 (tiled's
- * 15.60 there); 1 x 1024 and 1 x 8192 were not measured on it, so the bound stays. (tcd, the
- * form with the K/V matrices loaded straight from the cache, has since been removed.)
+ * take the tensor-core attention (f16-tcdw) by default where it runs. On the H200 (2026-12-01)
+ * the first tensor-core form (tcd, K/V matrices straight from the cache, since removed) took
+ * 64 x 8192 from 85.1 to 73.9 ms a step and 64 x 1024 (65,536 keys) from 43.2 to 42.8, and was
+ * 0.3-0.4 ms slower than tiled at 1 and 8 x 1024 (few workgroups of a longer step chain).
+ * tcdw then took 64 x 8192 to 62.34 ms with q in workgroup memory and to 56.17 with q in
+ * registers (32 x 8192 46.65 -> 44.40 -> 40.37, 64 x 1024 38.13 -> 36.83, 8 x 8192 20.84 ->
+ * 19.61; at 8 x 1024 15.42 against tiled's 15.60). 1 x 1024 and 1 x 8192 were 0.1-0.2 ms slower
+ * than tiled with q in workgroup memory and were not measured with q in registers, so the
+ * bound stays.
  */
 export const DEEP_DECODE_KEYS = 16384;
 
