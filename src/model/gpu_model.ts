@@ -1142,7 +1142,7 @@ export class GpuModel implements ForwardModel {
           ? (this.opts.tensorCoreSplitMinK || gemmTc.stagedSplitMinK(variant)) / 16
           : undefined,
       )
-      : prefillSplits(rows, l.n, l.k, variant, this.buf.tcPartialsFloats);
+      : prefillSplits(rows, l.n, l.k, variant, (this.buf.tcPartials?.size ?? 0) / 4);
     return { variant, splits };
   }
 
@@ -1669,11 +1669,6 @@ function createScratch(
   const H = config.hiddenSize, hd = config.headDim;
   const limit = gpu.limits.maxStorageBufferBindingSize;
   const maxRows = Math.max(1, Math.min(Math.max(S, T), Math.floor(limit / (config.vocabSize * 4))));
-  // split-K partial sums of a tensor-core linear: TC_MAX_SPLITS slices of TC_SPLIT_MAX_ROWS rows
-  // (prefill-sized steps split only where theirs fit: prefillSplits)
-  const tcPartialsFloats = tensorCoreSplitN > 0
-    ? TC_MAX_SPLITS * Math.min(T, TC_SPLIT_MAX_ROWS) * tensorCoreSplitN
-    : 0;
   const all: GPUBuffer[] = [];
   const f32 = (label: string, elements: number) => {
     const bytes = elements * 4;
@@ -1721,8 +1716,11 @@ function createScratch(
     a16: tensorCoreK > 0
       ? f32("a16", (Math.ceil(Math.max(S, T, maxRows) / 128) * 128 * tensorCoreK) / 2)
       : null,
-    tcPartials: tcPartialsFloats > 0 ? f32("tc_partials", tcPartialsFloats) : null,
-    tcPartialsFloats,
+    // split-K partial sums of a tensor-core linear: TC_MAX_SPLITS slices of TC_SPLIT_MAX_ROWS
+    // rows (prefill-sized steps split only where theirs fit: prefillSplits)
+    tcPartials: tensorCoreSplitN > 0
+      ? f32("tc_partials", TC_MAX_SPLITS * Math.min(T, TC_SPLIT_MAX_ROWS) * tensorCoreSplitN)
+      : null,
   };
   return { ...bufs, all, maxRows };
 }
