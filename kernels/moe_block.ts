@@ -640,7 +640,7 @@ async function prefillPair(
 async function decodePair(gpu: Gpu, shape: MoeBlockShape, asked = "f16-tcs"): Promise<TcPair> {
   const v = variantByName(gateUpTc.spec, asked);
   if (!v.name.startsWith("f16-tcs")) {
-    throw new Error(`moe block: ${asked} is no staged decode form (f16-tcs, f16-tcs128)`);
+    throw new Error(`moe block: ${asked} is no staged decode form (f16-tcs, f16-tcs128, f16-tcsr)`);
   }
   if (gateUpTc.moeTcpFits(v, shape.inter, shape.hidden)) return await tcPair(gpu, asked);
   console.error(`moe block: ${asked} does not fit hidden ${shape.hidden}: f16-tcs`);

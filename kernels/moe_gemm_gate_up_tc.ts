@@ -50,13 +50,13 @@ export function moeTcVariants(
   prefillColumns: number,
 ): Variant[] {
   const matrix = { m: 16, n: 16, k: 16 };
-  const staged = (name: string, bk: number): Variant => ({
+  const staged = (name: string, bk: number, rot = 0): Variant => ({
     name,
     dtype: "f16",
     subgroupMatrix: matrix,
     shader,
     wideWords: true,
-    consts: { CW: columns, BK: bk },
+    consts: { CW: columns, BK: bk, ROT: rot },
   });
   const prefill = (wn: number, bk: number): Variant => ({
     name: `f16-tcp${wn}`,
@@ -71,6 +71,7 @@ export function moeTcVariants(
     { name: "f16-tc", dtype: "f16", subgroupMatrix: matrix },
     staged("f16-tcs", 64),
     staged("f16-tcs128", 128),
+    staged("f16-tcsr", 64, 1),
     prefill(1, 32),
     prefill(2, 32),
     prefill(4, 16),

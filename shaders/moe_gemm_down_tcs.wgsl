@@ -17,6 +17,8 @@ const RPP: u32 = 32u / WPR; // rows one load instruction of the subgroup covers
 const NB: u32 = 32u / RPP; // weight words a lane loads a step (32 rows)
 const NA: u32 = 16u / RPP; // words of act a lane loads a step (16 rows)
 const_assert BK == 64u || BK == 128u;
+// ROT 1: stores rotated by the lane's row group (lib/stage_words.wgsl put8b_rot; BK 64 only)
+const_assert ROT == 0u || (ROT == 1u && BK == 64u);
 
 // One workgroup struct (see paged_attention_tc.wgsl).
 struct Wg {
@@ -69,10 +71,18 @@ fn main(
       // the previous step's matrices are loaded: stage this step's words
       workgroupBarrier();
       for (var i = 0u; i < NB; i++) {
-        put8b((RPP * i + lr) * LD + 8u * lk, wv[i]);
+        if (ROT == 1u) {
+          put8b_rot((RPP * i + lr) * LD + 8u * lk, wv[i], lr);
+        } else {
+          put8b((RPP * i + lr) * LD + 8u * lk, wv[i]);
+        }
       }
       for (var i = 0u; i < NA; i++) {
-        put8a((RPP * i + lr) * LD + 8u * lk, av[i]);
+        if (ROT == 1u) {
+          put8a_rot((RPP * i + lr) * LD + 8u * lk, av[i], lr);
+        } else {
+          put8a((RPP * i + lr) * LD + 8u * lk, av[i]);
+        }
       }
       workgroupBarrier();
       // the next step's words

@@ -125,9 +125,10 @@ export const TENSOR_CORE_OPTIONS = {
   },
   moeTensorCoreDecode: {
     type: "string",
-    values: ["tcs", "tcs128"],
+    values: ["tcs", "tcs128", "tcsr"],
     help: "the MoE expert GEMMs' decode-sized form on the tensor cores: tcs (64 of k a step) " +
-      "or tcs128 (128 of k a step, 256-byte weight runs) (default: tcs)",
+      "or tcs128 (128 of k a step, 256-byte weight runs) or tcsr (tcs with its workgroup-memory " +
+      "stores rotated by row group) (default: tcs)",
   },
   prefillAttention: {
     type: "string",
@@ -172,7 +173,7 @@ export function tensorCoreOptions(
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
   moeTensorCorePrefill?: MoeTensorCorePrefillForm;
-  moeTensorCoreDecode?: "tcs" | "tcs128";
+  moeTensorCoreDecode?: "tcs" | "tcs128" | "tcsr";
   prefillAttention?: PrefillAttentionForm;
 } {
   return {
@@ -180,7 +181,7 @@ export function tensorCoreOptions(
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,
-    moeTensorCoreDecode: o.moeTensorCoreDecode as "tcs" | "tcs128" | undefined,
+    moeTensorCoreDecode: o.moeTensorCoreDecode as "tcs" | "tcs128" | "tcsr" | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreDecodeRows: o.tensorCoreDecodeRows,

@@ -77,6 +77,26 @@ const BODIES: Record<string, { what: string; body: string }> = {
   }
   acc = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, 136u), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, 16u, 136u), acc);`,
   },
+  stage12: {
+    what: "the staged MoE gate/up step's stores: 12 words a lane as f16 (6 KB), a barrier",
+    body: stagedStep(true, false),
+  },
+  stage12r: {
+    what: "the same stores, each row group's 8 f16 in a rotated order (distinct banks)",
+    body: stagedStep(true, false, true),
+  },
+  step: {
+    what: "the staged MoE gate/up step without its storage loads: stores, 12 loads, 8 products",
+    body: stagedStep(true, true),
+  },
+  steprot: {
+    what: "the same step with the rotated stores",
+    body: stagedStep(true, true, true),
+  },
+  stepmma: {
+    what: "the same step without its stores: 12 matrix loads, 8 products, 2 barriers",
+    body: stagedStep(false, true),
+  },
   barrier: {
     what: "a workgroup barrier (and one workgroup-memory read)",
     body: `var x = 0.0;
@@ -88,6 +108,68 @@ const BODIES: Record<string, { what: string; body: string }> = {
   acc = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, 136u), subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, 16u, 136u), acc);`,
   },
 };
+
+/**
+ * The staged MoE gate/up step (moe_gemm_gate_up_tcs.wgsl) without its storage loads: a lane's
+ * 12 words (runtime values) stored to 32 weight rows and 16 rows of a as f16, 72 apart (lanes
+ * lid / 8 rows, lid % 8 words; `rotate`: each row group starts at another f16 of the word, so a
+ * store instruction's lanes hit distinct banks), a barrier, then unless `stores` only: the
+ * step's 12 matrix loads and 8 products (two chains of 4), and a barrier.
+ */
+function stagedStep(stage: boolean, products: boolean, rotate = false): string {
+  // word q of a row group's rotation (constant component indices: a vector indexed at run time
+  // went to local memory on the H200)
+  const comp = "xyzw";
+  const word = (v: string, q: number) =>
+    rotate
+      ? `select(select(${v}.${comp[q]}, ${v}.${comp[(q + 1) % 4]}, lr == 1u), select(${v}.${
+        comp[(q + 2) % 4]
+      }, ${v}.${comp[(q + 3) % 4]}, lr == 3u), lr >= 2u)`
+      : `${v}.${comp[q]}`;
+  const put = (row: string, v: string) => {
+    const lines = [];
+    for (let j = 0; j < 8; j++) {
+      const q = j >> 1;
+      const at = rotate ? `2u * ((${q}u + lr) % 4u) + ${j % 2}u` : `${j}u`;
+      lines.push(
+        `wg.a[${row} * 72u + 8u * lk + ${at}] = bitcast<vec2<f16>>(${word(v, q)})[${j % 2}u];`,
+      );
+    }
+    return lines.join(" ");
+  };
+  const lines = [
+    "let lr = lid / 8u; let lk = lid % 8u;",
+    "var u = acc;",
+    "for (var it = 0u; it < ITERS; it++) {",
+    "  let v = vec4<u32>(it, it ^ lid, it + lid, it * 3u);",
+  ];
+  if (stage) {
+    lines.push(
+      `  for (var i = 0u; i < 12u; i++) { let w = v + vec4<u32>(i); ${put("(4u * i + lr)", "w")} }`,
+    );
+  }
+  lines.push("  workgroupBarrier();");
+  if (products) {
+    for (let c = 0; c < 4; c++) {
+      lines.push(
+        `  let a${c} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 2304u + ${
+          16 * c
+        }u, 72u);`,
+        `  let g${c} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, ${
+          16 * c
+        }u, 72u);`,
+        `  let u${c} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, 1152u + ${
+          16 * c
+        }u, 72u);`,
+        `  acc = subgroupMatrixMultiplyAccumulate(a${c}, g${c}, acc);`,
+        `  u = subgroupMatrixMultiplyAccumulate(a${c}, u${c}, u);`,
+      );
+    }
+    lines.push("  workgroupBarrier();");
+  }
+  lines.push("}", "subgroupMatrixStore<row_major>(&wg.s, 0u, u, 16u);");
+  return lines.join("\n  ");
+}
 
 /** A loop of 4 (left, right) matrix loads from `src` at base + each offset, 4 products. */
 function loads(src: string, base: string, offs: readonly string[], stride: string): string {
@@ -119,7 +201,7 @@ function timedKernel(body: string, iters: number): string {
   return `${HEAD}const ITERS: u32 = ${iters}u;
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 ${body.includes("&g,") ? "@group(0) @binding(1) var<storage, read> g: array<f16>;" : ""}
-struct Wg { a: array<f16, 16 * 136>, s: array<f32, 256> }
+struct Wg { a: array<f16, 3456>, s: array<f32, 256> }
 var<workgroup> wg: Wg;
 @compute @workgroup_size(32)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {

@@ -249,7 +249,7 @@ export interface GpuModelOptions {
    * The MoE expert GEMMs' decode-sized form on the tensor cores: "tcs" (64 of k a step) or
    * "tcs128" (128 of k a step; MoeBlockOptions.tensorCoreDecode). Default "tcs".
    */
-  readonly moeTensorCoreDecode?: "tcs" | "tcs128";
+  readonly moeTensorCoreDecode?: "tcs" | "tcs128" | "tcsr";
   /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
