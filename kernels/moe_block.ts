@@ -114,12 +114,6 @@ export interface MoeBlockOptions {
    * that does not fit the shape or does not compile gives way to `f16-tc`.
    */
   readonly tensorCorePrefill?: string;
-  /**
-   * The tensor-core expert GEMMs' decode-sized form: `f16-tcs` (default: 64 of k a step) or
-   * `f16-tcs128` (128 of k a step, 256-byte runs of each weight row; its gate/up needs hidden a
-   * multiple of 128, else `f16-tcs` serves, saying why).
-   */
-  readonly tensorCoreDecode?: string;
 }
 
 /**
@@ -597,7 +591,7 @@ async function tensorCorePipes(
     return { gather, prefill, decode: null };
   }
   try {
-    return { gather, prefill, decode: await decodePair(gpu, shape, options.tensorCoreDecode) };
+    return { gather, prefill, decode: await tcPair(gpu, "f16-tcs") };
   } catch (err) {
     console.error(`moe block: tensor-core decode forms left out: ${(err as Error).message}`);
     return { gather, prefill, decode: null };
@@ -634,17 +628,6 @@ async function prefillPair(
     }
   }
   return await tcPair(gpu, fallback);
-}
-
-/** The decode-sized pair: `asked` (default f16-tcs) where its gate/up fits hidden, else f16-tcs. */
-async function decodePair(gpu: Gpu, shape: MoeBlockShape, asked = "f16-tcs"): Promise<TcPair> {
-  const v = variantByName(gateUpTc.spec, asked);
-  if (!v.name.startsWith("f16-tcs")) {
-    throw new Error(`moe block: ${asked} is no staged decode form (f16-tcs, f16-tcs128, f16-tcsr)`);
-  }
-  if (gateUpTc.moeTcpFits(v, shape.inter, shape.hidden)) return await tcPair(gpu, asked);
-  console.error(`moe block: ${asked} does not fit hidden ${shape.hidden}: f16-tcs`);
-  return await tcPair(gpu, "f16-tcs");
 }
 
 /** The gate/up and down pipelines of the tensor-core expert GEMMs' variant `name`. */

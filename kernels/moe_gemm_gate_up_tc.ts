@@ -38,8 +38,8 @@ export const spec: KernelSpec<typeof params.fields> = {
 
 /**
  * The forms of either tensor-core expert GEMM: `f16-tc` (the kernel's own shader), the staged
- * decode forms `f16-tcs` and `f16-tcs128` (`shader`, `columns` output columns a workgroup, the
- * f16 operands read as 16-byte words, 64 or 128 of k a step) and the prefill forms `f16-tcp1/2/4` (`prefillShader`, 1, 2 or 4 subgroups
+ * decode form `f16-tcs` (`shader`, `columns` output columns a workgroup, the f16 operands read
+ * as 16-byte words) and the prefill forms `f16-tcp1/2/4` (`prefillShader`, 1, 2 or 4 subgroups
  * of `prefillColumns` output columns each, both operands staged through double-buffered
  * workgroup memory, BK of k a step).
  */
@@ -50,14 +50,6 @@ export function moeTcVariants(
   prefillColumns: number,
 ): Variant[] {
   const matrix = { m: 16, n: 16, k: 16 };
-  const staged = (name: string, bk: number, rot = 0): Variant => ({
-    name,
-    dtype: "f16",
-    subgroupMatrix: matrix,
-    shader,
-    wideWords: true,
-    consts: { CW: columns, BK: bk, ROT: rot },
-  });
   const prefill = (wn: number, bk: number): Variant => ({
     name: `f16-tcp${wn}`,
     dtype: "f16",
@@ -69,9 +61,14 @@ export function moeTcVariants(
   });
   return [
     { name: "f16-tc", dtype: "f16", subgroupMatrix: matrix },
-    staged("f16-tcs", 64),
-    staged("f16-tcs128", 128),
-    staged("f16-tcsr", 64, 1),
+    {
+      name: "f16-tcs",
+      dtype: "f16",
+      subgroupMatrix: matrix,
+      shader,
+      wideWords: true,
+      consts: { CW: columns },
+    },
     prefill(1, 32),
     prefill(2, 32),
     prefill(4, 16),
@@ -82,10 +79,9 @@ export function moeTcVariants(
 export const MOE_TCP_VARIANTS = ["f16-tcp1", "f16-tcp2", "f16-tcp4"] as const;
 
 /**
- * Whether a prefill form (or a staged decode form's gate/up) takes an expert shape: its output
- * columns a workgroup divide the kernel's output width (`inter` for gate/up, `hidden` for down)
- * and its k step the reduction width (the other one). The staged down form stages words past
- * inter as zeros, so only its columns need fit.
+ * Whether a prefill form takes an expert shape: its output columns a workgroup divide the
+ * kernel's output width (`inter` for gate/up, `hidden` for down) and its k step the reduction
+ * width (the other one).
  */
 export function moeTcpFits(variant: Variant, width: number, k: number): boolean {
   const cw = variant.consts?.CW ?? 0, bk = variant.consts?.BK ?? 0;
@@ -138,7 +134,7 @@ function tcCase(
   return {
     label: r.label,
     params: moeGemmGateUpTcParams(hidden, inter, r.maxItems),
-    ...fitting(spec.variants, (v) => !v.consts?.BK || moeTcpFits(v, inter, hidden)),
+    ...fitting(spec.variants, (v) => !v.name.startsWith("f16-tcp") || moeTcpFits(v, inter, hidden)),
     inputs: (rng) => {
       const a = new Float32Array(r.rowsPad * hidden);
       a.set(rng.fillNormal(new Float32Array(r.rows * hidden)));
@@ -190,6 +186,4 @@ export const cases = [
   tcCase(1, 8, 2, 64, 128, "spread"),
   tcCase(150, 4, 2, 64, 128, "skewed"),
   tcCase(37, 8, 2, 128, 128, "skewed"),
-  // two of the staged form's 128-wide k steps, short items
-  tcCase(20, 8, 2, 256, 64, "skewed"),
 ];

@@ -7,26 +7,21 @@
 // declared vec4<u32>, 8 f16 a word), write them to workgroup memory, and the matrices load
 // from there. One workgroup (one subgroup of 32: matrix offsets stay workgroup-uniform) takes
 // CW = 16 act columns of a work item (16 gate and 16 up weight rows) and walks the item's rows
-// 16 at a time; each step covers BK (the variant's, 64 or 128) of hidden, each weight row read
-// in a run of 2 BK bytes, and the next step's words are loaded before this step's products.
-// hidden must be a multiple of BK, inter of 16.
+// 16 at a time; each step covers BK = 64 of hidden, and the next step's words are loaded
+// before this step's products. hidden must be a multiple of 64, inter of 16.
+// 128 of hidden a step (256-byte runs of each weight row, twice the bytes in flight, 15.1 KB of
+// workgroup memory against 9.0) took 64 x 1024 decode steps from 36.8 to 38.5 ms on the H200
+// (both expert GEMMs so staged, 2026-12-01).
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
 
-// BK (hidden a step) comes from the variant
-const LD: u32 = BK + 8u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
-const WPR: u32 = BK / 8u; // words of a row a step
-const RPP: u32 = 32u / WPR; // rows one load instruction of the subgroup covers
-const NB: u32 = 32u / RPP; // weight words a lane loads a step (32 rows)
-const NA: u32 = 16u / RPP; // words of a a lane loads a step (16 rows)
-const_assert BK == 64u || BK == 128u;
-// ROT 1: stores rotated by the lane's row group (lib/stage_words.wgsl put8b_rot; BK 64 only)
-const_assert ROT == 0u || (ROT == 1u && BK == 64u);
+const BK: u32 = 64u; // hidden a step
+const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
 
 // One workgroup struct (see paged_attention_tc.wgsl).
 struct Wg {
-  b: array<f16, 32u * LD>, // 32 weight rows (16 gate, 16 up) x BK
-  a: array<f16, 16u * LD>, // 16 rows of a x BK
+  b: array<f16, 32u * 72u>, // 32 weight rows (16 gate, 16 up) x BK
+  a: array<f16, 16u * 72u>, // 16 rows of a x BK
   s: array<f32, 512u>, // the gate sums [16][16], then the up sums
 }
 var<workgroup> wg: Wg;
@@ -46,79 +41,68 @@ fn main(
   let inter = params.inter;
   let h8 = params.hidden / 8u; // words a row
   let c0 = wid.x * CW;
-  let lr = lid / WPR; // the row of RPP a load covers
-  let lk = lid % WPR; // its word in the step's BK
-  // weight row j = RPP i + lr of the 32: gate row c0 + j, then up row inter + c0 + j - 16
-  var w_at = array<u32, NB>();
-  for (var i = 0u; i < NB; i++) {
-    let j = RPP * i + lr;
+  let lr = lid / 8u; // the row of 4 a load covers
+  let lk = lid % 8u; // its word in the step's BK
+  // weight row j = 4 i + lr of the 32: gate row c0 + j, then up row inter + c0 + j - 16
+  var w_at = array<u32, 8>();
+  for (var i = 0u; i < 8u; i++) {
+    let j = 4u * i + lr;
     let row = select(inter + c0 + j - 16u, c0 + j, j < 16u);
     w_at[i] = (e * 2u * inter + row) * h8 + lk;
   }
   for (var t0 = it.y; t0 < r_end; t0 += 16u) {
-    var a_at = array<u32, NA>();
-    for (var i = 0u; i < NA; i++) {
-      a_at[i] = (t0 + RPP * i + lr) * h8 + lk;
+    var a_at = array<u32, 4>();
+    for (var i = 0u; i < 4u; i++) {
+      a_at[i] = (t0 + 4u * i + lr) * h8 + lk;
     }
-    var wv = array<vec4<u32>, NB>();
-    var av = array<vec4<u32>, NA>();
-    for (var i = 0u; i < NB; i++) {
+    var wv = array<vec4<u32>, 8>();
+    var av = array<vec4<u32>, 4>();
+    for (var i = 0u; i < 8u; i++) {
       wv[i] = w[w_at[i]];
     }
-    for (var i = 0u; i < NA; i++) {
+    for (var i = 0u; i < 4u; i++) {
       av[i] = a[a_at[i]];
     }
     var g = subgroup_matrix_result<f32, 16, 16>();
     var u = subgroup_matrix_result<f32, 16, 16>();
-    for (var k8 = 0u; k8 < h8; k8 += WPR) {
+    for (var k8 = 0u; k8 < h8; k8 += BK / 8u) {
       // the previous step's matrices are loaded: stage this step's words
       workgroupBarrier();
-      for (var i = 0u; i < NB; i++) {
-        if (ROT == 1u) {
-          put8b_rot((RPP * i + lr) * LD + 8u * lk, wv[i], lr);
-        } else {
-          put8b((RPP * i + lr) * LD + 8u * lk, wv[i]);
-        }
+      for (var i = 0u; i < 8u; i++) {
+        put8b((4u * i + lr) * LD + 8u * lk, wv[i]);
       }
-      for (var i = 0u; i < NA; i++) {
-        if (ROT == 1u) {
-          put8a_rot((RPP * i + lr) * LD + 8u * lk, av[i], lr);
-        } else {
-          put8a((RPP * i + lr) * LD + 8u * lk, av[i]);
-        }
+      for (var i = 0u; i < 4u; i++) {
+        put8a((4u * i + lr) * LD + 8u * lk, av[i]);
       }
       workgroupBarrier();
       // the next step's words (the last step loads itself again: in cache, never used)
-      let kn = min(k8 + WPR, h8 - WPR);
-      for (var i = 0u; i < NB; i++) {
+      let kn = min(k8 + BK / 8u, h8 - BK / 8u);
+      for (var i = 0u; i < 8u; i++) {
         wv[i] = w[w_at[i] + kn];
       }
-      for (var i = 0u; i < NA; i++) {
+      for (var i = 0u; i < 4u; i++) {
         av[i] = a[a_at[i] + kn];
       }
-      // 64 of hidden at a time, the products written out
-      for (var h = 0u; h < BK; h += 64u) {
-        let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, h, LD);
-        let g0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, h, LD);
-        let u0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + h, LD);
-        g = subgroupMatrixMultiplyAccumulate(a0, g0, g);
-        u = subgroupMatrixMultiplyAccumulate(a0, u0, u);
-        let a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, h + 16u, LD);
-        let g1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, h + 16u, LD);
-        let u1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + h + 16u, LD);
-        g = subgroupMatrixMultiplyAccumulate(a1, g1, g);
-        u = subgroupMatrixMultiplyAccumulate(a1, u1, u);
-        let a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, h + 32u, LD);
-        let g2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, h + 32u, LD);
-        let u2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + h + 32u, LD);
-        g = subgroupMatrixMultiplyAccumulate(a2, g2, g);
-        u = subgroupMatrixMultiplyAccumulate(a2, u2, u);
-        let a3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, h + 48u, LD);
-        let g3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, h + 48u, LD);
-        let u3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + h + 48u, LD);
-        g = subgroupMatrixMultiplyAccumulate(a3, g3, g);
-        u = subgroupMatrixMultiplyAccumulate(a3, u3, u);
-      }
+      let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);
+      let g0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 0u, LD);
+      let u0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD, LD);
+      g = subgroupMatrixMultiplyAccumulate(a0, g0, g);
+      u = subgroupMatrixMultiplyAccumulate(a0, u0, u);
+      let a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 16u, LD);
+      let g1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u, LD);
+      let u1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 16u, LD);
+      g = subgroupMatrixMultiplyAccumulate(a1, g1, g);
+      u = subgroupMatrixMultiplyAccumulate(a1, u1, u);
+      let a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 32u, LD);
+      let g2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 32u, LD);
+      let u2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 32u, LD);
+      g = subgroupMatrixMultiplyAccumulate(a2, g2, g);
+      u = subgroupMatrixMultiplyAccumulate(a2, u2, u);
+      let a3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 48u, LD);
+      let g3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 48u, LD);
+      let u3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 48u, LD);
+      g = subgroupMatrixMultiplyAccumulate(a3, g3, g);
+      u = subgroupMatrixMultiplyAccumulate(a3, u3, u);
     }
     subgroupMatrixStore<row_major>(&wg.s, 0u, g, 16u);
     subgroupMatrixStore<row_major>(&wg.s, 256u, u, 16u);

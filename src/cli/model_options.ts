@@ -123,13 +123,6 @@ export const TENSOR_CORE_OPTIONS = {
       "from memory) or tcp1, tcp2, tcp4 (both staged through workgroup memory by 1, 2 or 4 " +
       "subgroups) (default: tcp4)",
   },
-  moeTensorCoreDecode: {
-    type: "string",
-    values: ["tcs", "tcs128", "tcsr"],
-    help: "the MoE expert GEMMs' decode-sized form on the tensor cores: tcs (64 of k a step) " +
-      "or tcs128 (128 of k a step, 256-byte weight runs) or tcsr (tcs with its workgroup-memory " +
-      "stores rotated by row group) (default: tcs)",
-  },
   prefillAttention: {
     type: "string",
     values: ["tc", "tc2", "fma"],
@@ -159,7 +152,6 @@ export function tensorCoreOptions(
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
     readonly moeTensorCorePrefill?: string;
-    readonly moeTensorCoreDecode?: string;
     readonly prefillAttention?: string;
   },
 ): {
@@ -173,7 +165,6 @@ export function tensorCoreOptions(
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
   moeTensorCorePrefill?: MoeTensorCorePrefillForm;
-  moeTensorCoreDecode?: "tcs" | "tcs128" | "tcsr";
   prefillAttention?: PrefillAttentionForm;
 } {
   return {
@@ -181,7 +172,6 @@ export function tensorCoreOptions(
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,
-    moeTensorCoreDecode: o.moeTensorCoreDecode as "tcs" | "tcs128" | "tcsr" | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreDecodeRows: o.tensorCoreDecodeRows,

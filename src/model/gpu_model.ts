@@ -246,11 +246,6 @@ export interface GpuModelOptions {
    */
   readonly moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   /**
-   * The MoE expert GEMMs' decode-sized form on the tensor cores: "tcs" (64 of k a step) or
-   * "tcs128" (128 of k a step; MoeBlockOptions.tensorCoreDecode). Default "tcs".
-   */
-  readonly moeTensorCoreDecode?: "tcs" | "tcs128" | "tcsr";
-  /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
    * environment sets WEBFPM_F16_PACKED=1. On the H200 it moved no decode point by more than
@@ -575,7 +570,6 @@ export class GpuModel implements ForwardModel {
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4",
-      moeTensorCoreDecode: options.moeTensorCoreDecode ?? "tcs",
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
@@ -623,7 +617,6 @@ export class GpuModel implements ForwardModel {
         tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
         tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
         tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
-        tensorCoreDecode: `f16-${opts.moeTensorCoreDecode}`,
       })
       : null;
     const buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);

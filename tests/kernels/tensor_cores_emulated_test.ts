@@ -46,10 +46,6 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcp128x64"],
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcs"],
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcs"],
-  ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcs128"],
-  ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcs128"],
-  ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcsr"],
-  ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcsr"],
   // the prefill forms' two-subgroup workgroups, at 16 of k a step (emulated at 32 they need
   // more than lavapipe's 32 KB of workgroup memory; the step is a constant of the same shader)
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcp2", MAX_BYTES, { BK: 16 }],
