@@ -4,7 +4,8 @@
  * Steps run back to back with the next step's input token on the GPU (as serving does);
  * host wall per step is the gap between consecutive output arrivals. "encode ms" is the host
  * time forward() takes before its submit (planning, inputs and every dispatch's encoding):
- * where it nears the GPU time, the step is host-bound.
+ * where it nears the GPU time, the step is host-bound. "of it inputs / begin" are two parts of
+ * it that are Dawn calls which may wait on the device (GpuModel.lastEncodeParts).
  */
 import process from "node:process";
 import { readFileSync } from "node:fs";
@@ -237,6 +238,7 @@ await runCli(async () => {
         (r.gpuMs / roofMs).toFixed(2) + "x",
         (r.wallMs / r.gpuMs).toFixed(2) + "x",
         r.encodeMs.toFixed(2),
+        `${r.inputsMs.toFixed(2)} / ${r.beginMs.toFixed(2)}`,
         torchMs === null ? "-" : torchMs.toFixed(2),
         torchMs === null ? "-" : (torchMs / r.gpuMs).toFixed(2) + "x",
         measuredPeer ? "measured" : ref ? "GPU.md" : "-",
@@ -247,6 +249,8 @@ await runCli(async () => {
         gpu_ms: round3(r.gpuMs),
         wall_ms: round3(r.wallMs),
         encode_ms: round3(r.encodeMs),
+        encode_inputs_ms: round3(r.inputsMs),
+        encode_begin_ms: round3(r.beginMs),
         roofline_ms: round3(roofMs),
         torch_graph_ms: torchMs,
         torch_source: measuredPeer ? "measured in this session" : ref ? "GPU.md" : null,
@@ -271,6 +275,7 @@ await runCli(async () => {
       "GPU/roof",
       "wall/GPU",
       "encode ms",
+      "of it inputs / begin",
       "torch graph ms",
       "torch/GPU",
       "torch from",
@@ -330,12 +335,18 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
   const arrivals: number[] = [];
   const gpu: Promise<number | null>[] = [];
   const encode: number[] = [];
+  const inputs: number[] = [];
+  const begin: number[] = [];
   // Two steps in flight at most, as the engine's async scheduling keeps them.
   let inFlight: Promise<Int32Array> | null = null;
   for (let i = 0; i < warmup + timed; i++) {
     const out = model.forward(steps.next());
     gpu.push(out.gpuMs);
-    if (i >= warmup) encode.push(model.lastEncodeMs);
+    if (i >= warmup) {
+      encode.push(model.lastEncodeMs);
+      inputs.push(model.lastEncodeParts.inputsMs);
+      begin.push(model.lastEncodeParts.beginMs);
+    }
     if (inFlight) {
       await inFlight;
       arrivals.push(performance.now());
@@ -354,6 +365,8 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
     gpuSamples: gpuTimes,
     wallSamples: walls,
     encodeMs: upperMedian(encode),
+    inputsMs: upperMedian(inputs),
+    beginMs: upperMedian(begin),
   };
 }
 

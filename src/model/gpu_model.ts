@@ -429,6 +429,7 @@ export class GpuModel implements ForwardModel {
 
   private stepIndex = 0;
   private encodeMs = 0;
+  private encodeParts = { inputsMs: 0, beginMs: 0 };
   /** Steps submitted whose sampled tokens have not arrived yet. */
   private stepsInFlight = 0;
   /** Each linear kind's form in the step being encoded (setLinear). */
@@ -630,8 +631,10 @@ export class GpuModel implements ForwardModel {
     const t0 = performance.now();
     const plan = this.plan(batch);
     const parity = this.stepIndex++ % 2;
+    const tInputs = performance.now();
     this.writeInputs(batch, plan);
     const first = this.gpu.device.createCommandEncoder({ label: `step ${this.stepIndex}` });
+    const inputsMs = performance.now() - tInputs;
     if (batch.blockZeros?.length) this.encodeBlockZeros(first, batch.blockZeros);
     const routing = this.beginRoutingCapture(plan.tokens);
     const step = new StepPasses(this.gpu.device, first, this.timer, this.profile);
@@ -662,6 +665,7 @@ export class GpuModel implements ForwardModel {
     this.timer.resolve(enc);
     const commands = enc.finish();
     this.encodeMs = performance.now() - t0;
+    this.encodeParts = { inputsMs, beginMs: step.beginMs };
     this.gpu.device.queue.submit([commands]);
     if (routing) this.finishRoutingCapture(routing, plan.tokens);
     const timing = this.timer.read(); // PassTimer.read paces its own wait
@@ -707,6 +711,16 @@ export class GpuModel implements ForwardModel {
    */
   get lastEncodeMs(): number {
     return this.encodeMs;
+  }
+
+  /**
+   * Two parts of lastEncodeMs that are Dawn calls which may wait on the device rather than
+   * host work: writing the step's inputs (queue writes) with its command encoder's creation,
+   * and beginning its compute passes (on lavapipe, whose GPU work shares the CPU, a pass's
+   * begin waited up to 6 ms behind the step in flight).
+   */
+  get lastEncodeParts(): { readonly inputsMs: number; readonly beginMs: number } {
+    return this.encodeParts;
   }
 
   /** The MoE block's grouped-GEMM variant in the last step (null without MoE layers). */
@@ -1249,6 +1263,8 @@ export class GpuModel implements ForwardModel {
 class StepPasses {
   private current: GPUComputePassEncoder | null = null;
   readonly labels: { label: string; kernel: string }[] = [];
+  /** Host ms spent in beginComputePass (GpuModel.lastEncodeParts). */
+  beginMs = 0;
 
   constructor(
     private readonly device: GPUDevice,
@@ -1270,17 +1286,16 @@ class StepPasses {
   }
 
   pass(label: string, kernel = label): GPUComputePassEncoder {
-    if (this.profile) {
-      this.current?.end();
-      this.labels.push({ label, kernel });
-      this.current = this.enc.beginComputePass({ label, timestampWrites: this.timer.next(label) });
-    } else if (!this.current) {
-      this.labels.push({ label: "step", kernel: "step" });
-      this.current = this.enc.beginComputePass({
-        label: "step",
-        timestampWrites: this.timer.next("step"),
-      });
-    }
+    if (this.current && !this.profile) return this.current;
+    const t0 = performance.now();
+    this.current?.end();
+    const name = this.profile ? label : "step";
+    this.labels.push({ label: name, kernel: this.profile ? kernel : "step" });
+    this.current = this.enc.beginComputePass({
+      label: name,
+      timestampWrites: this.timer.next(name),
+    });
+    this.beginMs += performance.now() - t0;
     return this.current;
   }
 
