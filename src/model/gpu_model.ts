@@ -281,11 +281,12 @@ export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcdw";
  * 0.3-0.4 ms slower than tiled at 1 and 8 x 1024 (few workgroups of a longer step chain).
  * tcdw then took 64 x 8192 to 62.34 ms with q in workgroup memory and to 56.17 with q in
  * registers (32 x 8192 46.65 -> 44.40 -> 40.37, 64 x 1024 38.13 -> 36.83, 8 x 8192 20.84 ->
- * 19.61; at 8 x 1024 15.42 against tiled's 15.60). 1 x 1024 and 1 x 8192 were 0.1-0.2 ms slower
- * than tiled with q in workgroup memory and were not measured with q in registers, so the
- * bound stays.
+ * 19.61; at 8 x 1024 15.42 against tiled's 15.60). With q in registers, in one call (2026-12-01,
+ * perf-decode with --decode-attention tcdw beside the defaults), 1 x 8192 took 6.68 ms against
+ * tiled's 7.06 and 8 x 1024 15.41 against 15.50, while 1 x 1024 took 6.02 against 5.88: steps of
+ * 8192 keys or more take tcdw.
  */
-export const DEEP_DECODE_KEYS = 16384;
+export const DEEP_DECODE_KEYS = 8192;
 
 /** The tensor-core decode attention variant. */
 const TC_DECODE_VARIANT = "f16-tcdw";
