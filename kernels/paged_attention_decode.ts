@@ -104,13 +104,13 @@ const TCDW: Variant = {
 };
 
 /**
- * Workgroup memory of the tensor-core variant in bytes (the shader's struct Wg): the step's K
- * and V, f16 [KT, HD + 8] each (q staged in K's rows before the first step), S f32
- * [16, KT + 4], P f16 [16, KT + 8], 2 flags: 10,760 bytes.
+ * Workgroup memory of the tensor-core variant in bytes (the shader's struct Wg): the step's K,
+ * then its V, f16 [KT, HD + 8] (q staged there before the first step), P f16 [16, KT + 8], S
+ * f32 [16, KT + 4], 2 flags: 6,408 bytes.
  */
 export function tcDecodeWorkgroupBytes(v: Variant): number {
   const { KT: kt, HD: hd } = v.consts!;
-  return 2 * kt * (hd + 8) * 2 + TC_ROWS * (kt + 4) * 4 + TC_ROWS * (kt + 8) * 2 + 8;
+  return kt * (hd + 8) * 2 + TC_ROWS * (kt + 8) * 2 + TC_ROWS * (kt + 4) * 4 + 8;
 }
 
 /**

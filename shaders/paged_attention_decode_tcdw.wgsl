@@ -6,15 +6,20 @@
 // an SM 28-55x what one from workgroup memory does (probe-sgmat, 2026-12-01): 16 of them a
 // step held f16-tcd at ~1.4 TB/s, a third of the read roof. Here each step's 16 keys of K and
 // V (2 x 4 KB) arrive as 16 words a lane, two keys a load instruction (lanes 0-15 one key's
-// 256 bytes, lanes 16-31 the next one's), are stored to wg.a (K) and wg.b (V) as [key][d] f16
-// rows, and the matrices load from there. The next step's words are loaded right after the
-// store, so their memory latency hides behind this step's products and softmax. Keys past
+// 256 bytes, lanes 16-31 the next one's), are stored to wg.a as [key][d] f16 rows, and the
+// matrices load from there: K at the step's start, V over it once the Q K^T products have loaded
+// K (during the softmax, before the barrier that makes P visible). Each kind of word is loaded
+// for the next step right after this step's store, so its memory latency hides behind a step. Keys past
 // the context read as zero words (a stale slot must not meet a zero probability as Inf or
 // NaN), so the context's partial last tile needs no path of its own.
 // q * scale goes through wg.a once, before the first step, into 8 left matrices held in
 // registers: no q array stays in workgroup memory. Each workgroup is one subgroup, so the
 // workgroups an SM holds are bounded by their workgroup memory: on the H200 the form that kept
-// q there (4.3 KB more, 15.1 KB) took 64 x 8192 decode steps 62.4 ms against 56.2 for this one.
+// q there (4.3 KB more, 15.1 KB) took 64 x 8192 decode steps 62.4 ms against 56.2 without it;
+// with a buffer each for K and V (10.8 KB) the kernel alone read 52% of the roof at 64 x 8192
+// and 8 x 131072, with V over K (6.4 KB) 64-67%, and 64 x 8192 decode steps took 56.2 -> 51.5
+// ms, 32 x 8192 40.4 -> 39.3, 32 x 1024 30.8 -> 30.0 (64 x 1024 36.9 -> 37.1: its splits of 256
+// keys are 16 steps each, and 41.5% alone fell to 37.5%).
 // Needs head_dim 128, block_size a multiple of 16 and split_tokens a multiple of 16 (or one
 // split): a step's 16 keys lie in one KV block, kv_words = num_kv_heads * 16 words apart.
 //#include "lib/paged_kv.wgsl"
@@ -37,21 +42,19 @@ const KH: u32 = KT / 2u;
 const QS: u32 = HD + 8u;
 // f32 rows of wg.s padded by 16 bytes
 const SS: u32 = KT + 4u;
-// f16 rows of wg.p padded by 16 bytes
+// f16 rows of P (wg.b) padded by 16 bytes
 const PS: u32 = KT + 8u;
 const_assert HD == 128u && ND == 8u && HD4 == 32u;
 const_assert KT == 16u;
 
 // The workgroup memory is one struct (see paged_attention_tc.wgsl).
 struct Wg {
-  // [key][d]: the step's K (named a and b for lib/stage_words.wgsl's put8a / put8b)
+  // [key][d]: the step's K, then its V (put8a of lib/stage_words.wgsl)
   a: array<f16, KT * QS>,
-  // [key][d]: the step's V
-  b: array<f16, KT * QS>,
+  // [row][key]: P (named b for lib/stage_words.wgsl, whose put8b this shader does not call)
+  b: array<f16, ROWS * PS>,
   // [row][key]: S; [row][16 dims]: an O slice
   s: array<f32, ROWS * SS>,
-  // [row][key]: P
-  p: array<f16, ROWS * PS>,
   // "some row rescales": step t sets flags[t % 2] and clears the other one for step t + 1
   flags: array<atomic<u32>, 2>,
 }
@@ -68,9 +71,9 @@ fn q_reg(d: u32) -> subgroup_matrix_left<f16, 16, 16> {
   return subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
 }
 
-// V's right matrix of dims 16 d .. 16 d + 15 from wg.b.
+// V's right matrix of dims 16 d .. 16 d + 15 from wg.a.
 fn v_at(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
-  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.b, q_at(d), QS);
+  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
 }
 
 // Word index (8 f16) of key `key` of sequence `seq`, kv head `kvh`, in the cache.
@@ -78,34 +81,39 @@ fn kv_word(seq: u32, key: u32, kvh: u32) -> u32 {
   return paged_kv_base(seq, key, kvh) / 2u;
 }
 
-// A step's words as a lane loads them: word lid % 16 of keys lid / 16 + 2 i.
-struct StepWords {
-  k: array<vec4<u32>, 8>,
-  v: array<vec4<u32>, 8>,
-}
-
-// The words of the 16 keys from kb (inside one block); zero words for keys at or past
-// context_len.
-fn load_step(seq: u32, kvh: u32, kb: u32, context_len: u32, kv_words: u32, lid: u32) -> StepWords {
+// The K (v_of false) or V words of the 16 keys from kb (inside one block) as a lane loads them,
+// word lid % 16 of keys lid / 16 + 2 i; zero words for keys at or past context_len.
+fn load_words(
+  seq: u32,
+  kvh: u32,
+  kb: u32,
+  context_len: u32,
+  kv_words: u32,
+  lid: u32,
+  v_of: bool,
+) -> array<vec4<u32>, 8> {
   let base = kv_word(seq, kb, kvh) + lid % 16u;
   let j0 = lid / 16u;
   let zero = vec4<u32>(0u);
-  var r: StepWords;
+  var r = array<vec4<u32>, 8>();
   for (var i = 0u; i < 8u; i++) {
     let j = j0 + 2u * i;
     let at = base + j * kv_words;
     let live = kb + j < context_len;
-    r.k[i] = select(zero, k_cache[at], live);
-    r.v[i] = select(zero, v_cache[at], live);
+    if (v_of) {
+      r[i] = select(zero, v_cache[at], live);
+    } else {
+      r[i] = select(zero, k_cache[at], live);
+    }
   }
   return r;
 }
 
-fn store_step(r: StepWords, lid: u32) {
+// Stores a lane's words of a step (K or V) to wg.a as [key][d] rows.
+fn store_words(r: array<vec4<u32>, 8>, lid: u32) {
   let at = (lid / 16u) * QS + 8u * (lid % 16u);
   for (var i = 0u; i < 8u; i++) {
-    put8a(at + 2u * i * QS, r.k[i]);
-    put8b(at + 2u * i * QS, r.v[i]);
+    put8a(at + 2u * i * QS, r[i]);
   }
 }
 
@@ -149,7 +157,8 @@ fn main(
   }
   let n_steps = (key_end - key_start + KT - 1u) / KT;
   // the first step's words go out before q is staged
-  var words = load_step(seq, kvh, key_start, context_len, kv_words, lid);
+  var k_words = load_words(seq, kvh, key_start, context_len, kv_words, lid, false);
+  var v_words = load_words(seq, kvh, key_start, context_len, kv_words, lid, true);
 
 
   // wg.a = q * scale of the group's heads as f16, zero rows from group on (until the first step)
@@ -207,12 +216,13 @@ fn main(
 
   for (var t = 0u; t < n_steps; t++) {
     let kb = key_start + t * KT;
-    // the previous step's matrix loads from wg are done (and, before the first, the q matrices' loads from wg.a)
+    // the next step's first key (the last step loads its own again: in cache, never stored)
+    let kn = min(kb + KT, key_start + (n_steps - 1u) * KT);
+    // the previous step's V loads from wg.a are done (and, before the first, the q matrices')
     workgroupBarrier();
-    store_step(words, lid);
+    store_words(k_words, lid);
     workgroupBarrier();
-    // the next step's words (the last step loads its own again: in cache, never stored)
-    words = load_step(seq, kvh, min(kb + KT, key_start + (n_steps - 1u) * KT), context_len, kv_words, lid);
+    k_words = load_words(seq, kvh, kn, context_len, kv_words, lid, false);
 
     // S = Q K^T (scale folded into q; keys past the context are masked below)
     var s = subgroup_matrix_result<f32, 16, 16>();
@@ -225,7 +235,10 @@ fn main(
     s = subgroupMatrixMultiplyAccumulate(q6, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(6u), QS), s);
     s = subgroupMatrixMultiplyAccumulate(q7, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(7u), QS), s);
     subgroupMatrixStore<row_major>(&wg.s, 0u, s, SS);
+    // (the K loads above are done: V takes wg.a, visible after the barrier before P V)
     workgroupBarrier();
+    store_words(v_words, lid);
+    v_words = load_words(seq, kvh, kn, context_len, kv_words, lid, true);
 
     // Row `row`'s softmax step over this invocation's half of the keys.
     var sv = array<f32, KH>();
@@ -257,13 +270,13 @@ fn main(
         pr = exp(sv[j] - m_run);
       }
       let ph = f16(pr);
-      wg.p[row * PS + key] = ph;
+      wg.b[row * PS + key] = ph;
       l_run += f32(ph);
     }
     if (lid == 0u) {
       atomicStore(&wg.flags[(t + 1u) % 2u], 0u);
     }
-    // (its barrier also makes wg.p visible to the matrix load below)
+    // (its barrier also makes P in wg.b and V in wg.a visible to the matrix loads below)
     let rescale = workgroupUniformLoad(&wg.flags[t % 2u]);
     if (rescale != 0u) {
       o0 = rescaled(o0, row, half, alpha);
@@ -276,7 +289,7 @@ fn main(
       o7 = rescaled(o7, row, half, alpha);
     }
     // O += P V
-    let pa = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.p, 0u, PS);
+    let pa = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.b, 0u, PS);
     o0 = subgroupMatrixMultiplyAccumulate(pa, v_at(0u), o0);
     o1 = subgroupMatrixMultiplyAccumulate(pa, v_at(1u), o1);
     o2 = subgroupMatrixMultiplyAccumulate(pa, v_at(2u), o2);

@@ -61,12 +61,14 @@ test("it binds K/V as 16-byte words and stages them in one workgroup struct, q i
   // no subgroup-matrix load reads storage: every one takes a workgroup array
   assert.not.match(wgsl, /subgroupMatrixLoad<[^>]+>[^>]*>\(&[kv]_cache/);
   const layout = wgStructLayout(wgsl, v.consts!);
-  assert.is(layout.members, 5, "members of struct Wg");
+  assert.is(layout.members, 4, "members of struct Wg");
   assert.is(layout.bytes, tcDecodeWorkgroupBytes(v));
-  assert.is(tcDecodeWorkgroupBytes(v), 10760);
+  assert.is(tcDecodeWorkgroupBytes(v), 6408);
   // q's matrices live in registers: no q array in workgroup memory (on the H200 the form that
   // kept one, 4.3 KB more, was up to 10% slower a decode step)
   assert.not.match(wgsl.slice(wgsl.indexOf("struct Wg"), wgsl.indexOf("var<workgroup>")), /\bq:/);
+  // V is staged over K in wg.a (a second 4.3 KB buffer left fewer workgroups an SM)
+  assert.match(wgsl, /fn v_at[^}]*\(&wg\.a,/);
 });
 
 test("its prelude enables subgroup matrices and binds K/V as words, the rest as the others", () => {
@@ -125,10 +127,10 @@ test("it refuses head geometry other than head_dim 128 and up to 16 query heads 
   assert.throws(() => spec.grid({ ...p, block_size: 8 }, v, h200), /block_size 8 is not a/);
   assert.throws(() => spec.grid({ ...p, split_tokens: 500 }, v, h200), /split_tokens 500 is/);
   assert.throws(() => spec.grid({ ...p, split_tokens: 528 }, v, h200), /use planDecodeSplits/);
-  const small = { limits: { maxComputeWorkgroupStorageSize: 8192 } } as never;
+  const small = { limits: { maxComputeWorkgroupStorageSize: 4096 } } as never;
   assert.throws(
     () => spec.grid(p, v, small),
-    /10760 bytes of workgroup memory, the device allows 8192/,
+    /6408 bytes of workgroup memory, the device allows 4096/,
   );
   // the FMA forms still refuse 16 heads a kv head
   assert.throws(() => spec.grid({ ...p, num_kv_heads: 2 }, variantByName(spec, "f16"), h200));
