@@ -17,7 +17,9 @@ const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned row
 struct Wg {
   b: array<f16, 32u * 72u>, // 32 weight rows x BK
   a: array<f16, 16u * 72u>, // 16 rows of act x BK
-  s: array<f32, 16u * 32u>, // the sums [16 rows][32 columns]
+  // the sums [16 rows][16 columns], one half of CW at a time (1 KB less a workgroup: see
+  // moe_gemm_gate_up_tcs.wgsl)
+  s: array<f32, 16u * 16u>,
 }
 var<workgroup> wg: Wg;
 
@@ -100,13 +102,22 @@ fn main(
       y0 = subgroupMatrixMultiplyAccumulate(a3, p3, y0);
       y1 = subgroupMatrixMultiplyAccumulate(a3, q3, y1);
     }
-    subgroupMatrixStore<row_major>(&wg.s, 0u, y0, 32u);
-    subgroupMatrixStore<row_major>(&wg.s, 16u, y1, 32u);
+    // columns n0 .. n0 + 15 (y0), then n0 + 16 .. (y1), through wg.s (1 KB less a workgroup)
+    subgroupMatrixStore<row_major>(&wg.s, 0u, y0, 16u);
     workgroupBarrier();
-    for (var q = lid; q < 16u * 32u; q += 32u) {
-      let r = t0 + q / 32u;
+    for (var q = lid; q < 256u; q += 32u) {
+      let r = t0 + q / 16u;
       if (r < r_end) {
-        y[r * hd + n0 + q % 32u] = wg.s[q];
+        y[r * hd + n0 + q % 16u] = wg.s[q];
+      }
+    }
+    workgroupBarrier();
+    subgroupMatrixStore<row_major>(&wg.s, 0u, y1, 16u);
+    workgroupBarrier();
+    for (var q = lid; q < 256u; q += 32u) {
+      let r = t0 + q / 16u;
+      if (r < r_end) {
+        y[r * hd + n0 + 16u + q % 16u] = wg.s[q];
       }
     }
     // the next row tile's sums wait until every lane has read these
