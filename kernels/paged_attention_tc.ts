@@ -33,8 +33,9 @@
  * rounding: about 2^-11 of each weight.
  *
  * Workgroup memory (workgroupBytes): q f16 [max(16, KW), 136] (Q, then a step's V staged
- * with zeros past the context), S f32 [16, KW], P f16 [16, KW + 8]: 6,152 bytes (`f16-tc`)
- * and 12,040 (`f16-tc2`).
+ * with zeros past the context), S f32 [16, KW], P f16 [16, KW + 8]: 6,152 bytes (`f16-tc`,
+ * and `f16-tcs`, which stages q, then each step's K and V, in the q array) and 12,040
+ * (`f16-tc2`).
  */
 import type { KernelCase } from "./case.ts";
 import type { Gpu } from "../src/gpu/device.ts";
@@ -63,6 +64,22 @@ function tcVariant(kt: 1 | 2): Variant {
     consts: { KT: kt, HD },
   };
 }
+
+/**
+ * The form with K and V staged through workgroup memory as 16-byte words
+ * (shaders/paged_attention_tcs.wgsl): f16-tc's computation, each 16-key step's K and V loaded a
+ * step ahead as vec4<u32> words, stored over one another in the buffer q is staged in, and the
+ * matrices loaded from workgroup memory instead of straight from the paged cache; the same
+ * workgroup memory as f16-tc.
+ */
+const TCS: Variant = {
+  name: "f16-tcs",
+  dtype: "f16",
+  subgroupMatrix: { m: 16, n: 16, k: 16 },
+  wideWords: true,
+  shader: "paged_attention_tcs.wgsl",
+  consts: { KT: 1, HD },
+};
 
 /** Workgroup memory of a variant in bytes (see the module doc). */
 export function workgroupBytes(v: Variant): number {
@@ -110,7 +127,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   // paged_attention's bindings; the variants read K and V as scalars (scalarReads: matrix
   // loads take an array of f16)
   bindings: fmaSpec.bindings,
-  variants: [tcVariant(1), tcVariant(2)],
+  variants: [tcVariant(1), tcVariant(2), TCS],
   grid: (p, v, gpu) => {
     const reason = tcGeometryReason(p);
     if (reason) throw new Error(`paged_attention_tc/${v.name}: ${reason}`);

@@ -125,9 +125,9 @@ export const TENSOR_CORE_OPTIONS = {
   },
   prefillAttention: {
     type: "string",
-    values: ["tc", "tc2", "fma"],
-    help: "attention of prefill steps: tc (tensor cores), tc2 (two key tiles a step) or fma " +
-      "(default: tc where it runs)",
+    values: ["tc", "tc2", "tcs", "fma"],
+    help: "attention of prefill steps: tc (tensor cores), tc2 (two key tiles a step), tcs (K " +
+      "and V staged through workgroup memory) or fma (default: tc where it runs)",
   },
   tensorCoreSplitTarget: {
     type: "number",

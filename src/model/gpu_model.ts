@@ -111,7 +111,8 @@ export interface GpuModelOptions {
   readonly decodeAttention?: DecodeAttentionForm;
   /**
    * Attention of prefill and mixed steps: "tc" (Q K^T and P V on the tensor cores,
-   * paged_attention_tc `f16-tc`), "tc2" (its two-key-tile variant) or "fma"
+   * paged_attention_tc `f16-tc`), "tc2" (its two-key-tile variant), "tcs" (K and V staged
+   * through workgroup memory as 16-byte words, `f16-tcs`) or "fma"
    * (paged_attention). Default "tc" where it runs: f16 KV, head_dim 128, block_size a
    * multiple of 16, at most 16 query heads a kv head, f16 16x16x16 subgroup matrices on
    * 32-wide subgroups; else "fma".
@@ -268,7 +269,7 @@ export interface GpuModelOptions {
 }
 
 /** Prefill attention forms (see GpuModelOptions.prefillAttention). */
-export type PrefillAttentionForm = "tc" | "tc2" | "fma";
+export type PrefillAttentionForm = "tc" | "tc2" | "tcs" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
 export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcdw";
@@ -1532,7 +1533,7 @@ async function createCalls(
 }
 
 /** paged_attention_tc's variant of each tensor-core prefill attention form. */
-const PREFILL_TC_VARIANT = { tc: "f16-tc", tc2: "f16-tc2" } as const;
+const PREFILL_TC_VARIANT = { tc: "f16-tc", tc2: "f16-tc2", tcs: "f16-tcs" } as const;
 
 /**
  * The prefill attention form: `asked`, or by default "tc" where it runs, else "fma". Throws

@@ -42,6 +42,16 @@ test("its workgroup memory is what the shader declares, and the grid checks the 
       `KT ${kt}`,
     );
   }
+  // the staged form stages q, K and V in one buffer: f16-tc's workgroup memory, one struct
+  const staged = readFileSync(
+    new URL("../../shaders/paged_attention_tcs.wgsl", import.meta.url),
+    "utf8",
+  );
+  assert.equal([...staged.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
+  assert.is(wgStructLayout(staged, { KT: 1, HD: 128 }).bytes, 6152);
+  assert.is(workgroupBytes(variantByName(spec, "f16-tcs")), 6152);
+  // no subgroup-matrix load reads storage
+  assert.not.match(staged, /subgroupMatrixLoad<[^>]+>[^>]*>\(&[kv]_cache/);
   const p = {
     num_seqs: 2,
     ...geometry,

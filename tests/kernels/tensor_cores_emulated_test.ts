@@ -51,6 +51,7 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcp2", MAX_BYTES, { BK: 16 }],
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp2", MAX_BYTES, { BK: 16 }],
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tc"],
+  ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs"],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw", 16 * 2 ** 20],
 ];
 

@@ -1,0 +1,372 @@
+// Paged causal attention on f16 subgroup matrices with K and V staged through workgroup
+// memory as 16-byte words: the f16-tcs variant of paged_attention_tc (same params, bindings
+// as 16-byte words (Variant.wideWords), grid, masking, lazy-max softmax and output as f16-tc,
+// see paged_attention_tc.wgsl and kernels/paged_attention_tc.ts). f16-tc loads each 16-key
+// tile of K^T and V straight from the paged cache as subgroup matrices, which on the H200
+// cost an SM 28-55x what loads from workgroup memory do (probe-sgmat). Workgroup (q tile, seq,
+// kv head), one subgroup of 32, 16 query rows; q * scale goes through wg.a once into 8 left
+// matrices held in registers. Per step of 16 keys:
+//   the step's K words (loaded during the previous step: 8 a lane, two keys a load
+//     instruction, zero words for keys at or past the tile's last visible key, so a stale
+//     slot never meets a zero probability as Inf or NaN) go to wg.a as [key][d] f16 rows;
+//     barrier; the next step's K words are loaded;
+//   S = Q K^T (K^T from wg.a) to wg.s_tile; barrier; the step's V words go to wg.a over K and
+//     the next step's V words are loaded; each row's softmax step in two invocations as in
+//     f16-tc; P to wg.b; barrier; if any row rescaled, O through wg.s_tile; O += P V (V from
+//     wg.a).
+// At the end O goes through wg.s_tile 16 columns at a time, each row divided by l.
+// One buffer for q, K and V keeps the workgroup memory at f16-tc's 6,152 bytes: a workgroup is
+// one subgroup, so its workgroup memory bounds how many an SM holds (the form with a buffer
+// each, 15 KB, was no faster than f16-tc on the H200; decode's f16-tcdw gained 25% from the
+// same two steps).
+// Needs head_dim 128 and block_size a multiple of 16 (a step's keys inside one block).
+//#include "lib/paged_kv.wgsl"
+//#include "lib/stage_words.wgsl"
+
+// "No score": finite, since WGSL need not honour infinities.
+const NEG: f32 = -1.0e30;
+// Slack of the running max: P = exp(S - max) <= e^8 (about 2981; f16 holds 65504).
+const TAU: f32 = 8.0;
+// Largest finite f16 (q is clamped into it before conversion).
+const Q_LIMIT: f32 = 65504.0;
+const ROWS: u32 = 16u;
+const KW: u32 = 16u;
+// keys of a step each invocation of a row pair scores
+const KH: u32 = KW / 2u;
+const ND: u32 = HD / 16u;
+// f16 rows padded by 16 bytes (a matrix load's rows start on distinct banks)
+const QS: u32 = HD + 8u;
+const PS: u32 = KW + 8u;
+const SS: u32 = KW;
+const_assert KT == 1u;
+const_assert HD == 128u && ND == 8u;
+
+// The workgroup memory is one struct (see paged_attention_tc.wgsl).
+struct Wg {
+  // [row][d]: q * scale before the first step; then [key][d]: a step's K, then its V (put8a
+  // of lib/stage_words.wgsl)
+  a: array<f16, KW * QS>,
+  // [row][key]: probabilities (named b for lib/stage_words.wgsl, whose put8b this shader does
+  // not call)
+  b: array<f16, ROWS * PS>,
+  // [row][key]: S; [row][16 dims]: O slices
+  s_tile: array<f32, ROWS * SS>,
+  // "some row rescales": step t sets flags[t % 2] and clears the other one for step t + 1
+  flags: array<atomic<u32>, 2>,
+}
+var<workgroup> wg: Wg;
+
+// Offsets into the workgroup arrays, computed by functions: Tint checks constant matrix
+// offsets against the array even in the branches a variant never takes.
+fn q_at(d: u32) -> u32 {
+  return (d % ND) * 16u;
+}
+
+// Q's left matrix of dims 16 d .. as staged in wg.a before the first step, K^T's right matrix
+// of the same dims from wg.a, V's right matrix of dims 16 d .. from wg.a.
+fn q_mat(d: u32) -> subgroup_matrix_left<f16, 16, 16> {
+  return subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
+}
+
+fn kt_mat(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
+  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(d), QS);
+}
+
+fn v_mat(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
+  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
+}
+
+// The K (v_of false) or V words of the 16 keys from kb (inside one block) as a lane loads them,
+// word lid % 16 of keys lid / 16 + 2 i; zero words for keys at or past kv_end.
+fn load_words(
+  seq: u32,
+  kvh: u32,
+  kb: u32,
+  kv_end: u32,
+  kv_words: u32,
+  lid: u32,
+  v_of: bool,
+) -> array<vec4<u32>, 8> {
+  let base = paged_kv_base(seq, kb, kvh) / 2u + lid % 16u;
+  let j0 = lid / 16u;
+  let zero = vec4<u32>(0u);
+  var r = array<vec4<u32>, 8>();
+  for (var i = 0u; i < 8u; i++) {
+    let j = j0 + 2u * i;
+    let at = base + j * kv_words;
+    let live = kb + j < kv_end;
+    if (v_of) {
+      r[i] = select(zero, v_cache[at], live);
+    } else {
+      r[i] = select(zero, k_cache[at], live);
+    }
+  }
+  return r;
+}
+
+// Stores a lane's words of a step (K or V) to wg.a as [key][d] rows.
+fn store_words(r: array<vec4<u32>, 8>, lid: u32) {
+  let at = (lid / 16u) * QS + 8u * (lid % 16u);
+  for (var i = 0u; i < 8u; i++) {
+    put8a(at + 2u * i * QS, r[i]);
+  }
+}
+
+@compute @workgroup_size(32)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let seq = wid.y;
+  let kvh = wid.z;
+  let group = params.num_q_heads / params.num_kv_heads;
+  let tq = ROWS / group;
+  let query_start = u32(seq_info[seq * 3u]);
+  let query_len = u32(seq_info[seq * 3u + 1u]);
+  let context_len = u32(seq_info[seq * 3u + 2u]);
+  // Last tiles first: causal tiles grow with their index.
+  let tile = (params.max_query_len + tq - 1u) / tq - 1u - wid.x;
+  let t0 = tile * tq;
+  if (t0 >= query_len) {
+    return;
+  }
+  let tile_tokens = min(tq, query_len - t0);
+  let n_rows = tile_tokens * group;
+  let first_pos = context_len - query_len + t0;
+  let kv_end = first_pos + tile_tokens;
+  let first_token = query_start + t0;
+  let hd4 = HD / 4u;
+  let kv_words = params.num_kv_heads * (HD / 8u);
+
+  // the first step's words go out before q is staged
+  var k_words = load_words(seq, kvh, 0u, kv_end, kv_words, lid, false);
+  var v_words = load_words(seq, kvh, 0u, kv_end, kv_words, lid, true);
+
+  // wg.a = q * scale of the tile's rows as f16, zeros past n_rows (until the first step).
+  for (var e = lid; e < ROWS * hd4; e += 32u) {
+    let r = e / hd4;
+    let c = e % hd4;
+    var v = vec4<f32>(0.0);
+    if (r < n_rows) {
+      let token = first_token + r / group;
+      let head = kvh * group + r % group;
+      v = q[(token * params.num_q_heads + head) * hd4 + c] * params.scale;
+    }
+    let h = vec4<f16>(clamp(v, vec4<f32>(-Q_LIMIT), vec4<f32>(Q_LIMIT)));
+    let at = r * QS + 4u * c;
+    wg.a[at] = h.x;
+    wg.a[at + 1u] = h.y;
+    wg.a[at + 2u] = h.z;
+    wg.a[at + 3u] = h.w;
+  }
+  if (lid == 0u) {
+    atomicStore(&wg.flags[0], 0u);
+    atomicStore(&wg.flags[1], 0u);
+  }
+  // q's left matrices from wg.a (free until the first step's K store, which waits for these
+  // loads at its barrier)
+  workgroupBarrier();
+  let q0 = q_mat(0u);
+  let q1 = q_mat(1u);
+  let q2 = q_mat(2u);
+  let q3 = q_mat(3u);
+  let q4 = q_mat(4u);
+  let q5 = q_mat(5u);
+  let q6 = q_mat(6u);
+  let q7 = q_mat(7u);
+
+  // Invocations 2 row and 2 row + 1: row `row`, keys half * KH .. of each step.
+  let row = lid / 2u;
+  let half = lid % 2u;
+  // the last key the row may see (a padding row sees the tile's keys, with q = 0)
+  var lim = kv_end - 1u;
+  if (row < n_rows) {
+    lim = first_pos + row / group;
+  }
+  var m_run = NEG;
+  // this invocation's share of the row's sum
+  var l_run = 0.0;
+  // o<d>: dims 16 d .. 16 d + 15 (d < ND)
+  var o0 = subgroup_matrix_result<f32, 16, 16>();
+  var o1 = subgroup_matrix_result<f32, 16, 16>();
+  var o2 = subgroup_matrix_result<f32, 16, 16>();
+  var o3 = subgroup_matrix_result<f32, 16, 16>();
+  var o4 = subgroup_matrix_result<f32, 16, 16>();
+  var o5 = subgroup_matrix_result<f32, 16, 16>();
+  var o6 = subgroup_matrix_result<f32, 16, 16>();
+  var o7 = subgroup_matrix_result<f32, 16, 16>();
+  let n_steps = (kv_end + KW - 1u) / KW;
+
+  for (var t = 0u; t < n_steps; t++) {
+    let kb = t * KW;
+    // the next step's first key (the last step loads its own again: in cache, never stored)
+    let kn = min(kb + KW, (n_steps - 1u) * KW);
+    // the previous step's V loads from wg.a are done (and, before the first, q's)
+    workgroupBarrier();
+    store_words(k_words, lid);
+    workgroupBarrier();
+    k_words = load_words(seq, kvh, kn, kv_end, kv_words, lid, false);
+
+    // S = Q K^T (scale folded into q)
+    var s0 = subgroup_matrix_result<f32, 16, 16>();
+    s0 = subgroupMatrixMultiplyAccumulate(q0, kt_mat(0u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q1, kt_mat(1u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q2, kt_mat(2u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q3, kt_mat(3u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q4, kt_mat(4u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q5, kt_mat(5u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q6, kt_mat(6u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q7, kt_mat(7u), s0);
+    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, s0, SS);
+    // (the K loads above are done: V takes wg.a, visible after the barrier before P V)
+    workgroupBarrier();
+    store_words(v_words, lid);
+    v_words = load_words(seq, kvh, kn, kv_end, kv_words, lid, true);
+
+    // Row `row`'s softmax step over this invocation's half of the keys.
+    var mt = NEG;
+    for (var j = 0u; j < KH; j++) {
+      let key = half * KH + j;
+      if (kb + key <= lim) {
+        mt = max(mt, wg.s_tile[row * SS + key]);
+      }
+    }
+    mt = max(mt, subgroupShuffleXor(mt, 1u));
+    var alpha = 1.0;
+    // The first step always takes its max (every row sees key 0; O and l are still 0).
+    if (mt > m_run + TAU) {
+      alpha = exp(m_run - mt);
+      m_run = mt;
+      if (t > 0u) {
+        atomicOr(&wg.flags[t % 2u], 1u);
+      }
+    }
+    l_run *= alpha;
+    for (var j = 0u; j < KH; j++) {
+      let key = half * KH + j;
+      var p = 0.0;
+      if (kb + key <= lim) {
+        p = exp(wg.s_tile[row * SS + key] - m_run);
+      }
+      let ph = f16(p);
+      wg.b[row * PS + key] = ph;
+      l_run += f32(ph);
+    }
+    if (lid == 0u) {
+      atomicStore(&wg.flags[(t + 1u) % 2u], 0u);
+    }
+    // (its barrier also makes P in wg.b and V in wg.a visible to the matrix loads below)
+    let rescale = workgroupUniformLoad(&wg.flags[t % 2u]);
+    if (rescale != 0u) {
+      o0 = rescaled(o0, row, half, alpha);
+      o1 = rescaled(o1, row, half, alpha);
+      o2 = rescaled(o2, row, half, alpha);
+      o3 = rescaled(o3, row, half, alpha);
+      o4 = rescaled(o4, row, half, alpha);
+      o5 = rescaled(o5, row, half, alpha);
+      o6 = rescaled(o6, row, half, alpha);
+      o7 = rescaled(o7, row, half, alpha);
+    }
+
+    // O += P V
+    let pa = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.b, 0u, PS);
+    o0 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u), o0);
+    o1 = subgroupMatrixMultiplyAccumulate(pa, v_mat(1u), o1);
+    o2 = subgroupMatrixMultiplyAccumulate(pa, v_mat(2u), o2);
+    o3 = subgroupMatrixMultiplyAccumulate(pa, v_mat(3u), o3);
+    o4 = subgroupMatrixMultiplyAccumulate(pa, v_mat(4u), o4);
+    o5 = subgroupMatrixMultiplyAccumulate(pa, v_mat(5u), o5);
+    o6 = subgroupMatrixMultiplyAccumulate(pa, v_mat(6u), o6);
+    o7 = subgroupMatrixMultiplyAccumulate(pa, v_mat(7u), o7);
+    // wg.a, wg.b and wg.s_tile are written again in the next step only after its barriers
+  }
+
+  // out = O / l for the query rows, 16 dims at a time through wg.s_tile
+  let l = l_run + subgroupShuffleXor(l_run, 1u);
+  let inv = select(0.0, 1.0 / l, l > 0.0);
+  let token = first_token + row / group;
+  let head = kvh * group + row % group;
+  let out_at = (token * params.num_q_heads + head) * hd4 + 2u * half;
+  subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o0, SS);
+  workgroupBarrier();
+  write_slice(row, half, n_rows, out_at, 0u, inv);
+  workgroupBarrier();
+  if (ND > 1u) {
+    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o1, SS);
+    workgroupBarrier();
+    write_slice(row, half, n_rows, out_at, 1u, inv);
+    workgroupBarrier();
+  }
+  if (ND > 2u) {
+    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o2, SS);
+    workgroupBarrier();
+    write_slice(row, half, n_rows, out_at, 2u, inv);
+    workgroupBarrier();
+  }
+  if (ND > 3u) {
+    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o3, SS);
+    workgroupBarrier();
+    write_slice(row, half, n_rows, out_at, 3u, inv);
+    workgroupBarrier();
+  }
+  if (ND > 4u) {
+    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o4, SS);
+    workgroupBarrier();
+    write_slice(row, half, n_rows, out_at, 4u, inv);
+    workgroupBarrier();
+  }
+  if (ND > 5u) {
+    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o5, SS);
+    workgroupBarrier();
+    write_slice(row, half, n_rows, out_at, 5u, inv);
+    workgroupBarrier();
+  }
+  if (ND > 6u) {
+    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o6, SS);
+    workgroupBarrier();
+    write_slice(row, half, n_rows, out_at, 6u, inv);
+    workgroupBarrier();
+  }
+  if (ND > 7u) {
+    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o7, SS);
+    workgroupBarrier();
+    write_slice(row, half, n_rows, out_at, 7u, inv);
+    workgroupBarrier();
+  }
+}
+
+// O slice `o` with each row times its alpha (through wg.s_tile, barriers around: call it from
+// uniform control flow).
+fn rescaled(
+  o: subgroup_matrix_result<f32, 16, 16>,
+  row: u32,
+  half: u32,
+  alpha: f32,
+) -> subgroup_matrix_result<f32, 16, 16> {
+  subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o, SS);
+  workgroupBarrier();
+  scale_slice(row, half, alpha);
+  workgroupBarrier();
+  let r = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s_tile, 0u, SS);
+  workgroupBarrier();
+  return r;
+}
+
+// Writes this invocation's 8 of a row's 16 dims of O slice d (in wg.s_tile), times inv.
+fn write_slice(row: u32, half: u32, n_rows: u32, out_at: u32, d: u32, inv: f32) {
+  if (row < n_rows) {
+    let at = row * SS + 8u * half;
+    let a = vec4<f32>(wg.s_tile[at], wg.s_tile[at + 1u], wg.s_tile[at + 2u], wg.s_tile[at + 3u]);
+    let b = vec4<f32>(wg.s_tile[at + 4u], wg.s_tile[at + 5u], wg.s_tile[at + 6u], wg.s_tile[at + 7u]);
+    out[out_at + 4u * d] = a * inv;
+    out[out_at + 4u * d + 1u] = b * inv;
+  }
+}
+
+// Scales this invocation's 8 of a row's 16 dims of the O slice in wg.s_tile by alpha.
+fn scale_slice(row: u32, half: u32, alpha: f32) {
+  let at = row * SS + 8u * half;
+  for (var c = 0u; c < 8u; c++) {
+    wg.s_tile[at + c] *= alpha;
+  }
+}
