@@ -127,7 +127,7 @@ export const TENSOR_CORE_OPTIONS = {
     type: "string",
     values: ["tc", "tc2", "tcs", "fma"],
     help: "attention of prefill steps: tc (tensor cores), tc2 (two key tiles a step), tcs (K " +
-      "and V staged through workgroup memory) or fma (default: tc where it runs)",
+      "and V staged through workgroup memory) or fma (default: tcs where it runs)",
   },
   tensorCoreSplitTarget: {
     type: "number",

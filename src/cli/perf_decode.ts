@@ -69,7 +69,7 @@ const SPEC = {
   decodeAttention: {
     type: "string",
     values: ["tiled", "direct", "lanes", "tcdw"],
-    help: "decode attention form (default: on a GPU tcdw for steps of 16384 keys or more where " +
+    help: "decode attention form (default: on a GPU tcdw for steps of 8192 keys or more where " +
       "it runs, else tiled; direct on a CPU adapter; tcdw: the tensor cores, f16 KV, blocks of " +
       "multiples of 16)",
   },
@@ -77,7 +77,7 @@ const SPEC = {
     type: "number",
     integer: true,
     min: 1,
-    help: "decode attention: about this many (split, seq, kv head) workgroups a step (1024)",
+    help: "decode attention: about this many (split, seq, kv head) workgroups a step (2048)",
   },
   splitMinTokens: {
     type: "number",

@@ -111,16 +111,22 @@ export interface GpuModelOptions {
   readonly decodeAttention?: DecodeAttentionForm;
   /**
    * Attention of prefill and mixed steps: "tc" (Q K^T and P V on the tensor cores,
-   * paged_attention_tc `f16-tc`), "tc2" (its two-key-tile variant), "tcs" (K and V staged
-   * through workgroup memory as 16-byte words, `f16-tcs`) or "fma"
-   * (paged_attention). Default "tc" where it runs: f16 KV, head_dim 128, block_size a
-   * multiple of 16, at most 16 query heads a kv head, f16 16x16x16 subgroup matrices on
-   * 32-wide subgroups; else "fma".
+   * paged_attention_tc `f16-tc`, K^T and V matrices loaded straight from the cache), "tc2" (its
+   * two-key-tile variant), "tcs" (K and V staged through workgroup memory as 16-byte words,
+   * `f16-tcs`) or "fma" (paged_attention). Default "tcs" where it runs: f16 KV, head_dim 128,
+   * block_size a multiple of 16, at most 16 query heads a kv head, f16 16x16x16 subgroup
+   * matrices on 32-wide subgroups; else "fma". On the H200 (2026-12-01, one call, two rounds)
+   * "tcs" took 1 x 2048 prefill steps from 198.4 to 172.5 ms and 8 x 2048 from 1380 to 1206
+   * (the attention 60 -> 35 ms at 1 x 2048, 27 -> 47 TFLOP/s), 64 x 512 2104 -> 2047.
    */
   readonly prefillAttention?: PrefillAttentionForm;
   /**
    * Decode attention's split plan (planDecodeSplits): about this many (split, seq, kv head)
-   * workgroups a step (default 1024), and at least `minTokens` keys a split (default 64).
+   * workgroups a step (default 2048), and at least `minTokens` keys a split (default 64). On the
+   * H200 (2026-12-01, one call, f16-tcdw with V over K) 2048 against 1024 took 32 x 1024 decode
+   * steps from 29.84 to 29.27 ms, 64 x 1024 35.08 -> 34.50, 128 x 1024 40.37 -> 39.72, 8 x 8192
+   * 19.61 -> 19.15, 16 x 8192 26.46 -> 25.86, and 16 x 1024 19.46 -> 19.89; 4096 was faster
+   * still at 64 x 1024 (33.77) and 8 x 8192 (18.55) but slower at 16-32 x 1024 and 16 x 8192.
    */
   readonly decodeSplit?: { readonly workgroups?: number; readonly minTokens?: number };
   /**
@@ -582,7 +588,7 @@ export class GpuModel implements ForwardModel {
       manyRowsByKind: { ...rowForms?.byKind, ...options.manyRowsByKind },
       moeDecodeForms: options.moeDecodeForms ?? {},
       decodeSplit: {
-        workgroups: options.decodeSplit?.workgroups ?? 1024,
+        workgroups: options.decodeSplit?.workgroups ?? 2048,
         minTokens: options.decodeSplit?.minTokens ?? 64,
       },
     };
@@ -1536,7 +1542,7 @@ async function createCalls(
 const PREFILL_TC_VARIANT = { tc: "f16-tc", tc2: "f16-tc2", tcs: "f16-tcs" } as const;
 
 /**
- * The prefill attention form: `asked`, or by default "tc" where it runs, else "fma". Throws
+ * The prefill attention form: `asked`, or by default "tcs" where it runs, else "fma". Throws
  * naming the reason when a tensor-core form is asked for and cannot run.
  */
 function prefillAttentionForm(
@@ -1547,7 +1553,7 @@ function prefillAttentionForm(
   asked: PrefillAttentionForm | undefined,
 ): PrefillAttentionForm {
   if (asked === "fma") return "fma";
-  const form = asked ?? "tc";
+  const form = asked ?? "tcs";
   const why = dtype !== "f16" ? "the KV cache is not f16" : pagedAttentionTc.tcRunReason(
     gpu,
     variantByName(pagedAttentionTc.spec, PREFILL_TC_VARIANT[form]),
