@@ -47,8 +47,11 @@ fn main(
   }
   for (var t0 = it.y; t0 < r_end; t0 += 16u) {
     var a_at = array<u32, 4>();
+    // rows past the item's end are neither loaded nor staged (see moe_gemm_gate_up_tcs.wgsl)
+    var a_live = array<bool, 4>();
     for (var i = 0u; i < 4u; i++) {
       a_at[i] = (t0 + 4u * i + lr) * i8;
+      a_live[i] = t0 + 4u * i + lr < r_end;
     }
     // this lane's word of the step (a word past inter reads the last one: staged as zero)
     var wk = lk;
@@ -58,7 +61,9 @@ fn main(
       wv[i] = select(zero, w[w_at[i] + min(wk, i8 - 1u)], wk < i8);
     }
     for (var i = 0u; i < 4u; i++) {
-      av[i] = select(zero, act[a_at[i] + min(wk, i8 - 1u)], wk < i8);
+      if (a_live[i]) {
+        av[i] = select(zero, act[a_at[i] + min(wk, i8 - 1u)], wk < i8);
+      }
     }
     var y0 = subgroup_matrix_result<f32, 16, 16>();
     var y1 = subgroup_matrix_result<f32, 16, 16>();
@@ -69,7 +74,9 @@ fn main(
         put8b((4u * i + lr) * LD + 8u * lk, wv[i]);
       }
       for (var i = 0u; i < 4u; i++) {
-        put8a((4u * i + lr) * LD + 8u * lk, av[i]);
+        if (a_live[i]) {
+          put8a((4u * i + lr) * LD + 8u * lk, av[i]);
+        }
       }
       workgroupBarrier();
       // the next step's words
@@ -79,7 +86,9 @@ fn main(
         wv[i] = select(zero, w[w_at[i] + at], wk < i8);
       }
       for (var i = 0u; i < 4u; i++) {
-        av[i] = select(zero, act[a_at[i] + at], wk < i8);
+        if (a_live[i]) {
+          av[i] = select(zero, act[a_at[i] + at], wk < i8);
+        }
       }
       let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);
       let p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 0u, LD);

@@ -56,8 +56,13 @@ fn main(
   }
   for (var t0 = it.y; t0 < r_end; t0 += 16u) {
     var a_at = array<u32, 4>();
+    // rows of the tile past the item's end are neither loaded nor staged: their stale words
+    // only reach their own rows of the sums, which are not stored (at 1-8 rows an expert most
+    // of a decode step's tile)
+    var a_live = array<bool, 4>();
     for (var i = 0u; i < 4u; i++) {
       a_at[i] = (t0 + 4u * i + lr) * h8 + lk;
+      a_live[i] = t0 + 4u * i + lr < r_end;
     }
     var wv = array<vec4<u32>, 8>();
     var av = array<vec4<u32>, 4>();
@@ -65,7 +70,9 @@ fn main(
       wv[i] = w[w_at[i]];
     }
     for (var i = 0u; i < 4u; i++) {
-      av[i] = a[a_at[i]];
+      if (a_live[i]) {
+        av[i] = a[a_at[i]];
+      }
     }
     var g = subgroup_matrix_result<f32, 16, 16>();
     var u = subgroup_matrix_result<f32, 16, 16>();
@@ -76,7 +83,9 @@ fn main(
         put8b((4u * i + lr) * LD + 8u * lk, wv[i]);
       }
       for (var i = 0u; i < 4u; i++) {
-        put8a((4u * i + lr) * LD + 8u * lk, av[i]);
+        if (a_live[i]) {
+          put8a((4u * i + lr) * LD + 8u * lk, av[i]);
+        }
       }
       workgroupBarrier();
       // the next step's words (the last step loads itself again: in cache, never used)
@@ -85,7 +94,9 @@ fn main(
         wv[i] = w[w_at[i] + kn];
       }
       for (var i = 0u; i < 4u; i++) {
-        av[i] = a[a_at[i] + kn];
+        if (a_live[i]) {
+          av[i] = a[a_at[i] + kn];
+        }
       }
       let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);
       let g0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 0u, LD);
