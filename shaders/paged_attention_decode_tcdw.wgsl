@@ -24,6 +24,7 @@
 // split): a step's 16 keys lie in one KV block, kv_words = num_kv_heads * 16 words apart.
 //#include "lib/paged_kv.wgsl"
 //#include "lib/stage_words.wgsl"
+//#include "lib/attention_steps_tc.wgsl"
 
 // "No score": finite, since WGSL need not honour infinities.
 const NEG: f32 = -1.0e30;
@@ -40,7 +41,7 @@ const HD4: u32 = HD / 4u;
 const KH: u32 = KT / 2u;
 // f16 rows of wg.a and wg.b padded by 16 bytes (a matrix load's rows start on distinct banks)
 const QS: u32 = HD + 8u;
-// f32 rows of wg.s padded by 16 bytes
+// f32 rows of wg.s_tile padded by 16 bytes
 const SS: u32 = KT + 4u;
 // f16 rows of P (wg.b) padded by 16 bytes
 const PS: u32 = KT + 8u;
@@ -54,7 +55,7 @@ struct Wg {
   // [row][key]: P (named b for lib/stage_words.wgsl, whose put8b this shader does not call)
   b: array<f16, ROWS * PS>,
   // [row][key]: S; [row][16 dims]: an O slice
-  s: array<f32, ROWS * SS>,
+  s_tile: array<f32, ROWS * SS>,
   // "some row rescales": step t sets flags[t % 2] and clears the other one for step t + 1
   flags: array<atomic<u32>, 2>,
 }
@@ -74,47 +75,6 @@ fn q_reg(d: u32) -> subgroup_matrix_left<f16, 16, 16> {
 // V's right matrix of dims 16 d .. 16 d + 15 from wg.a.
 fn v_at(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
   return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
-}
-
-// Word index (8 f16) of key `key` of sequence `seq`, kv head `kvh`, in the cache.
-fn kv_word(seq: u32, key: u32, kvh: u32) -> u32 {
-  return paged_kv_base(seq, key, kvh) / 2u;
-}
-
-// The K (v_of false) or V words of the 16 keys from kb (inside one block) as a lane loads them,
-// word lid % 16 of keys lid / 16 + 2 i; zero words for keys at or past context_len.
-fn load_words(
-  seq: u32,
-  kvh: u32,
-  kb: u32,
-  context_len: u32,
-  kv_words: u32,
-  lid: u32,
-  v_of: bool,
-) -> array<vec4<u32>, 8> {
-  let base = kv_word(seq, kb, kvh) + lid % 16u;
-  let j0 = lid / 16u;
-  let zero = vec4<u32>(0u);
-  var r = array<vec4<u32>, 8>();
-  for (var i = 0u; i < 8u; i++) {
-    let j = j0 + 2u * i;
-    let at = base + j * kv_words;
-    let live = kb + j < context_len;
-    if (v_of) {
-      r[i] = select(zero, v_cache[at], live);
-    } else {
-      r[i] = select(zero, k_cache[at], live);
-    }
-  }
-  return r;
-}
-
-// Stores a lane's words of a step (K or V) to wg.a as [key][d] rows.
-fn store_words(r: array<vec4<u32>, 8>, lid: u32) {
-  let at = (lid / 16u) * QS + 8u * (lid % 16u);
-  for (var i = 0u; i < 8u; i++) {
-    put8a(at + 2u * i * QS, r[i]);
-  }
 }
 
 @compute @workgroup_size(32)
@@ -234,7 +194,7 @@ fn main(
     s = subgroupMatrixMultiplyAccumulate(q5, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(5u), QS), s);
     s = subgroupMatrixMultiplyAccumulate(q6, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(6u), QS), s);
     s = subgroupMatrixMultiplyAccumulate(q7, subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(7u), QS), s);
-    subgroupMatrixStore<row_major>(&wg.s, 0u, s, SS);
+    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, s, SS);
     // (the K loads above are done: V takes wg.a, visible after the barrier before P V)
     workgroupBarrier();
     store_words(v_words, lid);
@@ -247,7 +207,7 @@ fn main(
       let key = half * KH + j;
       var sc = NEG;
       if (kb + key < key_end) {
-        sc = wg.s[row * SS + key];
+        sc = wg.s_tile[row * SS + key];
       }
       sv[j] = sc;
       mt = max(mt, sc);
@@ -300,7 +260,7 @@ fn main(
     o7 = subgroupMatrixMultiplyAccumulate(pa, v_at(7u), o7);
   }
 
-  // The G rows' result, O / l, 16 dims at a time through wg.s.
+  // The G rows' result, O / l, 16 dims at a time through wg.s_tile.
   let l = l_run + subgroupShuffleXor(l_run, 1u);
   let inv = select(0.0, 1.0 / l, l > 0.0);
   var out_at = (query_row * params.num_q_heads + head) * HD4 + 2u * half;
@@ -321,24 +281,8 @@ fn main(
   write_o(o7, row, half, group, split_out, out_at, 7u, inv);
 }
 
-// O slice `o` with each row times its alpha (through wg.s, barriers around: call it from uniform
-// control flow).
-fn rescaled(
-  o: subgroup_matrix_result<f32, 16, 16>,
-  row: u32,
-  half: u32,
-  alpha: f32,
-) -> subgroup_matrix_result<f32, 16, 16> {
-  subgroupMatrixStore<row_major>(&wg.s, 0u, o, SS);
-  workgroupBarrier();
-  scale_slice(row, half, alpha);
-  workgroupBarrier();
-  let r = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s, 0u, SS);
-  workgroupBarrier();
-  return r;
-}
 
-// Writes O slice d (`o`) of the group's rows through wg.s, times inv (see write_slice).
+// Writes O slice d (`o`) of the group's rows through wg.s_tile, times inv (see write_slice).
 fn write_o(
   o: subgroup_matrix_result<f32, 16, 16>,
   row: u32,
@@ -349,19 +293,19 @@ fn write_o(
   d: u32,
   inv: f32,
 ) {
-  subgroupMatrixStore<row_major>(&wg.s, 0u, o, SS);
+  subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o, SS);
   workgroupBarrier();
   write_slice(row, half, group, split_out, out_at, d, inv);
   workgroupBarrier();
 }
 
-// Writes this invocation's 8 of a row's 16 dims of O slice d (in wg.s), times inv, for a row
+// Writes this invocation's 8 of a row's 16 dims of O slice d (in wg.s_tile), times inv, for a row
 // of the group: vec4 columns 4 d + 2 half and 4 d + 2 half + 1 (out_at has the 2 half).
 fn write_slice(row: u32, half: u32, group: u32, split_out: bool, out_at: u32, d: u32, inv: f32) {
   if (row < group) {
     let at = row * SS + 8u * half;
-    let a = vec4<f32>(wg.s[at], wg.s[at + 1u], wg.s[at + 2u], wg.s[at + 3u]) * inv;
-    let b = vec4<f32>(wg.s[at + 4u], wg.s[at + 5u], wg.s[at + 6u], wg.s[at + 7u]) * inv;
+    let a = vec4<f32>(wg.s_tile[at], wg.s_tile[at + 1u], wg.s_tile[at + 2u], wg.s_tile[at + 3u]) * inv;
+    let b = vec4<f32>(wg.s_tile[at + 4u], wg.s_tile[at + 5u], wg.s_tile[at + 6u], wg.s_tile[at + 7u]) * inv;
     if (split_out) {
       part_o[out_at + 4u * d] = a;
       part_o[out_at + 4u * d + 1u] = b;
@@ -369,13 +313,5 @@ fn write_slice(row: u32, half: u32, group: u32, split_out: bool, out_at: u32, d:
       out[out_at + 4u * d] = a;
       out[out_at + 4u * d + 1u] = b;
     }
-  }
-}
-
-// Scales this invocation's 8 of a row's 16 dims of the O slice in wg.s by alpha.
-fn scale_slice(row: u32, half: u32, alpha: f32) {
-  let at = row * SS + 8u * half;
-  for (var c = 0u; c < 8u; c++) {
-    wg.s[at + c] *= alpha;
   }
 }

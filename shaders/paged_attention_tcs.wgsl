@@ -22,6 +22,7 @@
 // Needs head_dim 128 and block_size a multiple of 16 (a step's keys inside one block).
 //#include "lib/paged_kv.wgsl"
 //#include "lib/stage_words.wgsl"
+//#include "lib/attention_steps_tc.wgsl"
 
 // "No score": finite, since WGSL need not honour infinities.
 const NEG: f32 = -1.0e30;
@@ -74,42 +75,6 @@ fn kt_mat(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
 
 fn v_mat(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
   return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
-}
-
-// The K (v_of false) or V words of the 16 keys from kb (inside one block) as a lane loads them,
-// word lid % 16 of keys lid / 16 + 2 i; zero words for keys at or past kv_end.
-fn load_words(
-  seq: u32,
-  kvh: u32,
-  kb: u32,
-  kv_end: u32,
-  kv_words: u32,
-  lid: u32,
-  v_of: bool,
-) -> array<vec4<u32>, 8> {
-  let base = paged_kv_base(seq, kb, kvh) / 2u + lid % 16u;
-  let j0 = lid / 16u;
-  let zero = vec4<u32>(0u);
-  var r = array<vec4<u32>, 8>();
-  for (var i = 0u; i < 8u; i++) {
-    let j = j0 + 2u * i;
-    let at = base + j * kv_words;
-    let live = kb + j < kv_end;
-    if (v_of) {
-      r[i] = select(zero, v_cache[at], live);
-    } else {
-      r[i] = select(zero, k_cache[at], live);
-    }
-  }
-  return r;
-}
-
-// Stores a lane's words of a step (K or V) to wg.a as [key][d] rows.
-fn store_words(r: array<vec4<u32>, 8>, lid: u32) {
-  let at = (lid / 16u) * QS + 8u * (lid % 16u);
-  for (var i = 0u; i < 8u; i++) {
-    put8a(at + 2u * i * QS, r[i]);
-  }
 }
 
 @compute @workgroup_size(32)
@@ -287,69 +252,31 @@ fn main(
   let token = first_token + row / group;
   let head = kvh * group + row % group;
   let out_at = (token * params.num_q_heads + head) * hd4 + 2u * half;
-  subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o0, SS);
-  workgroupBarrier();
-  write_slice(row, half, n_rows, out_at, 0u, inv);
-  workgroupBarrier();
-  if (ND > 1u) {
-    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o1, SS);
-    workgroupBarrier();
-    write_slice(row, half, n_rows, out_at, 1u, inv);
-    workgroupBarrier();
-  }
-  if (ND > 2u) {
-    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o2, SS);
-    workgroupBarrier();
-    write_slice(row, half, n_rows, out_at, 2u, inv);
-    workgroupBarrier();
-  }
-  if (ND > 3u) {
-    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o3, SS);
-    workgroupBarrier();
-    write_slice(row, half, n_rows, out_at, 3u, inv);
-    workgroupBarrier();
-  }
-  if (ND > 4u) {
-    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o4, SS);
-    workgroupBarrier();
-    write_slice(row, half, n_rows, out_at, 4u, inv);
-    workgroupBarrier();
-  }
-  if (ND > 5u) {
-    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o5, SS);
-    workgroupBarrier();
-    write_slice(row, half, n_rows, out_at, 5u, inv);
-    workgroupBarrier();
-  }
-  if (ND > 6u) {
-    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o6, SS);
-    workgroupBarrier();
-    write_slice(row, half, n_rows, out_at, 6u, inv);
-    workgroupBarrier();
-  }
-  if (ND > 7u) {
-    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o7, SS);
-    workgroupBarrier();
-    write_slice(row, half, n_rows, out_at, 7u, inv);
-    workgroupBarrier();
-  }
+  write_o(o0, row, half, n_rows, out_at, 0u, inv);
+  write_o(o1, row, half, n_rows, out_at, 1u, inv);
+  write_o(o2, row, half, n_rows, out_at, 2u, inv);
+  write_o(o3, row, half, n_rows, out_at, 3u, inv);
+  write_o(o4, row, half, n_rows, out_at, 4u, inv);
+  write_o(o5, row, half, n_rows, out_at, 5u, inv);
+  write_o(o6, row, half, n_rows, out_at, 6u, inv);
+  write_o(o7, row, half, n_rows, out_at, 7u, inv);
 }
 
-// O slice `o` with each row times its alpha (through wg.s_tile, barriers around: call it from
-// uniform control flow).
-fn rescaled(
+// Writes O slice d (`o`) of the tile's rows through wg.s_tile, times inv (barriers around: call
+// it from uniform control flow).
+fn write_o(
   o: subgroup_matrix_result<f32, 16, 16>,
   row: u32,
   half: u32,
-  alpha: f32,
-) -> subgroup_matrix_result<f32, 16, 16> {
+  n_rows: u32,
+  out_at: u32,
+  d: u32,
+  inv: f32,
+) {
   subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o, SS);
   workgroupBarrier();
-  scale_slice(row, half, alpha);
+  write_slice(row, half, n_rows, out_at, d, inv);
   workgroupBarrier();
-  let r = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s_tile, 0u, SS);
-  workgroupBarrier();
-  return r;
 }
 
 // Writes this invocation's 8 of a row's 16 dims of O slice d (in wg.s_tile), times inv.
@@ -360,13 +287,5 @@ fn write_slice(row: u32, half: u32, n_rows: u32, out_at: u32, d: u32, inv: f32) 
     let b = vec4<f32>(wg.s_tile[at + 4u], wg.s_tile[at + 5u], wg.s_tile[at + 6u], wg.s_tile[at + 7u]);
     out[out_at + 4u * d] = a * inv;
     out[out_at + 4u * d + 1u] = b * inv;
-  }
-}
-
-// Scales this invocation's 8 of a row's 16 dims of the O slice in wg.s_tile by alpha.
-fn scale_slice(row: u32, half: u32, alpha: f32) {
-  let at = row * SS + 8u * half;
-  for (var c = 0u; c < 8u; c++) {
-    wg.s_tile[at + c] *= alpha;
   }
 }

@@ -56,7 +56,11 @@ test("it binds K/V as 16-byte words and stages them in one workgroup struct, q i
   assert.match(wgsl, /@compute @workgroup_size\(32\)\nfn main/);
   assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
   const includes = [...wgsl.matchAll(/^\/\/#include "([^"]+)"/gm)].map((m) => m[1]);
-  assert.equal(includes, ["lib/paged_kv.wgsl", "lib/stage_words.wgsl"]);
+  assert.equal(includes, [
+    "lib/paged_kv.wgsl",
+    "lib/stage_words.wgsl",
+    "lib/attention_steps_tc.wgsl",
+  ]);
   for (const lib of includes) assert.not.match(shader(lib), /^\s*var<workgroup>/m, lib);
   // no subgroup-matrix load reads storage: every one takes a workgroup array
   assert.not.match(wgsl, /subgroupMatrixLoad<[^>]+>[^>]*>\(&[kv]_cache/);

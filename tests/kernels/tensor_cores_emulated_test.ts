@@ -21,7 +21,7 @@ import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
 import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
 import * as attentionTc from "../../kernels/paged_attention_tc.ts";
 import * as decode from "../../kernels/paged_attention_decode.ts";
-import { SHADER_DIR } from "../../src/gpu/wgsl.ts";
+import { readShaderSegments, SHADER_DIR } from "../../src/gpu/wgsl.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 import { emulateSubgroupMatrices } from "./tc_emulation.ts";
 
@@ -65,7 +65,9 @@ for (const [kernel, mod, name, maxBytes = MAX_BYTES, consts] of FORMS) {
     try {
       const shader = real.shader ?? mod.spec.shader;
       const file = join(dir, shader);
-      writeFileSync(file, emulateSubgroupMatrices(readFileSync(SHADER_DIR + shader, "utf8")));
+      // includes expanded first: a library's matrix operations are emulated with the shader's
+      const text = readShaderSegments(shader).map((seg) => seg.text).join("\n");
+      writeFileSync(file, emulateSubgroupMatrices(text));
       const emulated: Variant = {
         ...real,
         name: `${name}-emulated`,
