@@ -1,0 +1,510 @@
+/**
+ * `deno task perf-linear`: the tensor-core GEMM of a decode step's several-row linear layers
+ * (gemm_tc's staged and prefill forms, with split-K and its splitk_reduce) alone, over as many
+ * distinct weight matrices as the model has layers, so that every layer's weights come from
+ * memory as in a real step and not from the GPU's cache; per (shape, variant, splits): GPU µs a
+ * layer, the weights' GB/s and share of the measured read roof, TFLOP/s.
+ *
+ * Per shape MxNxK (m rows of activations, n output columns = weight rows, input width k): the
+ * f16 activations [m padded to 128, k] and `--layers` weight matrices [n, k] are drawn on the
+ * GPU by fill_random. Per variant and split count: one untimed pass of every layer, a check of
+ * the last layer's output rows 0 and m - 1 against the CPU reference (the same fill_random
+ * values, f64 sums), then `--reps` timed passes (gemm + reduce per layer) and as many of the
+ * gemm alone; the upper median of each, over the layers. `--splits auto` is the model's split
+ * count for the variant (gemmTcSplits toward 2048 workgroups, at least the variant's
+ * stagedSplitMinK of k a split).
+ *
+ * Adapters without f16 subgroup matrices (the software driver) run no variant: each is listed
+ * as skipped with its reason, and the task exits 0.
+ *
+ * ```sh
+ * deno task perf-linear --shapes 64x5120x2048,64x2048x4096 --variant f16-tcs64x4 --splits auto,4
+ * ```
+ */
+import process from "node:process";
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describeGpu, type Gpu, openGpu } from "../gpu/device.ts";
+import { createStorage, readBuffer } from "../gpu/buffers.ts";
+import { paced } from "../gpu/event_pacing.ts";
+import { PassTimer } from "../gpu/timestamps.ts";
+import { KernelCall } from "../model/kernel_call.ts";
+import { submitRandomFill } from "../model/random_fill.ts";
+import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
+import * as fillRandom from "../../kernels/fill_random.ts";
+import * as gemmTc from "../../kernels/gemm_tc.ts";
+import * as splitkReduce from "../../kernels/splitk_reduce.ts";
+import { measureReadBandwidth } from "../../kernels/read_bandwidth.ts";
+import { writeJsonAtomic } from "../util/atomic_file.ts";
+import { formatTable } from "../util/table.ts";
+import { userPath } from "../util/user_path.ts";
+import { gitCommit } from "../util/git_commit.ts";
+import { round3, upperMedian } from "../util/sample_stats.ts";
+import { roundToF16InPlace } from "../util/f16.ts";
+import { parseArgs, UsageError } from "./args.ts";
+import { runCli } from "./run_cli.ts";
+
+const SPEC = {
+  shapes: {
+    type: "list",
+    default: [
+      "32x5120x2048",
+      "64x5120x2048",
+      "128x5120x2048",
+      "32x2048x4096",
+      "64x2048x4096",
+      "128x2048x4096",
+    ],
+    help: "MxNxK shapes: rows, output columns (weight rows), input width (default: " +
+      "Qwen3-30B-A3B's qkv and o at 32, 64 and 128 rows)",
+  },
+  variant: {
+    type: "list",
+    default: ["f16-tcs32x2", "f16-tcs64x4", "f16-tcs128x8", "f16-tcp128x128"],
+    help: "gemm_tc variants; a variant runs only on shapes whose rows it covers in one row " +
+      "block, or more (a prefill form)",
+  },
+  splits: {
+    type: "list",
+    default: ["auto"],
+    help: "split-K counts: auto (the model's count for the variant) or integers",
+  },
+  layers: {
+    type: "number",
+    default: 48,
+    integer: true,
+    min: 1,
+    help: "distinct weight matrices a pass (one per layer)",
+  },
+  reps: { type: "number", default: 5, integer: true, min: 1, help: "timed passes" },
+  json: { type: "string", help: "write the rows as JSON" },
+  bandwidthGbps: {
+    type: "number",
+    min: 1,
+    help: "read bandwidth of the roof (default: measured by read_bandwidth)",
+  },
+} as const;
+
+/** The model's split target (GpuModelOptions.tensorCoreSplitTarget's default). */
+const SPLIT_TARGET = 2048;
+/** The model's most splits (TC_MAX_SPLITS). */
+const MAX_SPLITS = 16;
+/** Largest error of a checked output over the largest |reference| (f16 inputs, f32 sums). */
+export const CHECK_TOLERANCE = 1e-3;
+
+/** One GEMM shape. */
+export interface LinearShape {
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+}
+
+/** Parses `MxNxK` shapes; a bad one is a UsageError naming it. */
+export function parseShapes(values: readonly string[]): LinearShape[] {
+  if (values.length === 0) throw new UsageError("--shapes: nothing given");
+  return values.map((v) => {
+    const m = /^(\d+)x(\d+)x(\d+)$/.exec(v.trim());
+    const s = m ? { m: Number(m[1]), n: Number(m[2]), k: Number(m[3]) } : null;
+    if (!s || s.m < 1 || !gemmTc.gemmTcFits(s.n, s.k)) {
+      throw new UsageError(
+        `--shapes: '${v}' is not MxNxK with m >= 1 and n, k positive multiples of 16`,
+      );
+    }
+    return s;
+  });
+}
+
+/** Parses `--splits`: "auto" or positive integers. */
+export function parseSplits(values: readonly string[]): ("auto" | number)[] {
+  return values.map((v) => {
+    if (v === "auto") return "auto";
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1 || n > MAX_SPLITS) {
+      throw new UsageError(`--splits: '${v}' is neither auto nor an integer 1-${MAX_SPLITS}`);
+    }
+    return n;
+  });
+}
+
+/** Why `variant` does not take `shape` (rows past a staged form's one row block, k), or null. */
+export function shapeReason(variant: Variant, s: LinearShape): string | null {
+  const step = gemmTc.gemmTcKStep(variant);
+  if (s.k % step !== 0) return `k ${s.k} is not a multiple of its k step ${step}`;
+  const staged = (gemmTc.GEMM_TCS_VARIANTS as readonly string[]).includes(variant.name) ||
+    variant.shader === "gemm_tcs_sg.wgsl";
+  const tm = variant.consts?.TM ?? 64;
+  if (staged && s.m > tm) return `${s.m} rows are more than its row block of ${tm}`;
+  return null;
+}
+
+/** The split count `want` means for a variant at a shape. */
+export function splitsFor(variant: Variant, s: LinearShape, want: "auto" | number): number {
+  if (want !== "auto") return want;
+  return gemmTc.gemmTcSplits(
+    s.m,
+    s.n,
+    s.k,
+    variant,
+    SPLIT_TARGET,
+    MAX_SPLITS,
+    variant.wideWords ? gemmTc.stagedSplitMinK(variant) / 16 : undefined,
+  );
+}
+
+/** One (shape, variant, splits) measured. */
+export interface LinearRow {
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+  readonly variant: string;
+  readonly splits: number;
+  readonly k_split: number;
+  readonly workgroups: number;
+  /** GPU µs a layer: gemm and (with splits) splitk_reduce. */
+  readonly us: number;
+  /** GPU µs a layer of the gemm alone. */
+  readonly gemm_us: number;
+  /** The weights' bytes over `us`. */
+  readonly gbps: number;
+  readonly roof_share: number | null;
+  readonly tflops: number;
+  /** Largest error of the checked rows over their largest |reference|. */
+  readonly check_error: number;
+}
+
+/** A (shape, variant) not run, and why. */
+export interface LinearSkip {
+  readonly shape: string;
+  readonly variant: string;
+  readonly reason: string;
+}
+
+/** What benchLinear measures. */
+export interface PerfLinearOptions {
+  readonly shapes: readonly LinearShape[];
+  readonly variants: readonly string[];
+  readonly splits: readonly ("auto" | number)[];
+  readonly layers: number;
+  readonly reps: number;
+  /** The read roof, bytes/s (null: no roof share). */
+  readonly bytesPerSecond: number | null;
+}
+
+/** Times every (shape, variant, splits); `log` gets a line per row and per skip. */
+export async function benchLinear(
+  gpu: Gpu,
+  o: PerfLinearOptions,
+  log: (line: string) => void = console.log,
+): Promise<{ rows: LinearRow[]; skipped: LinearSkip[] }> {
+  const rows: LinearRow[] = [], skipped: LinearSkip[] = [];
+  const runnable: Variant[] = [];
+  for (const name of o.variants) {
+    const v = gemmTc.spec.variants.find((x) => x.name === name);
+    if (!v) {
+      throw new UsageError(
+        `--variant: '${name}' is not a gemm_tc variant (${
+          gemmTc.spec.variants.map((x) => x.name).join(", ")
+        })`,
+      );
+    }
+    const why = unsupportedReason(gpu, v);
+    if (why) {
+      skipped.push({ shape: "*", variant: name, reason: why });
+      log(`skip ${name}: ${why}`);
+    } else runnable.push(v);
+  }
+  if (runnable.length === 0) return { rows, skipped };
+  const fill = await KernelCall.create(gpu, fillRandom.spec, ["f16"]);
+  const timer = new PassTimer(gpu, 2);
+  try {
+    for (const shape of o.shapes) {
+      const label = `${shape.m}x${shape.n}x${shape.k}`;
+      const fits = runnable.filter((v) => {
+        const why = shapeReason(v, shape);
+        if (why) {
+          skipped.push({ shape: label, variant: v.name, reason: why });
+          log(`skip ${label} ${v.name}: ${why}`);
+        }
+        return !why;
+      });
+      if (fits.length === 0) continue;
+      const state = await ShapeState.create(gpu, shape, o.layers, fill);
+      try {
+        for (const v of fits) {
+          for (const want of o.splits) {
+            const row = await benchOne(gpu, o, state, v, splitsFor(v, shape, want), timer);
+            rows.push(row);
+            log(describeRow(row));
+          }
+        }
+      } finally {
+        state.destroy();
+      }
+    }
+  } finally {
+    fill.destroy();
+    timer.destroy();
+  }
+  return { rows, skipped };
+}
+
+const A_SEED = 7;
+const weightSeed = (layer: number) => 100 + layer;
+
+/** One shape's buffers: activations, the layers' weights, outputs, split partials. */
+class ShapeState {
+  private refRows: Float64Array | null = null;
+
+  private constructor(
+    readonly shape: LinearShape,
+    readonly a: GPUBuffer,
+    readonly weights: GPUBuffer[],
+    readonly c: GPUBuffer,
+    readonly partials: GPUBuffer,
+  ) {}
+
+  static async create(
+    gpu: Gpu,
+    s: LinearShape,
+    layers: number,
+    fill: KernelCall<typeof fillRandom.spec.params.fields>,
+  ): Promise<ShapeState> {
+    const d = gpu.device;
+    // rows past m stay zero (buffers start zeroed): every variant reads up to its row tile
+    const rowsPad = Math.ceil(s.m / gemmTc.MAX_ROW_TILE) * gemmTc.MAX_ROW_TILE;
+    const a = createStorage(d, "perf-linear.a", rowsPad * s.k * 2);
+    submitRandomFill(gpu, fill, "f16", a, {
+      offset: 0,
+      count: s.m * s.k,
+      seed: A_SEED,
+      base: 0,
+      scale: 1,
+    });
+    const weights: GPUBuffer[] = [];
+    for (let l = 0; l < layers; l++) {
+      const w = createStorage(d, `perf-linear.w${l}`, s.n * s.k * 2);
+      submitRandomFill(gpu, fill, "f16", w, {
+        offset: 0,
+        count: s.n * s.k,
+        seed: weightSeed(l),
+        base: 0,
+        scale: 1 / Math.sqrt(s.k),
+      });
+      weights.push(w);
+    }
+    await paced(d.queue.onSubmittedWorkDone());
+    const c = createStorage(d, "perf-linear.c", s.m * s.n * 4);
+    const partials = createStorage(d, "perf-linear.partials", MAX_SPLITS * s.m * s.n * 4);
+    return new ShapeState(s, a, weights, c, partials);
+  }
+
+  /** The CPU reference of the last layer's rows 0 and m - 1, [2, n] (f64 sums of f16 values). */
+  referenceRows(): Float64Array {
+    if (this.refRows) return this.refRows;
+    const { m, n, k } = this.shape;
+    const drawn = (offset: number, seed: number, scale: number) => {
+      const x = new Float32Array(k);
+      for (let i = 0; i < k; i++) x[i] = fillRandom.fillRandomValue(offset + i, seed, 0, scale);
+      return roundToF16InPlace(x);
+    };
+    const rowsOfA = [drawn(0, A_SEED, 1), drawn((m - 1) * k, A_SEED, 1)];
+    const seed = weightSeed(this.weights.length - 1);
+    const out = new Float64Array(2 * n);
+    for (let col = 0; col < n; col++) {
+      const w = drawn(col * k, seed, 1 / Math.sqrt(k));
+      let s0 = 0, s1 = 0;
+      for (let i = 0; i < k; i++) {
+        s0 += rowsOfA[0][i] * w[i];
+        s1 += rowsOfA[1][i] * w[i];
+      }
+      out[col] = s0;
+      out[n + col] = s1;
+    }
+    this.refRows = out;
+    return out;
+  }
+
+  destroy(): void {
+    for (const b of [this.a, this.c, this.partials, ...this.weights]) b.destroy();
+  }
+}
+
+/** One variant at one split count: warm-up, check, timed passes. */
+async function benchOne(
+  gpu: Gpu,
+  o: PerfLinearOptions,
+  state: ShapeState,
+  v: Variant,
+  splits: number,
+  timer: PassTimer,
+): Promise<LinearRow> {
+  const { m, n, k } = state.shape;
+  const p = gemmTc.gemmTcParams(m, n, k, false, splits, gemmTc.gemmTcKStep(v));
+  const slices = Math.ceil(k / p.k_split);
+  const gemm = await KernelCall.create(gpu, gemmTc.spec, [v.name]);
+  const reduce = await KernelCall.create(gpu, splitkReduce.spec, ["f32"]);
+  try {
+    gemm.setParams(p);
+    if (slices > 1) reduce.setParams(splitkReduce.splitkReduceParams(m * n, slices, false));
+    const grid = gemm.grid(v.name);
+    const encode = (pass: GPUComputePassEncoder, withReduce: boolean) => {
+      state.weights.forEach((w, l) => {
+        gemm.dispatch(pass, v.name, `l${l}`, {
+          a: state.a,
+          b: w,
+          c: slices > 1 ? state.partials : state.c,
+        });
+        if (withReduce && slices > 1) {
+          reduce.dispatch(pass, "f32", "r", { part: state.partials, out: state.c });
+        }
+      });
+    };
+    await timePass(gpu, null, (pass) => encode(pass, true));
+    const got = new Float32Array(await readBuffer(gpu.device, state.c, m * n * 4));
+    const ref = state.referenceRows();
+    let maxRef = 0, maxErr = 0;
+    [0, m - 1].forEach((r, i) => {
+      for (let col = 0; col < n; col++) {
+        const want = ref[i * n + col];
+        maxRef = Math.max(maxRef, Math.abs(want));
+        const e = Math.abs(got[r * n + col] - want);
+        maxErr = Number.isNaN(e) ? Infinity : Math.max(maxErr, e);
+      }
+    });
+    const checkError = maxRef > 0 ? maxErr / maxRef : maxErr;
+    const times: number[] = [], gemmTimes: number[] = [];
+    for (let r = 0; r < o.reps; r++) {
+      times.push(await timePass(gpu, timer, (pass) => encode(pass, true)));
+      gemmTimes.push(await timePass(gpu, timer, (pass) => encode(pass, false)));
+    }
+    const us = upperMedian(times) / state.weights.length;
+    const gemmUs = upperMedian(gemmTimes) / state.weights.length;
+    const gbps = (n * k * 2) / (us * 1e-6) / 1e9;
+    return {
+      m,
+      n,
+      k,
+      variant: v.name,
+      splits: slices,
+      k_split: p.k_split,
+      workgroups: grid[0] * grid[1] * grid[2],
+      us,
+      gemm_us: gemmUs,
+      gbps,
+      roof_share: o.bytesPerSecond ? (gbps * 1e9) / o.bytesPerSecond : null,
+      tflops: (2 * m * n * k) / (us * 1e-6) / 1e12,
+      check_error: checkError,
+    };
+  } finally {
+    gemm.destroy();
+    reduce.destroy();
+  }
+}
+
+/** µs of one compute pass (timestamps; without them host wall from submit to done). */
+async function timePass(
+  gpu: Gpu,
+  timer: PassTimer | null,
+  encode: (pass: GPUComputePassEncoder) => void,
+): Promise<number> {
+  const enc = gpu.device.createCommandEncoder();
+  const pass = enc.beginComputePass({ label: "perf-linear", timestampWrites: timer?.next("l") });
+  encode(pass);
+  pass.end();
+  timer?.resolve(enc);
+  const t0 = performance.now();
+  gpu.device.queue.submit([enc.finish()]);
+  if (timer?.enabled) return (await timer.read())[0].us;
+  await paced(gpu.device.queue.onSubmittedWorkDone());
+  return (performance.now() - t0) * 1000;
+}
+
+function describeRow(r: LinearRow): string {
+  return `${r.m}x${r.n}x${r.k} ${r.variant} ${r.splits} split${r.splits > 1 ? "s" : ""}: ` +
+    `${r.us.toFixed(1)} µs a layer (gemm ${r.gemm_us.toFixed(1)}), ${r.gbps.toFixed(0)} GB/s` +
+    (r.roof_share === null ? "" : ` (${(r.roof_share * 100).toFixed(1)}% of the roof)`) +
+    `, check ${r.check_error.toExponential(1)}${r.check_error > CHECK_TOLERANCE ? " FAIL" : ""}`;
+}
+
+/** The table: one row per (shape, variant, splits). */
+export function formatRows(rows: readonly LinearRow[]): string {
+  return formatTable(
+    ["shape", "variant", "splits", "wgs", "µs", "gemm µs", "GB/s", "% roof", "TFLOP/s", "check"],
+    rows.map((r) => [
+      `${r.m}x${r.n}x${r.k}`,
+      r.variant,
+      `${r.splits} x ${r.k_split}`,
+      String(r.workgroups),
+      r.us.toFixed(1),
+      r.gemm_us.toFixed(1),
+      r.gbps.toFixed(0),
+      r.roof_share === null ? "-" : (r.roof_share * 100).toFixed(1) + "%",
+      r.tflops.toFixed(1),
+      `${r.check_error > CHECK_TOLERANCE ? "FAIL" : "ok"} ${r.check_error.toExponential(1)}`,
+    ]),
+  );
+}
+
+/** The task: parse, open the GPU, measure the roof, bench, print, write JSON. */
+export async function main(argv: readonly string[]): Promise<number> {
+  const o = parseArgs(
+    "perf-linear",
+    "Decode's several-row linear layers on the tensor-core GEMM, against the read roof.",
+    SPEC,
+    argv,
+  );
+  const shapes = parseShapes(o.shapes);
+  const splits = parseSplits(o.splits);
+  const gpu = await openGpu();
+  console.log(describeGpu(gpu));
+  const bw = o.bandwidthGbps
+    ? { bytesPerSecond: o.bandwidthGbps * 1e9, variant: "given" }
+    : await measureReadBandwidth(gpu, gpu.adapter.type === "cpu" ? 64 * 2 ** 20 : 2 ** 30);
+  console.log(
+    bw
+      ? `read bandwidth: ${(bw.bytesPerSecond / 1e9).toFixed(1)} GB/s (${bw.variant})`
+      : "read bandwidth: unknown (no timestamp queries; pass --bandwidth-gbps for a roof)",
+  );
+  const result = await benchLinear(gpu, {
+    shapes,
+    variants: o.variant,
+    splits,
+    layers: o.layers,
+    reps: o.reps,
+    bytesPerSecond: bw?.bytesPerSecond ?? null,
+  });
+  console.log("");
+  if (result.rows.length) {
+    console.log(
+      `µs a layer: the upper median of ${o.reps} passes of ${o.layers} layers (distinct ` +
+        "weights), gemm + splitk_reduce; gemm µs: the gemm alone",
+    );
+    console.log(formatRows(result.rows));
+  } else console.log("no variant ran here (see the skips above)");
+  if (o.json) {
+    writeJsonAtomic(userPath(o.json), {
+      date: new Date().toISOString().slice(0, 10),
+      adapter: gpu.adapter.description,
+      commit: gitCommit(),
+      bandwidth_gbps: bw ? round3(bw.bytesPerSecond / 1e9) : null,
+      layers: o.layers,
+      reps: o.reps,
+      rows: result.rows.map((r) => ({
+        ...r,
+        us: round3(r.us),
+        gemm_us: round3(r.gemm_us),
+        gbps: round3(r.gbps),
+        roof_share: r.roof_share === null ? null : round3(r.roof_share),
+        tflops: round3(r.tflops),
+      })),
+      skipped: result.skipped,
+    });
+  }
+  gpu.destroy();
+  return result.rows.some((r) => r.check_error > CHECK_TOLERANCE) ? 1 : 0;
+}
+
+// Deno sets import.meta.main; Node 20 (the node-build bundle) does not: compare paths there.
+const isEntry = import.meta.main ??
+  (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url));
+if (isEntry) await runCli(() => main(process.argv.slice(2)));
