@@ -55,7 +55,7 @@ function stagedSubgroupsVariant(rt: 2 | 4 | 8): Variant {
  * The prefill form: WM x WN subgroups of 4 x 4 tiles (TM = 64 WM rows x CW = 64 WN columns a
  * workgroup), both operands staged through two buffers of workgroup memory, BK of k a step.
  */
-function prefillVariant(wm: 1 | 2, wn: 1 | 2, bk: 16 | 32): Variant {
+function prefillVariant(wm: 1 | 2 | 4, wn: 1 | 2 | 4, bk: 16 | 32): Variant {
   return {
     name: `f16-tcp${64 * wm}x${64 * wn}`,
     dtype: "f16",
@@ -101,6 +101,8 @@ export const spec: KernelSpec<typeof params.fields> = {
     prefillVariant(2, 1, 16),
     prefillVariant(1, 2, 16),
     prefillVariant(2, 2, 32),
+    prefillVariant(4, 2, 16),
+    prefillVariant(2, 4, 16),
   ],
   // the staged forms take the row blocks along x (those that read the same weights run side
   // by side), gemm_tc the column blocks
@@ -111,6 +113,9 @@ export const spec: KernelSpec<typeof params.fields> = {
     return v.wideWords ? [rows, columns, splits] : [columns, rows, splits];
   },
 };
+
+/** The largest row tile of the variants (f16-tcp256x128): pad `a` to it for any variant. */
+export const MAX_ROW_TILE = 256;
 
 /** Rows of `a` the variant reads for m rows of c: m rounded up to its row tile. */
 export function gemmTcRowsPad(m: number, variant: Variant): number {
@@ -156,6 +161,8 @@ export const GEMM_TCP_VARIANTS = [
   "f16-tcp128x64",
   "f16-tcp64x128",
   "f16-tcp128x128",
+  "f16-tcp256x128",
+  "f16-tcp128x256",
 ] as const;
 
 /** The k a variant steps at a time: k and k_split must be multiples of it. */
@@ -229,7 +236,7 @@ function tcCase(
   kStep = 16,
 ): KernelCase<typeof params.fields> {
   // every variant reads up to the largest row tile: pad for that one
-  const rowsPad = Math.ceil(m / 128) * 128;
+  const rowsPad = Math.ceil(m / MAX_ROW_TILE) * MAX_ROW_TILE;
   const p = gemmTcParams(m, n, k, accumulate, splits, kStep);
   const slices = Math.ceil(k / p.k_split);
   // the staged forms step 64 of k, the prefill forms 16 or 32: shapes a form cannot take

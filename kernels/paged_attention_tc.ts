@@ -72,20 +72,31 @@ function tcVariant(kt: 1 | 2): Variant {
  * matrices loaded from workgroup memory instead of straight from the paged cache; the same
  * workgroup memory as f16-tc.
  */
-const TCS: Variant = {
-  name: "f16-tcs",
-  dtype: "f16",
-  subgroupMatrix: { m: 16, n: 16, k: 16 },
-  wideWords: true,
-  shader: "paged_attention_tcs.wgsl",
-  consts: { KT: 1, HD },
-};
+function tcsVariant(rt: 1 | 2 | 4): Variant {
+  return {
+    name: rt === 1 ? "f16-tcs" : `f16-tcs${rt}`,
+    dtype: "f16",
+    subgroupMatrix: { m: 16, n: 16, k: 16 },
+    wideWords: true,
+    // the matrix offsets come from the invocation's subgroup (Tint cannot see that one
+    // subgroup's are uniform)
+    perSubgroupMatrices: true,
+    shader: "paged_attention_tcs.wgsl",
+    consts: { KT: 1, HD, RT: rt },
+  };
+}
+
+/** Query rows of a variant's workgroup: ROWS a subgroup, RT subgroups (f16-tcs2, f16-tcs4). */
+export function tileRows(v: Variant): number {
+  return ROWS * (v.consts?.RT ?? 1);
+}
 
 /** Workgroup memory of a variant in bytes (see the module doc). */
 export function workgroupBytes(v: Variant): number {
   const { KT, HD: hd } = v.consts!;
   const kw = 16 * KT;
-  return Math.max(ROWS, kw) * (hd + 8) * 2 + ROWS * kw * 4 + ROWS * (kw + 8) * 2 + 8;
+  const rows = tileRows(v);
+  return Math.max(rows, kw) * (hd + 8) * 2 + rows * kw * 4 + rows * (kw + 8) * 2 + 8;
 }
 
 /**
@@ -127,7 +138,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   // paged_attention's bindings; the variants read K and V as scalars (scalarReads: matrix
   // loads take an array of f16)
   bindings: fmaSpec.bindings,
-  variants: [tcVariant(1), tcVariant(2), TCS],
+  variants: [tcVariant(1), tcVariant(2), tcsVariant(1), tcsVariant(2), tcsVariant(4)],
   grid: (p, v, gpu) => {
     const reason = tcGeometryReason(p);
     if (reason) throw new Error(`paged_attention_tc/${v.name}: ${reason}`);
@@ -139,7 +150,11 @@ export const spec: KernelSpec<typeof params.fields> = {
         `paged_attention_tc/${v.name}: ${bytes} bytes of workgroup memory, the device allows ${limit}`,
       );
     }
-    return [Math.ceil(p.max_query_len / Math.floor(ROWS / group)), p.num_seqs, p.num_kv_heads];
+    return [
+      Math.ceil(p.max_query_len / Math.floor(tileRows(v) / group)),
+      p.num_seqs,
+      p.num_kv_heads,
+    ];
   },
 };
 

@@ -33,6 +33,8 @@ const TAU: f32 = 8.0;
 // Largest finite f16 (q is clamped into it before conversion).
 const Q_LIMIT: f32 = 65504.0;
 const ROWS: u32 = 16u;
+// one subgroup loads and stages a step's K and V words (lib/attention_steps_tc.wgsl)
+const KV_LANES: u32 = 32u;
 // dim slices of 16 (result matrices of O, left matrices of Q, right matrices of a step's K/V)
 const ND: u32 = HD / 16u;
 // vec4 columns of a q row: one a lane
@@ -239,14 +241,14 @@ fn main(
     // (its barrier also makes P in wg.b and V in wg.a visible to the matrix loads below)
     let rescale = workgroupUniformLoad(&wg.flags[t % 2u]);
     if (rescale != 0u) {
-      o0 = rescaled(o0, row, half, alpha);
-      o1 = rescaled(o1, row, half, alpha);
-      o2 = rescaled(o2, row, half, alpha);
-      o3 = rescaled(o3, row, half, alpha);
-      o4 = rescaled(o4, row, half, alpha);
-      o5 = rescaled(o5, row, half, alpha);
-      o6 = rescaled(o6, row, half, alpha);
-      o7 = rescaled(o7, row, half, alpha);
+      o0 = rescaled(o0, 0u, row, half, alpha);
+      o1 = rescaled(o1, 0u, row, half, alpha);
+      o2 = rescaled(o2, 0u, row, half, alpha);
+      o3 = rescaled(o3, 0u, row, half, alpha);
+      o4 = rescaled(o4, 0u, row, half, alpha);
+      o5 = rescaled(o5, 0u, row, half, alpha);
+      o6 = rescaled(o6, 0u, row, half, alpha);
+      o7 = rescaled(o7, 0u, row, half, alpha);
     }
     // O += P V
     let pa = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.b, 0u, PS);

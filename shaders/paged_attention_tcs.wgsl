@@ -4,8 +4,11 @@
 // see paged_attention_tc.wgsl and kernels/paged_attention_tc.ts). f16-tc loads each 16-key
 // tile of K^T and V straight from the paged cache as subgroup matrices, which on the H200
 // cost an SM 28-55x what loads from workgroup memory do (probe-sgmat). Workgroup (q tile, seq,
-// kv head), one subgroup of 32, 16 query rows; q * scale goes through wg.a once into 8 left
-// matrices held in registers. Per step of 16 keys:
+// kv head), RT subgroups of 32 (f16-tcs: one; f16-tcs2, f16-tcs4: 2, 4), ROWS = 16 RT query
+// rows, subgroup r taking rows 16 r .. 16 r + 15; q * scale goes through wg.a once into 8 left
+// matrices held in each subgroup's registers. The subgroups of a workgroup share each step's
+// staged K and V: the words a step stores per query row, the kernel's main cost on the H200,
+// drop with RT. Per step of 16 keys (all RT subgroups; a subgroup's own S, P and O):
 //   the step's K words (loaded during the previous step: 8 a lane, two keys a load
 //     instruction, zero words for keys at or past the tile's last visible key, so a stale
 //     slot never meets a zero probability as Inf or NaN) go to wg.a as [key][d] f16 rows;
@@ -15,10 +18,11 @@
 //     f16-tc; P to wg.b; barrier; if any row rescaled, O through wg.s_tile; O += P V (V from
 //     wg.a).
 // At the end O goes through wg.s_tile 16 columns at a time, each row divided by l.
-// One buffer for q, K and V keeps the workgroup memory at f16-tc's 6,152 bytes: a workgroup is
-// one subgroup, so its workgroup memory bounds how many an SM holds (the form with a buffer
-// each, 15 KB, was no faster than f16-tc on the H200; decode's f16-tcdw gained 25% from the
-// same two steps).
+// One buffer for q, K and V keeps the workgroup memory at f16-tc's 6,152 bytes with one
+// subgroup: its workgroup memory bounds how many an SM holds (the form with a buffer each,
+// 15 KB, was no faster than f16-tc on the H200; decode's f16-tcdw gained 25% from the same two
+// steps). A rescale step (some row of the workgroup took a new max) rescales every subgroup's O.
+// With several subgroups the matrix offsets differ between them (Variant.perSubgroupMatrices).
 // Needs head_dim 128 and block_size a multiple of 16 (a step's keys inside one block).
 //#include "lib/paged_kv.wgsl"
 //#include "lib/stage_words.wgsl"
@@ -30,7 +34,10 @@ const NEG: f32 = -1.0e30;
 const TAU: f32 = 8.0;
 // Largest finite f16 (q is clamped into it before conversion).
 const Q_LIMIT: f32 = 65504.0;
-const ROWS: u32 = 16u;
+const ROWS: u32 = 16u * RT;
+const THREADS: u32 = 32u * RT;
+// the workgroup loads and stages a step's K and V words (lib/attention_steps_tc.wgsl)
+const KV_LANES: u32 = THREADS;
 const KW: u32 = 16u;
 // keys of a step each invocation of a row pair scores
 const KH: u32 = KW / 2u;
@@ -40,13 +47,14 @@ const QS: u32 = HD + 8u;
 const PS: u32 = KW + 8u;
 const SS: u32 = KW;
 const_assert KT == 1u;
+const_assert RT == 1u || RT == 2u || RT == 4u;
 const_assert HD == 128u && ND == 8u;
 
 // The workgroup memory is one struct (see paged_attention_tc.wgsl).
 struct Wg {
   // [row][d]: q * scale before the first step; then [key][d]: a step's K, then its V (put8a
   // of lib/stage_words.wgsl)
-  a: array<f16, KW * QS>,
+  a: array<f16, ROWS * QS>,
   // [row][key]: probabilities (named b for lib/stage_words.wgsl, whose put8b this shader does
   // not call)
   b: array<f16, ROWS * PS>,
@@ -63,10 +71,10 @@ fn q_at(d: u32) -> u32 {
   return (d % ND) * 16u;
 }
 
-// Q's left matrix of dims 16 d .. as staged in wg.a before the first step, K^T's right matrix
-// of the same dims from wg.a, V's right matrix of dims 16 d .. from wg.a.
-fn q_mat(d: u32) -> subgroup_matrix_left<f16, 16, 16> {
-  return subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
+// Subgroup sg's left matrix of Q, dims 16 d .., as staged in wg.a before the first step; K^T's
+// right matrix of the same dims from wg.a, V's right matrix of dims 16 d .. from wg.a.
+fn q_mat(sg: u32, d: u32) -> subgroup_matrix_left<f16, 16, 16> {
+  return subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, (sg % RT) * 16u * QS + q_at(d), QS);
 }
 
 fn kt_mat(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
@@ -77,7 +85,7 @@ fn v_mat(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
   return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
 }
 
-@compute @workgroup_size(32)
+@compute @workgroup_size(THREADS)
 fn main(
   @builtin(workgroup_id) wid: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
@@ -108,7 +116,7 @@ fn main(
   var v_words = load_words(seq, kvh, 0u, kv_end, kv_words, lid, true);
 
   // wg.a = q * scale of the tile's rows as f16, zeros past n_rows (until the first step).
-  for (var e = lid; e < ROWS * hd4; e += 32u) {
+  for (var e = lid; e < ROWS * hd4; e += THREADS) {
     let r = e / hd4;
     let c = e % hd4;
     var v = vec4<f32>(0.0);
@@ -131,22 +139,27 @@ fn main(
   // q's left matrices from wg.a (free until the first step's K store, which waits for these
   // loads at its barrier)
   workgroupBarrier();
-  let q0 = q_mat(0u);
-  let q1 = q_mat(1u);
-  let q2 = q_mat(2u);
-  let q3 = q_mat(3u);
-  let q4 = q_mat(4u);
-  let q5 = q_mat(5u);
-  let q6 = q_mat(6u);
-  let q7 = q_mat(7u);
+  let sg = lid / 32u;
+  let q0 = q_mat(sg, 0u);
+  let q1 = q_mat(sg, 1u);
+  let q2 = q_mat(sg, 2u);
+  let q3 = q_mat(sg, 3u);
+  let q4 = q_mat(sg, 4u);
+  let q5 = q_mat(sg, 5u);
+  let q6 = q_mat(sg, 6u);
+  let q7 = q_mat(sg, 7u);
 
-  // Invocations 2 row and 2 row + 1: row `row`, keys half * KH .. of each step.
-  let row = lid / 2u;
+  // Invocations 2 row and 2 row + 1 of subgroup sg: its row `row` (tile row `tr`), keys
+  // half * KH .. of each step. The subgroup's 16 rows of wg.s_tile and wg.b start at s_at, p_at.
+  let row = (lid % 32u) / 2u;
   let half = lid % 2u;
+  let tr = sg * 16u + row;
+  let s_at = sg * 16u * SS;
+  let p_at = sg * 16u * PS;
   // the last key the row may see (a padding row sees the tile's keys, with q = 0)
   var lim = kv_end - 1u;
-  if (row < n_rows) {
-    lim = first_pos + row / group;
+  if (tr < n_rows) {
+    lim = first_pos + tr / group;
   }
   var m_run = NEG;
   // this invocation's share of the row's sum
@@ -182,7 +195,7 @@ fn main(
     s0 = subgroupMatrixMultiplyAccumulate(q5, kt_mat(5u), s0);
     s0 = subgroupMatrixMultiplyAccumulate(q6, kt_mat(6u), s0);
     s0 = subgroupMatrixMultiplyAccumulate(q7, kt_mat(7u), s0);
-    subgroupMatrixStore<row_major>(&wg.s_tile, 0u, s0, SS);
+    subgroupMatrixStore<row_major>(&wg.s_tile, s_at, s0, SS);
     // (the K loads above are done: V takes wg.a, visible after the barrier before P V)
     workgroupBarrier();
     store_words(v_words, lid);
@@ -193,7 +206,7 @@ fn main(
     for (var j = 0u; j < KH; j++) {
       let key = half * KH + j;
       if (kb + key <= lim) {
-        mt = max(mt, wg.s_tile[row * SS + key]);
+        mt = max(mt, wg.s_tile[s_at + row * SS + key]);
       }
     }
     mt = max(mt, subgroupShuffleXor(mt, 1u));
@@ -211,10 +224,10 @@ fn main(
       let key = half * KH + j;
       var p = 0.0;
       if (kb + key <= lim) {
-        p = exp(wg.s_tile[row * SS + key] - m_run);
+        p = exp(wg.s_tile[s_at + row * SS + key] - m_run);
       }
       let ph = f16(p);
-      wg.b[row * PS + key] = ph;
+      wg.b[p_at + row * PS + key] = ph;
       l_run += f32(ph);
     }
     if (lid == 0u) {
@@ -223,18 +236,18 @@ fn main(
     // (its barrier also makes P in wg.b and V in wg.a visible to the matrix loads below)
     let rescale = workgroupUniformLoad(&wg.flags[t % 2u]);
     if (rescale != 0u) {
-      o0 = rescaled(o0, row, half, alpha);
-      o1 = rescaled(o1, row, half, alpha);
-      o2 = rescaled(o2, row, half, alpha);
-      o3 = rescaled(o3, row, half, alpha);
-      o4 = rescaled(o4, row, half, alpha);
-      o5 = rescaled(o5, row, half, alpha);
-      o6 = rescaled(o6, row, half, alpha);
-      o7 = rescaled(o7, row, half, alpha);
+      o0 = rescaled(o0, s_at, row, half, alpha);
+      o1 = rescaled(o1, s_at, row, half, alpha);
+      o2 = rescaled(o2, s_at, row, half, alpha);
+      o3 = rescaled(o3, s_at, row, half, alpha);
+      o4 = rescaled(o4, s_at, row, half, alpha);
+      o5 = rescaled(o5, s_at, row, half, alpha);
+      o6 = rescaled(o6, s_at, row, half, alpha);
+      o7 = rescaled(o7, s_at, row, half, alpha);
     }
 
     // O += P V
-    let pa = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.b, 0u, PS);
+    let pa = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.b, p_at, PS);
     o0 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u), o0);
     o1 = subgroupMatrixMultiplyAccumulate(pa, v_mat(1u), o1);
     o2 = subgroupMatrixMultiplyAccumulate(pa, v_mat(2u), o2);
@@ -249,40 +262,42 @@ fn main(
   // out = O / l for the query rows, 16 dims at a time through wg.s_tile
   let l = l_run + subgroupShuffleXor(l_run, 1u);
   let inv = select(0.0, 1.0 / l, l > 0.0);
-  let token = first_token + row / group;
-  let head = kvh * group + row % group;
+  let token = first_token + tr / group;
+  let head = kvh * group + tr % group;
   let out_at = (token * params.num_q_heads + head) * hd4 + 2u * half;
-  write_o(o0, row, half, n_rows, out_at, 0u, inv);
-  write_o(o1, row, half, n_rows, out_at, 1u, inv);
-  write_o(o2, row, half, n_rows, out_at, 2u, inv);
-  write_o(o3, row, half, n_rows, out_at, 3u, inv);
-  write_o(o4, row, half, n_rows, out_at, 4u, inv);
-  write_o(o5, row, half, n_rows, out_at, 5u, inv);
-  write_o(o6, row, half, n_rows, out_at, 6u, inv);
-  write_o(o7, row, half, n_rows, out_at, 7u, inv);
+  let live = tr < n_rows;
+  write_o(o0, s_at, row, half, live, out_at, 0u, inv);
+  write_o(o1, s_at, row, half, live, out_at, 1u, inv);
+  write_o(o2, s_at, row, half, live, out_at, 2u, inv);
+  write_o(o3, s_at, row, half, live, out_at, 3u, inv);
+  write_o(o4, s_at, row, half, live, out_at, 4u, inv);
+  write_o(o5, s_at, row, half, live, out_at, 5u, inv);
+  write_o(o6, s_at, row, half, live, out_at, 6u, inv);
+  write_o(o7, s_at, row, half, live, out_at, 7u, inv);
 }
 
-// Writes O slice d (`o`) of the tile's rows through wg.s_tile, times inv (barriers around: call
-// it from uniform control flow).
+// Writes O slice d (`o`) of the subgroup's rows through its rows of wg.s_tile from s_at, times
+// inv (barriers around: call it from uniform control flow).
 fn write_o(
   o: subgroup_matrix_result<f32, 16, 16>,
+  s_at: u32,
   row: u32,
   half: u32,
-  n_rows: u32,
+  live: bool,
   out_at: u32,
   d: u32,
   inv: f32,
 ) {
-  subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o, SS);
+  subgroupMatrixStore<row_major>(&wg.s_tile, s_at, o, SS);
   workgroupBarrier();
-  write_slice(row, half, n_rows, out_at, d, inv);
+  write_slice(s_at, row, half, live, out_at, d, inv);
   workgroupBarrier();
 }
 
 // Writes this invocation's 8 of a row's 16 dims of O slice d (in wg.s_tile), times inv.
-fn write_slice(row: u32, half: u32, n_rows: u32, out_at: u32, d: u32, inv: f32) {
-  if (row < n_rows) {
-    let at = row * SS + 8u * half;
+fn write_slice(s_at: u32, row: u32, half: u32, live: bool, out_at: u32, d: u32, inv: f32) {
+  if (live) {
+    let at = s_at + row * SS + 8u * half;
     let a = vec4<f32>(wg.s_tile[at], wg.s_tile[at + 1u], wg.s_tile[at + 2u], wg.s_tile[at + 3u]);
     let b = vec4<f32>(wg.s_tile[at + 4u], wg.s_tile[at + 5u], wg.s_tile[at + 6u], wg.s_tile[at + 7u]);
     out[out_at + 4u * d] = a * inv;

@@ -95,6 +95,12 @@ export const TENSOR_CORE_OPTIONS = {
       "form staging both operands (tcp64x64, tcp128x64, tcp64x128, tcp128x128: rows x columns " +
       "a workgroup) (default: tcp128x128)",
   },
+  tensorCorePrefillWide: {
+    type: "string",
+    values: TENSOR_CORE_PREFILL_FORMS,
+    help: "the tensor-core GEMM of steps past 256 rows: tc or a prefill form (those above and " +
+      "tcp256x128, tcp128x256) (default: tcp256x128)",
+  },
   tensorCoreSplitMinK: {
     type: "number",
     integer: true,
@@ -125,9 +131,10 @@ export const TENSOR_CORE_OPTIONS = {
   },
   prefillAttention: {
     type: "string",
-    values: ["tc", "tc2", "tcs", "fma"],
+    values: ["tc", "tc2", "tcs", "tcs2", "tcs4", "fma"],
     help: "attention of prefill steps: tc (tensor cores), tc2 (two key tiles a step), tcs (K " +
-      "and V staged through workgroup memory) or fma (default: tcs where it runs)",
+      "and V staged through workgroup memory), tcs2 / tcs4 (as tcs, 2 or 4 subgroups sharing " +
+      "each step's K and V) or fma (default: tcs2 where it runs, else tcs, else fma)",
   },
   tensorCoreSplitTarget: {
     type: "number",
@@ -147,6 +154,7 @@ export function tensorCoreOptions(
     readonly tensorCoreDecodeRows?: number;
     readonly tensorCoreDecodeSubgroups?: string;
     readonly tensorCorePrefill?: string;
+    readonly tensorCorePrefillWide?: string;
     readonly tensorCoreSplitMinK?: number;
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
@@ -160,6 +168,7 @@ export function tensorCoreOptions(
   tensorCoreDecodeRows?: number;
   tensorCoreDecodeSubgroups?: "one" | "rows";
   tensorCorePrefill?: TensorCorePrefillForm;
+  tensorCorePrefillWide?: TensorCorePrefillForm;
   tensorCoreSplitMinK?: number;
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
@@ -177,6 +186,7 @@ export function tensorCoreOptions(
     tensorCoreDecodeRows: o.tensorCoreDecodeRows,
     tensorCoreDecodeSubgroups: o.tensorCoreDecodeSubgroups as "one" | "rows" | undefined,
     tensorCorePrefill: o.tensorCorePrefill as TensorCorePrefillForm | undefined,
+    tensorCorePrefillWide: o.tensorCorePrefillWide as TensorCorePrefillForm | undefined,
     tensorCoreSplitMinK: o.tensorCoreSplitMinK,
     tensorCoreTile: o.tensorCoreTile === undefined
       ? undefined

@@ -113,11 +113,14 @@ export interface GpuModelOptions {
    * Attention of prefill and mixed steps: "tc" (Q K^T and P V on the tensor cores,
    * paged_attention_tc `f16-tc`, K^T and V matrices loaded straight from the cache), "tc2" (its
    * two-key-tile variant), "tcs" (K and V staged through workgroup memory as 16-byte words,
-   * `f16-tcs`) or "fma" (paged_attention). Default "tcs" where it runs: f16 KV, head_dim 128,
-   * block_size a multiple of 16, at most 16 query heads a kv head, f16 16x16x16 subgroup
-   * matrices on 32-wide subgroups; else "fma". On the H200 (2026-12-01, one call, two rounds)
-   * "tcs" took 1 x 2048 prefill steps from 198.4 to 172.5 ms and 8 x 2048 from 1380 to 1206
-   * (the attention 60 -> 35 ms at 1 x 2048, 27 -> 47 TFLOP/s), 64 x 512 2104 -> 2047.
+   * `f16-tcs`), "tcs2" / "tcs4" (the same with 2 or 4 subgroups a workgroup sharing each
+   * step's staged K and V, `f16-tcs2`, `f16-tcs4`) or "fma" (paged_attention). Default "tcs2"
+   * where it runs (else "tcs"): f16 KV, head_dim 128, block_size a multiple of 16, at most 16
+   * query heads a kv head, f16 16x16x16 subgroup matrices on 32-wide subgroups laid out
+   * consecutively; else "fma". On the H200 (2026-12-01, one call, two rounds) "tcs" took 1 x
+   * 2048 prefill steps from 198.4 to 172.5 ms and 8 x 2048 from 1380 to 1206 (the attention 60
+   * -> 35 ms at 1 x 2048, 27 -> 47 TFLOP/s), 64 x 512 2104 -> 2047; in a later call "tcs2" took
+   * 8 x 2048 to 1148.0 ms and 1 x 2048 to 168.8 ("tcs4": 1195.6 and 172.5).
    */
   readonly prefillAttention?: PrefillAttentionForm;
   /**
@@ -213,9 +216,19 @@ export interface GpuModelOptions {
    * "tcp128x128" (rows x columns a workgroup). A prefill form that does not compile gives way
    * to gemm_tc's tiles. Default "tcp128x128": on the H200 (2026-12-01, one call, 1 x 2048 on
    * Qwen3-30B-A3B) qkv took 46.0 -> 18.0 ms a step (45 -> 114 TFLOP/s) and o 37.4 -> 15.6,
-   * against tcp128x64 20.7 / 19.2, tcp64x128 21.8 / 19.8 and tcp64x64 26.7 / 26.3.
+   * against tcp128x64 20.7 / 19.2, tcp64x128 21.8 / 19.8 and tcp64x64 26.7 / 26.3. Steps of more
+   * than PREFILL_WIDE_ROWS rows take tensorCorePrefillWide instead.
    */
   readonly tensorCorePrefill?: TensorCorePrefillForm;
+  /**
+   * The tensor-core GEMM's form for steps of more than PREFILL_WIDE_ROWS rows (where no
+   * tensorCoreTile is asked for). Default "tcp256x128" (8 subgroups, 16 of k a step): the
+   * staged words' stores to workgroup memory bound these kernels on the H200, and a 256 x 128
+   * tile stores 3/256 of a word a product against 128 x 128's 1/64. On the H200 (2026-12-01,
+   * perf-linear, Qwen3-30B-A3B shapes) qkv at 2048 rows took 351.6 -> 294.1 µs a layer, o 272.2
+   * -> 194.2, and at 16384 rows 2847.5 -> 2086.2 and 2890.9 -> 2045.1 (tcp128x256 within 2%).
+   */
+  readonly tensorCorePrefillWide?: TensorCorePrefillForm;
   /**
    * The least k a split of the staged forms takes (a multiple of 64). Default: each form's
    * own (gemm_tc's stagedSplitMinK: 1024 for the several-subgroup forms, 512 for the
@@ -275,7 +288,7 @@ export interface GpuModelOptions {
 }
 
 /** Prefill attention forms (see GpuModelOptions.prefillAttention). */
-export type PrefillAttentionForm = "tc" | "tc2" | "tcs" | "fma";
+export type PrefillAttentionForm = "tc" | "tc2" | "tcs" | "tcs2" | "tcs4" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
 export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcdw";
@@ -398,6 +411,8 @@ const TC_MAX_SPLITS = 16;
  */
 const TC_PREFILL_SPLIT_TARGET = 128;
 const TC_PREFILL_SPLIT_MIN_K = 256;
+/** Rows past which linear layers take GpuModelOptions.tensorCorePrefillWide. */
+export const PREFILL_WIDE_ROWS = 256;
 
 /**
  * Split-K of a prefill-sized tensor-core linear: gemmTcSplits toward TC_PREFILL_SPLIT_TARGET
@@ -574,6 +589,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 64, TC_SPLIT_MAX_ROWS),
       tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "rows",
       tensorCorePrefill: options.tensorCorePrefill ?? "tcp128x128",
+      tensorCorePrefillWide: options.tensorCorePrefillWide ?? "tcp256x128",
       tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
@@ -606,7 +622,7 @@ export class GpuModel implements ForwardModel {
       { few: opts.linearFewRows, many: opts.linearManyRows, byKind: opts.manyRowsByKind },
       opts.tensorCoreRows > 0,
       opts.tensorCoreDecodeRows,
-      opts.tensorCorePrefill,
+      [opts.tensorCorePrefill, opts.tensorCorePrefillWide],
       blockSize,
       opts.decodeSplit.minTokens,
       options.decodeAttention === undefined,
@@ -766,6 +782,11 @@ export class GpuModel implements ForwardModel {
               this.calls.stagedTc.has(`f16-${this.opts.tensorCorePrefill}`) &&
                 !this.opts.tensorCoreTile
                 ? `; f16-${this.opts.tensorCorePrefill} past them where k fits`
+                : ""
+            }${
+              this.calls.stagedTc.has(`f16-${this.opts.tensorCorePrefillWide}`) &&
+                !this.opts.tensorCoreTile
+                ? `; f16-${this.opts.tensorCorePrefillWide} past ${PREFILL_WIDE_ROWS} rows`
                 : ""
             }) where n and k fit`
             : ""
@@ -1146,7 +1167,9 @@ export class GpuModel implements ForwardModel {
         decodeRows: this.opts.tensorCoreDecodeRows,
         tile: this.opts.tensorCoreTile,
         subgroups: this.opts.tensorCoreDecodeSubgroups,
-        prefill: this.opts.tensorCorePrefill,
+        prefill: rows > PREFILL_WIDE_ROWS
+          ? this.opts.tensorCorePrefillWide
+          : this.opts.tensorCorePrefill,
         compiled: this.calls.stagedTc,
       }),
     );
@@ -1346,7 +1369,7 @@ async function createCalls(
   },
   tensorCores: boolean,
   tensorCoreDecodeRows: number,
-  tensorCorePrefill: TensorCorePrefillForm,
+  tensorCorePrefill: readonly TensorCorePrefillForm[],
   blockSize: number,
   minSplitTokens: number,
   decodeAttentionDefault: boolean,
@@ -1429,7 +1452,7 @@ async function createCalls(
       gemmTc.spec,
       [
         ...(tensorCoreDecodeRows > 0 ? gemmTc.GEMM_TCS_VARIANTS : []),
-        ...(tensorCorePrefill !== "tc" ? [`f16-${tensorCorePrefill}`] : []),
+        ...tensorCorePrefill.filter((f) => f !== "tc").map((f) => `f16-${f}`),
       ],
       "model",
     )
@@ -1539,11 +1562,17 @@ async function createCalls(
 }
 
 /** paged_attention_tc's variant of each tensor-core prefill attention form. */
-const PREFILL_TC_VARIANT = { tc: "f16-tc", tc2: "f16-tc2", tcs: "f16-tcs" } as const;
+const PREFILL_TC_VARIANT = {
+  tc: "f16-tc",
+  tc2: "f16-tc2",
+  tcs: "f16-tcs",
+  tcs2: "f16-tcs2",
+  tcs4: "f16-tcs4",
+} as const;
 
 /**
- * The prefill attention form: `asked`, or by default "tcs" where it runs, else "fma". Throws
- * naming the reason when a tensor-core form is asked for and cannot run.
+ * The prefill attention form: `asked`, or by default the first of "tcs2" and "tcs" that runs,
+ * else "fma". Throws naming the reason when a tensor-core form is asked for and cannot run.
  */
 function prefillAttentionForm(
   gpu: Gpu,
@@ -1553,19 +1582,22 @@ function prefillAttentionForm(
   asked: PrefillAttentionForm | undefined,
 ): PrefillAttentionForm {
   if (asked === "fma") return "fma";
-  const form = asked ?? "tcs";
-  const why = dtype !== "f16" ? "the KV cache is not f16" : pagedAttentionTc.tcRunReason(
-    gpu,
-    variantByName(pagedAttentionTc.spec, PREFILL_TC_VARIANT[form]),
-    {
-      num_q_heads: config.numHeads,
-      num_kv_heads: config.numKvHeads,
-      head_dim: config.headDim,
-      block_size: blockSize,
-    },
-  );
-  if (why === null) return form;
-  if (asked === undefined) return "fma";
+  const reason = (form: Exclude<PrefillAttentionForm, "fma">) =>
+    dtype !== "f16" ? "the KV cache is not f16" : pagedAttentionTc.tcRunReason(
+      gpu,
+      variantByName(pagedAttentionTc.spec, PREFILL_TC_VARIANT[form]),
+      {
+        num_q_heads: config.numHeads,
+        num_kv_heads: config.numKvHeads,
+        head_dim: config.headDim,
+        block_size: blockSize,
+      },
+    );
+  if (asked === undefined) {
+    return (["tcs2", "tcs"] as const).find((f) => reason(f) === null) ?? "fma";
+  }
+  const why = reason(asked);
+  if (why === null) return asked;
   throw new Error(`model: prefillAttention "${asked}" cannot run here: ${why}`);
 }
 
@@ -1737,7 +1769,11 @@ function createScratch(
     ropeTable: rope,
     // the f16 copy of a tensor-core linear's input, its rows padded to the largest row tile
     a16: tensorCoreK > 0
-      ? f32("a16", (Math.ceil(Math.max(S, T, maxRows) / 128) * 128 * tensorCoreK) / 2)
+      ? f32(
+        "a16",
+        (Math.ceil(Math.max(S, T, maxRows) / gemmTc.MAX_ROW_TILE) * gemmTc.MAX_ROW_TILE *
+          tensorCoreK) / 2,
+      )
       : null,
     // split-K partial sums of a tensor-core linear: TC_MAX_SPLITS slices of TC_SPLIT_MAX_ROWS
     // rows (prefill-sized steps split only where theirs fit: prefillSplits)

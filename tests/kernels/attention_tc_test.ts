@@ -1,7 +1,13 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { readFileSync } from "node:fs";
-import { cases, spec, tcGeometryReason, workgroupBytes } from "../../kernels/paged_attention_tc.ts";
+import {
+  cases,
+  spec,
+  tcGeometryReason,
+  tileRows,
+  workgroupBytes,
+} from "../../kernels/paged_attention_tc.ts";
 import { attentionCase, spec as fmaSpec } from "../../kernels/paged_attention.ts";
 import { variantByName } from "../../kernels/kernel.ts";
 import { Rng } from "../../src/util/rng.ts";
@@ -48,8 +54,16 @@ test("its workgroup memory is what the shader declares, and the grid checks the 
     "utf8",
   );
   assert.equal([...staged.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
-  assert.is(wgStructLayout(staged, { KT: 1, HD: 128 }).bytes, 6152);
+  assert.is(wgStructLayout(staged, { KT: 1, HD: 128, RT: 1 }).bytes, 6152);
   assert.is(workgroupBytes(variantByName(spec, "f16-tcs")), 6152);
+  // with RT subgroups a workgroup: q of 16 RT rows, then a step's K and V, and each subgroup's
+  // S and P
+  for (const rt of [2, 4]) {
+    const v = variantByName(spec, `f16-tcs${rt}`);
+    assert.is(tileRows(v), 16 * rt);
+    assert.is(wgStructLayout(staged, { KT: 1, HD: 128, RT: rt }).bytes, workgroupBytes(v));
+  }
+  assert.is(workgroupBytes(variantByName(spec, "f16-tcs4")), 24584);
   // no subgroup-matrix load reads storage
   assert.not.match(staged, /subgroupMatrixLoad<[^>]+>[^>]*>\(&[kv]_cache/);
   const p = {
@@ -61,6 +75,8 @@ test("its workgroup memory is what the shader declares, and the grid checks the 
   };
   // 16 rows = 2 tokens x 8 heads a workgroup: 5 q tiles for 9 tokens
   assert.equal(spec.grid(p, variantByName(spec, "f16-tc"), h200), [5, 2, 4]);
+  // 64 rows = 8 tokens x 8 heads a workgroup of f16-tcs4: 2 q tiles for 9 tokens
+  assert.equal(spec.grid(p, variantByName(spec, "f16-tcs4"), h200), [2, 2, 4]);
   const small = { limits: { maxComputeWorkgroupStorageSize: 8192 } } as never;
   assert.throws(() => spec.grid(p, variantByName(spec, "f16-tc2"), small), /12040 bytes.*8192/);
   assert.throws(

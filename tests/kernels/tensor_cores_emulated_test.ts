@@ -36,8 +36,9 @@ const MAX_BYTES = 2 ** 20;
 /**
  * The forms the model runs by default, or, where a default form's workgroup memory is above
  * lavapipe's 32 KB, a smaller form of its shader: f16-tcs64x4 for f16-tcs128x8 (39 KB
- * emulated), f16-tcp128x64 for the prefill form f16-tcp128x128 (45 KB), the MoE f16-tcp2 at
- * 16 of k a step for f16-tcp4 (39 KB).
+ * emulated), f16-tcp128x64 for the prefill forms f16-tcp128x128 (45 KB) and f16-tcp256x128,
+ * the MoE f16-tcp2 at 16 of k a step for f16-tcp4 (39 KB). Prefill attention runs its default
+ * f16-tcs2 and the one-subgroup f16-tcs it falls back to.
  */
 const FORMS: readonly [string, Module, string, number?, Record<string, number>?][] = [
   ["gemm_tc", gemmTc as unknown as Module, "f16-tc16"],
@@ -52,6 +53,7 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp2", MAX_BYTES, { BK: 16 }],
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tc"],
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs"],
+  ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs2"],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw", 16 * 2 ** 20],
 ];
 
