@@ -7,8 +7,8 @@
  *                                                      work_items, dispatch_args
  *   3. moe_gemm_gate_up  indirect (dispatch_args+0)  x, w_gate_up -> act [N, inter]
  *   4. moe_gemm_down     indirect (dispatch_args+12) act, w_down -> y [N, hidden]
- *   (3, 4 on the tensor cores: moe_gather_f16 -> a16 [N + 64, hidden], moe_gemm_gate_up_tc
- *    -> act16 [N + 64, inter] f16, moe_gemm_down_tc -> y; their `f16-tc` forms for
+ *   (3, 4 on the tensor cores: moe_gather_f16 -> a16 [N + 128, hidden], moe_gemm_gate_up_tc
+ *    -> act16 [N + 128, inter] f16, moe_gemm_down_tc -> y; their `f16-tc` forms for
  *    prefill-sized steps, their staged `f16-tcs` forms for 2-8 rows an expert)
  *   5. moe_combine       tokens * hidden / 4 invocations: residual += sum_j w * y[row]
  * Bytes (s = bytes per weight, U = experts that receive a token): router T*E*4 + N*8;
@@ -376,10 +376,14 @@ export class MoeBlock {
       layout: { pack(v: ParamValues<F>): Uint8Array },
       v: ParamValues<F>,
     ) => writeBuffer(this.gpu.device, buffer, 0, layout.pack(v));
-    const blockM = this.options.blockM ?? dispatch.MOE_BLOCK_M;
-    const maxItems = dispatch.moeMaxWorkItems(tokens * s.topK, s.experts, blockM);
     const tc = this.tensorCoreFor(tokens);
     this.stepTc = tc;
+    // work items as long as the step's expert GEMMs take (f16-tcp4x2: 128 rows; the scratch
+    // holds the items of the block's own blockM, at most 64: never fewer)
+    const blockM = tc
+      ? gateUpTc.moeTcItemRows(tc.gateUp.variant)
+      : this.options.blockM ?? dispatch.MOE_BLOCK_M;
+    const maxItems = dispatch.moeMaxWorkItems(tokens * s.topK, s.experts, blockM);
     // the expert GEMMs' params, and their grid x for the dispatch's indirect arguments
     let gridX: [number, number];
     if (tc) {

@@ -1,7 +1,7 @@
 /**
  * The f16 operand of the tensor-core expert GEMMs: the token rows in expert-sorted order
  * (`out[r] = f16(x[sorted_token[r]])` for the step's `work_items[0].y` rows), then zero rows
- * up to `rows_pad` (the 64-row tiles of the last work item read past its end), clamped to
+ * up to `rows_pad` (the row tiles, up to 128 rows, of the last work item read past its end), clamped to
  * f16's finite range as cast_f16 does. hidden must be a multiple of 4.
  */
 import type { KernelCase } from "./case.ts";
@@ -78,7 +78,7 @@ function gatherCase(
 
 export const cases = [
   gatherCase(1, 8, 2, 8, "spread"),
-  // an odd row count (37 rows + 64 padding)
+  // an odd row count (37 rows + 128 padding)
   gatherCase(37, 8, 1, 132, "skewed"),
   gatherCase(256, 128, 8, 2048, "spread"),
 ];

@@ -2,7 +2,7 @@
  * Grouped down GEMM of the MoE experts on the tensor cores (f16 16 x 16 x 16 subgroup
  * matrices, f32 sums): `y[r, n] = act[r] . w[e, n]` for the rows r
  * of each work item (expert e), with `act` the f16 activations of `moe_gemm_gate_up_tc`
- * (64 rows of padding after the last item) and `w` `[experts, hidden, inter]`. A workgroup
+ * (128 rows of padding after the last item, MOE_TC_PAD_ROWS) and `w` `[experts, hidden, inter]`. A workgroup
  * takes a work item's 64 rows x 64 columns (`f16-tc`, prefill-sized steps), or 32 columns of
  * it 16 rows at a time with the weights staged through workgroup memory from 16-byte loads
  * (`f16-tcs`, decode-sized steps: one pass over an expert's weights for 1-16 rows); launch
@@ -13,9 +13,9 @@ import { fitting, type KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmDownRef } from "./moe_gemm_down.ts";
-import { moeTcParams, moeTcpFits, moeTcVariants } from "./moe_gemm_gate_up_tc.ts";
+import { moeTcItemRows, moeTcParams, moeTcpFits, moeTcVariants } from "./moe_gemm_gate_up_tc.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
-import { type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
+import { MOE_BLOCK_M, type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
@@ -25,7 +25,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   shader: "moe_gemm_down_tc.wgsl",
   params,
   bindings: [
-    { name: "act", type: "T", access: "read", shape: "[rows + 64, inter] (moe_gemm_gate_up_tc)" },
+    { name: "act", type: "T", access: "read", shape: "[rows + 128, inter] (moe_gemm_gate_up_tc)" },
     { name: "w", type: "T", access: "read", shape: "[experts, hidden, inter]" },
     WORK_ITEMS_READ,
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
@@ -51,12 +51,27 @@ function tcCase(
   inter: number,
   pattern: RoutingPattern,
   stored = experts,
+  blockM = MOE_BLOCK_M,
 ): KernelCase<typeof params.fields> {
-  const r = moeTcRouting(tokens, experts, topK, pattern, `hidden=${hidden} inter=${inter}`, stored);
+  const r = moeTcRouting(
+    tokens,
+    experts,
+    topK,
+    pattern,
+    `hidden=${hidden} inter=${inter}`,
+    stored,
+    blockM,
+  );
   return {
     label: r.label,
     params: moeGemmDownTcParams(hidden, inter, r.maxItems),
-    ...fitting(spec.variants, (v) => !v.name.startsWith("f16-tcp") || moeTcpFits(v, hidden, inter)),
+    // items longer than 64 rows: only the forms that take them
+    ...fitting(
+      spec.variants,
+      (v) =>
+        moeTcItemRows(v) >= blockM &&
+        (!v.name.startsWith("f16-tcp") || moeTcpFits(v, hidden, inter)),
+    ),
     inputs: (rng) => {
       const act = new Float32Array(r.rowsPad * inter);
       act.set(rng.fillNormal(new Float32Array(r.rows * inter)));
@@ -102,4 +117,7 @@ export const cases = [
   tcCase(1, 8, 2, 256, 32, "spread"),
   tcCase(150, 4, 2, 256, 64, "skewed"),
   tcCase(37, 8, 2, 256, 64, "skewed"),
+  // 128-row items (f16-tcp4x2): full and short ones, and a Qwen3-30B-A3B prefill step
+  tcCase(301, 4, 2, 256, 64, "skewed", 4, 128),
+  tcCase(2048, 128, 8, 2048, 768, "spread", 128, 128),
 ];

@@ -4,7 +4,7 @@
  * `act[r, c] = f16(silu(a[r] . w[e, c]) * (a[r] . w[e, inter + c]))` (clamped to f16's finite
  * range) for the rows r of each
  * work item (expert e), where `a` is the expert-sorted f16 copy of the token rows
- * (`moe_gather_f16`, 64 rows of padding) and `w` is `[experts, 2 * inter, hidden]`. A
+ * (`moe_gather_f16`, 128 rows of padding, MOE_TC_PAD_ROWS) and `w` is `[experts, 2 * inter, hidden]`. A
  * workgroup takes a work item's 64 rows x 32 act columns (`f16-tc`, prefill-sized steps), or
  * 16 act columns of it 16 rows at a time with the weights staged through workgroup memory from
  * 16-byte loads (`f16-tcs`, decode-sized steps: one pass over an expert's weights for 1-16
@@ -17,7 +17,7 @@ import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmGateUpRef } from "./moe_gemm_gate_up.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
-import { type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
+import { MOE_BLOCK_M, type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
@@ -27,10 +27,10 @@ export const spec: KernelSpec<typeof params.fields> = {
   shader: "moe_gemm_gate_up_tc.wgsl",
   params,
   bindings: [
-    { name: "a", type: "T", access: "read", shape: "[rows + 64, hidden] (moe_gather_f16)" },
+    { name: "a", type: "T", access: "read", shape: "[rows + 128, hidden] (moe_gather_f16)" },
     { name: "w", type: "T", access: "read", shape: "[experts, 2 * inter, hidden]" },
     WORK_ITEMS_READ,
-    { name: "act", type: "T", access: "read_write", shape: "[rows + 64, inter]" },
+    { name: "act", type: "T", access: "read_write", shape: "[rows + 128, inter]" },
   ],
   variants: moeTcVariants("moe_gemm_gate_up_tcs.wgsl", 16, "moe_gemm_gate_up_tcp.wgsl", 32),
   grid: (p, v) => [p.inter / (v.consts?.CW ?? 32), Math.max(1, p.max_items), 1],
@@ -41,7 +41,8 @@ export const spec: KernelSpec<typeof params.fields> = {
  * decode form `f16-tcs` (`shader`, `columns` output columns a workgroup, the f16 operands read
  * as 16-byte words) and the prefill forms `f16-tcp1/2/4` (`prefillShader`, 1, 2 or 4 subgroups
  * of `prefillColumns` output columns each, both operands staged through double-buffered
- * workgroup memory, BK of k a step).
+ * workgroup memory, BK of k a step, work items of 64 rows) and `f16-tcp4x2` (`f16-tcp4` with two
+ * subgroups a column group, one a 64-row half of 128-row work items).
  */
 export function moeTcVariants(
   shader: string,
@@ -50,14 +51,14 @@ export function moeTcVariants(
   prefillColumns: number,
 ): Variant[] {
   const matrix = { m: 16, n: 16, k: 16 };
-  const prefill = (wn: number, bk: number): Variant => ({
-    name: `f16-tcp${wn}`,
+  const prefill = (wn: number, bk: number, wm = 1): Variant => ({
+    name: wm === 1 ? `f16-tcp${wn}` : `f16-tcp${wn}x${wm}`,
     dtype: "f16",
     subgroupMatrix: matrix,
     perSubgroupMatrices: true,
     shader: prefillShader,
     wideWords: true,
-    consts: { WN: wn, BK: bk, CW: wn * prefillColumns },
+    consts: { WN: wn, WM: wm, BK: bk, CW: wn * prefillColumns },
   });
   return [
     { name: "f16-tc", dtype: "f16", subgroupMatrix: matrix },
@@ -72,11 +73,21 @@ export function moeTcVariants(
     prefill(1, 32),
     prefill(2, 32),
     prefill(4, 16),
+    prefill(4, 16, 2),
   ];
 }
 
 /** The prefill forms of the tensor-core expert GEMMs (see moeTcVariants). */
-export const MOE_TCP_VARIANTS = ["f16-tcp1", "f16-tcp2", "f16-tcp4"] as const;
+export const MOE_TCP_VARIANTS = ["f16-tcp1", "f16-tcp2", "f16-tcp4", "f16-tcp4x2"] as const;
+
+/**
+ * Rows of a work item a form of the tensor-core expert GEMMs takes at most: 64 WM for the
+ * prefill forms (`f16-tcp4x2`: 128), 64 (MOE_BLOCK_M) for the others. The step's dispatch
+ * makes its work items that long.
+ */
+export function moeTcItemRows(variant: Variant): number {
+  return variant.shader?.endsWith("_tcp.wgsl") ? 64 * (variant.consts?.WM ?? 1) : MOE_BLOCK_M;
+}
 
 /**
  * Whether a prefill form takes an expert shape: its output columns a workgroup divide the
@@ -128,13 +139,28 @@ function tcCase(
   inter: number,
   pattern: RoutingPattern,
   stored = experts,
+  blockM = MOE_BLOCK_M,
 ): KernelCase<typeof params.fields> {
-  const r = moeTcRouting(tokens, experts, topK, pattern, `hidden=${hidden} inter=${inter}`, stored);
+  const r = moeTcRouting(
+    tokens,
+    experts,
+    topK,
+    pattern,
+    `hidden=${hidden} inter=${inter}`,
+    stored,
+    blockM,
+  );
   const identity = Uint32Array.from({ length: r.rowsPad }, (_, i) => i);
   return {
     label: r.label,
     params: moeGemmGateUpTcParams(hidden, inter, r.maxItems),
-    ...fitting(spec.variants, (v) => !v.name.startsWith("f16-tcp") || moeTcpFits(v, inter, hidden)),
+    // items longer than 64 rows: only the forms that take them
+    ...fitting(
+      spec.variants,
+      (v) =>
+        moeTcItemRows(v) >= blockM &&
+        (!v.name.startsWith("f16-tcp") || moeTcpFits(v, inter, hidden)),
+    ),
     inputs: (rng) => {
       const a = new Float32Array(r.rowsPad * hidden);
       a.set(rng.fillNormal(new Float32Array(r.rows * hidden)));
@@ -186,4 +212,7 @@ export const cases = [
   tcCase(1, 8, 2, 64, 128, "spread"),
   tcCase(150, 4, 2, 64, 128, "skewed"),
   tcCase(37, 8, 2, 128, 128, "skewed"),
+  // 128-row items (f16-tcp4x2): full and short ones, and a Qwen3-30B-A3B prefill step
+  tcCase(301, 4, 2, 128, 128, "skewed", 4, 128),
+  tcCase(2048, 128, 8, 2048, 768, "spread", 128, 128),
 ];

@@ -1,8 +1,8 @@
 /**
  * The routing of a tensor-core MoE GEMM validation case (moe_gather_f16,
  * moe_gemm_gate_up_tc, moe_gemm_down_tc): expert ids drawn as the other MoE cases draw
- * them, dispatched by the CPU reference of moe_dispatch with 64-row work items, and the row
- * counts the tensor-core kernels' buffers need.
+ * them, dispatched by the CPU reference of moe_dispatch with 64-row work items (or `blockM`), and
+ * the row counts the tensor-core kernels' buffers need.
  */
 import {
   MOE_BLOCK_M,
@@ -15,8 +15,11 @@ import {
 import { Rng } from "../src/util/rng.ts";
 import { expertsTouched } from "./moe_gemm_gate_up.ts";
 
-/** Rows past the last work item that the tensor-core expert GEMMs read (a 64-row tile). */
-export const MOE_TC_PAD_ROWS = MOE_BLOCK_M;
+/**
+ * Rows past the last work item that the tensor-core expert GEMMs read: their longest item (the
+ * prefill form `f16-tcp4x2` takes 128-row items, moeTcItemRows).
+ */
+export const MOE_TC_PAD_ROWS = 2 * MOE_BLOCK_M;
 
 export interface MoeTcRouting {
   readonly label: string;
@@ -39,10 +42,11 @@ export function moeTcRouting(
   pattern: RoutingPattern,
   shapeLabel: string,
   stored = experts,
+  blockM = MOE_BLOCK_M,
 ): MoeTcRouting {
   const label = `tokens=${tokens} E=${experts} k=${topK} ${shapeLabel} ${pattern}${
     stored === experts ? "" : ` experts 0..${stored - 1} stored`
-  }`;
+  }${blockM === MOE_BLOCK_M ? "" : ` items of ${blockM}`}`;
   const ids = sampleRouting(Rng.fromSeed(`routing/${label}`), tokens, stored, topK, pattern);
   const d = moeDispatchRef(
     ids,
@@ -50,7 +54,7 @@ export function moeTcRouting(
       tokens,
       topK,
       experts,
-      blockM: MOE_BLOCK_M,
+      blockM,
       gridXGateUp: 1,
       gridXDown: 1,
     }),
@@ -62,7 +66,7 @@ export function moeTcRouting(
     workItems: d.workItems,
     rows,
     rowsPad: rows + MOE_TC_PAD_ROWS,
-    maxItems: moeMaxWorkItems(rows, experts, MOE_BLOCK_M),
+    maxItems: moeMaxWorkItems(rows, experts, blockM),
     touched: expertsTouched(d.workItems),
   };
 }

@@ -3,11 +3,12 @@
 // computes it, with both operands staged through double-buffered workgroup memory the way
 // gemm_tcp.wgsl stages them (see there for why and how: a step's 16-byte words stored into
 // the buffer the previous step did not read, the next words loaded, then this step's products;
-// one barrier a step). A workgroup of WN subgroups of 32 takes a work item's 64 rows x
-// CW = 64 WN output columns; subgroup j the 64 columns at 64 j as 4 x 4 tiles of 16. The
-// matrix offsets differ between subgroups (Variant.perSubgroupMatrices). A full item (64 rows)
-// stores its tiles straight into y, a shorter one through workgroup memory, masked.
-// Requires: inter a multiple of BK, hidden of CW; items of at most 64 rows; act holds 64 rows
+// one barrier a step). A workgroup of WN x WM subgroups of 32 takes a work item's TM = 64 WM
+// rows x CW = 64 WN output columns; subgroup (sm, sn) the rows 64 sm .. and the 64 columns at
+// 64 sn as 4 x 4 tiles of 16. The matrix offsets differ between subgroups
+// (Variant.perSubgroupMatrices). A full item (TM rows) stores its tiles straight into y, a
+// shorter one through workgroup memory, masked.
+// Requires: inter a multiple of BK, hidden of CW; items of at most TM rows; act holds TM rows
 // past the last item (the gate/up GEMM's padding); subgroups of exactly 32, consecutive.
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
@@ -15,20 +16,23 @@
 const SW: u32 = 256u;
 const KW: u32 = BK / 8u; // words of a row a step
 const LD: u32 = BK + 8u; // row stride of the staged tiles (f16): 16-byte rows, no bank clash
-const THREADS: u32 = 32u * WN;
+// rows of a work item a workgroup takes: WM groups of 64, one subgroup row a group
+const TM: u32 = 64u * WM;
+const THREADS: u32 = 32u * WN * WM;
 const BW: u32 = 64u * WN; // weight rows staged a step
 // words each invocation loads a step, of the item's rows and of the weights
-const NA: u32 = 64u * KW / THREADS;
+const NA: u32 = TM * KW / THREADS;
 const NB: u32 = BW * KW / THREADS;
 const_assert BK == 16u || BK == 32u;
-const_assert NA * THREADS == 64u * KW && NB * THREADS == BW * KW;
+const_assert WM == 1u || WM == 2u;
+const_assert NA * THREADS == TM * KW && NB * THREADS == BW * KW;
 
 // One workgroup struct (see paged_attention_tc.wgsl): two buffers of each operand, and a
 // 16 x 16 f32 tile a subgroup (two for gate/up) for the write-out.
 struct Wg {
-  a: array<f16, 2u * 64u * LD>,
+  a: array<f16, 2u * TM * LD>,
   b: array<f16, 2u * BW * LD>,
-  s: array<f32, SW * WN>,
+  s: array<f32, SW * WN * WM>,
 }
 var<workgroup> wg: Wg;
 
@@ -50,6 +54,9 @@ fn main(
   let n0 = wid.x * CW;
   let sg = lid / 32u;
   let lane = lid % 32u;
+  // this subgroup's 64 rows (group sm) and 64 weight rows (group sn) of the workgroup's tile
+  let sm = sg % WM;
+  let sn = sg / WM;
   // word q = lid + THREADS i of a step: row q / KW, word q % KW; where it is read and staged
   var a_at = array<u32, NA>();
   var a_st = array<u32, NA>();
@@ -104,7 +111,7 @@ fn main(
     // barrier) and load the words of the step after (the last ones load themselves again:
     // in cache, never used)
     if (s + KW < k8) {
-      let ao = (1u - buf) * 64u * LD;
+      let ao = (1u - buf) * TM * LD;
       let bo = (1u - buf) * BW * LD;
       for (var i = 0u; i < NA; i++) {
         put8a(ao + a_st[i], av[i]);
@@ -121,8 +128,8 @@ fn main(
       }
     }
     // this step's products: 16 of k at a time
-    let xa = buf * 64u * LD;
-    let xb = (buf * BW + 64u * sg) * LD;
+    let xa = (buf * TM + 64u * sm) * LD;
+    let xb = (buf * BW + 64u * sn) * LD;
     var p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb, LD);
     var p1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 16u * LD, LD);
     var p2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 32u * LD, LD);
@@ -176,24 +183,25 @@ fn main(
     workgroupBarrier();
     buf = 1u - buf;
   }
-  let full = r_end - r0 == 64u;
-  let col = n0 + 64u * sg;
-  put_y(acc00, full, sg, lane, r0, r_end, col);
-  put_y(acc01, full, sg, lane, r0, r_end, col + 16u);
-  put_y(acc02, full, sg, lane, r0, r_end, col + 32u);
-  put_y(acc03, full, sg, lane, r0, r_end, col + 48u);
-  put_y(acc10, full, sg, lane, r0 + 16u, r_end, col);
-  put_y(acc11, full, sg, lane, r0 + 16u, r_end, col + 16u);
-  put_y(acc12, full, sg, lane, r0 + 16u, r_end, col + 32u);
-  put_y(acc13, full, sg, lane, r0 + 16u, r_end, col + 48u);
-  put_y(acc20, full, sg, lane, r0 + 32u, r_end, col);
-  put_y(acc21, full, sg, lane, r0 + 32u, r_end, col + 16u);
-  put_y(acc22, full, sg, lane, r0 + 32u, r_end, col + 32u);
-  put_y(acc23, full, sg, lane, r0 + 32u, r_end, col + 48u);
-  put_y(acc30, full, sg, lane, r0 + 48u, r_end, col);
-  put_y(acc31, full, sg, lane, r0 + 48u, r_end, col + 16u);
-  put_y(acc32, full, sg, lane, r0 + 48u, r_end, col + 32u);
-  put_y(acc33, full, sg, lane, r0 + 48u, r_end, col + 48u);
+  let full = r_end - r0 == TM;
+  let col = n0 + 64u * sn;
+  let rb = r0 + 64u * sm;
+  put_y(acc00, full, sg, lane, rb, r_end, col);
+  put_y(acc01, full, sg, lane, rb, r_end, col + 16u);
+  put_y(acc02, full, sg, lane, rb, r_end, col + 32u);
+  put_y(acc03, full, sg, lane, rb, r_end, col + 48u);
+  put_y(acc10, full, sg, lane, rb + 16u, r_end, col);
+  put_y(acc11, full, sg, lane, rb + 16u, r_end, col + 16u);
+  put_y(acc12, full, sg, lane, rb + 16u, r_end, col + 32u);
+  put_y(acc13, full, sg, lane, rb + 16u, r_end, col + 48u);
+  put_y(acc20, full, sg, lane, rb + 32u, r_end, col);
+  put_y(acc21, full, sg, lane, rb + 32u, r_end, col + 16u);
+  put_y(acc22, full, sg, lane, rb + 32u, r_end, col + 32u);
+  put_y(acc23, full, sg, lane, rb + 32u, r_end, col + 48u);
+  put_y(acc30, full, sg, lane, rb + 48u, r_end, col);
+  put_y(acc31, full, sg, lane, rb + 48u, r_end, col + 16u);
+  put_y(acc32, full, sg, lane, rb + 48u, r_end, col + 32u);
+  put_y(acc33, full, sg, lane, rb + 48u, r_end, col + 48u);
 }
 
 // Stores the accumulator of y's 16 x 16 at row r0, column c0: straight into y for a full item,

@@ -3,34 +3,39 @@
 // for the rows r of a work item (expert e), as moe_gemm_gate_up_tc.wgsl computes it, with both
 // operands staged through double-buffered workgroup memory the way gemm_tcp.wgsl stages them
 // (see there: a step's 16-byte words stored into the buffer the previous step did not read,
-// the next words loaded, then this step's products; one barrier a step). A workgroup of WN
-// subgroups of 32 takes a work item's 64 rows x CW = 32 WN act columns; subgroup j stages
-// and multiplies 64 weight rows, the 32 gate rows of its act columns 32 j .. 32 j + 31 then
-// their 32 up rows, as 4 x 4 tiles of 16 (tile columns 0-1 gate, 2-3 up). The matrix offsets
-// differ between subgroups (Variant.perSubgroupMatrices). Rows past the item's end are
-// computed and not stored.
-// Requires: hidden a multiple of BK, inter of CW; items of at most 64 rows; a holds 64 rows
+// the next words loaded, then this step's products; one barrier a step). A workgroup of
+// WN x WM subgroups of 32 takes a work item's TM = 64 WM rows x CW = 32 WN act columns; subgroup
+// (sm, sn) multiplies the rows 64 sm .. by 64 staged weight rows, the 32 gate rows of its act
+// columns 32 sn .. 32 sn + 31 then their 32 up rows, as 4 x 4 tiles of 16 (tile columns 0-1
+// gate, 2-3 up). With WM = 2 each staged weight word feeds 128 rows: the staging stores per
+// product, which bound these kernels on the H200, drop by 40%. The matrix offsets differ
+// between subgroups (Variant.perSubgroupMatrices). Rows past the item's end are computed and
+// not stored.
+// Requires: hidden a multiple of BK, inter of CW; items of at most TM rows; a holds TM rows
 // past the last item (moe_gather_f16's padding); subgroups of exactly 32, consecutive.
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
 
-const SW: u32 = 512u;
+const SW: u32 = 256u;
 const KW: u32 = BK / 8u; // words of a row a step
 const LD: u32 = BK + 8u; // row stride of the staged tiles (f16): 16-byte rows, no bank clash
-const THREADS: u32 = 32u * WN;
+// rows of a work item a workgroup takes: WM groups of 64, one subgroup row a group
+const TM: u32 = 64u * WM;
+const THREADS: u32 = 32u * WN * WM;
 const BW: u32 = 64u * WN; // weight rows staged a step
 // words each invocation loads a step, of the item's rows and of the weights
-const NA: u32 = 64u * KW / THREADS;
+const NA: u32 = TM * KW / THREADS;
 const NB: u32 = BW * KW / THREADS;
 const_assert BK == 16u || BK == 32u;
-const_assert NA * THREADS == 64u * KW && NB * THREADS == BW * KW;
+const_assert WM == 1u || WM == 2u;
+const_assert NA * THREADS == TM * KW && NB * THREADS == BW * KW;
 
 // One workgroup struct (see paged_attention_tc.wgsl): two buffers of each operand, and a
 // 16 x 16 f32 tile a subgroup (two for gate/up) for the write-out.
 struct Wg {
-  a: array<f16, 2u * 64u * LD>,
+  a: array<f16, 2u * TM * LD>,
   b: array<f16, 2u * BW * LD>,
-  s: array<f32, SW * WN>,
+  s: array<f32, SW * WN * WM>,
 }
 var<workgroup> wg: Wg;
 
@@ -59,6 +64,9 @@ fn main(
   let c0 = wid.x * CW;
   let sg = lid / 32u;
   let lane = lid % 32u;
+  // this subgroup's 64 rows (group sm) and 64 weight rows (group sn) of the workgroup's tile
+  let sm = sg % WM;
+  let sn = sg / WM;
   // word q = lid + THREADS i of a step: row q / KW, word q % KW; where it is read and staged
   var a_at = array<u32, NA>();
   var a_st = array<u32, NA>();
@@ -113,7 +121,7 @@ fn main(
     // barrier) and load the words of the step after (the last ones load themselves again:
     // in cache, never used)
     if (s + KW < k8) {
-      let ao = (1u - buf) * 64u * LD;
+      let ao = (1u - buf) * TM * LD;
       let bo = (1u - buf) * BW * LD;
       for (var i = 0u; i < NA; i++) {
         put8a(ao + a_st[i], av[i]);
@@ -130,8 +138,8 @@ fn main(
       }
     }
     // this step's products: 16 of k at a time
-    let xa = buf * 64u * LD;
-    let xb = (buf * BW + 64u * sg) * LD;
+    let xa = (buf * TM + 64u * sm) * LD;
+    let xb = (buf * BW + 64u * sn) * LD;
     var p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb, LD);
     var p1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 16u * LD, LD);
     var p2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, xb + 32u * LD, LD);
@@ -185,20 +193,22 @@ fn main(
     workgroupBarrier();
     buf = 1u - buf;
   }
-  let col = c0 + 32u * sg;
-  put_act(acc00, acc02, sg, lane, r0, r_end, col);
-  put_act(acc01, acc03, sg, lane, r0, r_end, col + 16u);
-  put_act(acc10, acc12, sg, lane, r0 + 16u, r_end, col);
-  put_act(acc11, acc13, sg, lane, r0 + 16u, r_end, col + 16u);
-  put_act(acc20, acc22, sg, lane, r0 + 32u, r_end, col);
-  put_act(acc21, acc23, sg, lane, r0 + 32u, r_end, col + 16u);
-  put_act(acc30, acc32, sg, lane, r0 + 48u, r_end, col);
-  put_act(acc31, acc33, sg, lane, r0 + 48u, r_end, col + 16u);
+  let col = c0 + 32u * sn;
+  let rb = r0 + 64u * sm;
+  put_act(acc00, acc02, sg, lane, rb, r_end, col);
+  put_act(acc01, acc03, sg, lane, rb, r_end, col + 16u);
+  put_act(acc10, acc12, sg, lane, rb + 16u, r_end, col);
+  put_act(acc11, acc13, sg, lane, rb + 16u, r_end, col + 16u);
+  put_act(acc20, acc22, sg, lane, rb + 32u, r_end, col);
+  put_act(acc21, acc23, sg, lane, rb + 32u, r_end, col + 16u);
+  put_act(acc30, acc32, sg, lane, rb + 48u, r_end, col);
+  put_act(acc31, acc33, sg, lane, rb + 48u, r_end, col + 16u);
 }
 
 // Writes act's 16 x 16 at row r0, column c0 from its gate and up sums through the subgroup's
-// tiles of wg.s: silu(gate) * up, clamped to f16's largest finite value (an outlier stays
-// finite), the rows below r_end only. Every subgroup calls it in the same order (barriers).
+// tile of wg.s (the gate sums into registers first, then the up sums): silu(gate) * up, clamped
+// to f16's largest finite value (an outlier stays finite), the rows below r_end only. Every
+// subgroup calls it in the same order (barriers).
 fn put_act(
   g: subgroup_matrix_result<f32, 16, 16>,
   u: subgroup_matrix_result<f32, 16, 16>,
@@ -209,13 +219,19 @@ fn put_act(
   c0: u32,
 ) {
   subgroupMatrixStore<row_major>(&wg.s, sg * SW, g, 16u);
-  subgroupMatrixStore<row_major>(&wg.s, sg * SW + 256u, u, 16u);
   workgroupBarrier();
-  for (var q = lane; q < 256u; q += 32u) {
+  var gs = array<f32, 8>();
+  for (var i = 0u; i < 8u; i++) {
+    gs[i] = wg.s[sg * SW + lane + 32u * i];
+  }
+  workgroupBarrier();
+  subgroupMatrixStore<row_major>(&wg.s, sg * SW, u, 16u);
+  workgroupBarrier();
+  for (var i = 0u; i < 8u; i++) {
+    let q = lane + 32u * i;
     let r = r0 + q / 16u;
     if (r < r_end) {
-      let gv = wg.s[sg * SW + q];
-      let v = gv / (1.0 + exp(-gv)) * wg.s[sg * SW + 256u + q];
+      let v = gs[i] / (1.0 + exp(-gs[i])) * wg.s[sg * SW + q];
       act[r * params.inter + c0 + q % 16u] = T(clamp(v, -65504.0, 65504.0));
     }
   }

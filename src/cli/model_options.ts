@@ -127,7 +127,7 @@ export const TENSOR_CORE_OPTIONS = {
     values: MOE_TENSOR_CORE_PREFILL_FORMS,
     help: "the MoE expert GEMMs' prefill-sized form on the tensor cores: tc (operands straight " +
       "from memory) or tcp1, tcp2, tcp4 (both staged through workgroup memory by 1, 2 or 4 " +
-      "subgroups) (default: tcp4)",
+      "subgroups), tcp4x2 (tcp4 over 128-row work items, 8 subgroups) (default: tcp4x2)",
   },
   prefillAttention: {
     type: "string",

@@ -259,10 +259,13 @@ export interface GpuModelOptions {
   /**
    * The MoE expert GEMMs' form for prefill-sized steps on the tensor cores: "tc" (operands
    * straight from memory) or a prefill form staging both through workgroup memory, "tcp1",
-   * "tcp2" or "tcp4" subgroups a workgroup (MoeBlockOptions.tensorCorePrefill). Default
-   * "tcp4": on the H200 (2026-12-01, one call, 1 x 2048 on Qwen3-30B-A3B, linears on
-   * tcp128x128) gate/up took 126.1 -> 62.4 ms a step and down 62.5 -> 33.2 (39-40 -> 74-79
-   * TFLOP/s), against tcp2 76.3 / 40.8 and tcp1 79.3 / 41.9.
+   * "tcp2" or "tcp4" subgroups a workgroup over 64-row work items, or "tcp4x2" (tcp4 twice, over
+   * 128-row work items) (MoeBlockOptions.tensorCorePrefill). On the H200 (2026-12-01, one call,
+   * 1 x 2048 on Qwen3-30B-A3B, linears on tcp128x128) "tcp4" took gate/up from 126.1 to 62.4 ms
+   * a step and down from 62.5 to 33.2 (39-40 -> 74-79 TFLOP/s), against tcp2 76.3 / 40.8 and
+   * tcp1 79.3 / 41.9. Default "tcp4x2": each staged weight word feeds 128 rows, 40% fewer
+   * staging stores a product; in a later call gate/up 61.7 -> 44.5 ms and down 32.8 -> 25.6 at
+   * 1 x 2048, 392.7 -> 246.1 and 198.1 -> 138.0 at 8 x 2048 (100 -> 143-161 TFLOP/s).
    */
   readonly moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   /**
@@ -594,7 +597,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
-      moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4",
+      moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),

@@ -51,6 +51,12 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   // more than lavapipe's 32 KB of workgroup memory; the step is a constant of the same shader)
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcp2", MAX_BYTES, { BK: 16 }],
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp2", MAX_BYTES, { BK: 16 }],
+  // the 128-row items' form (f16-tcp4x2, 45 KB) with one column group: both row halves
+  ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcp4x2", MAX_BYTES, {
+    WN: 1,
+    CW: 32,
+  }],
+  ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp4x2", MAX_BYTES, { WN: 1, CW: 64 }],
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tc"],
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs"],
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs2"],
