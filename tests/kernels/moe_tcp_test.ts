@@ -16,10 +16,18 @@ test("the MoE prefill forms: subgroups of 64 x 64 products, operands as 16-byte 
     const wgsl = readFileSync(new URL(`../../shaders/${shader}`, import.meta.url), "utf8");
     assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"], shader);
     const width = mod === gateUpTc ? p.inter : p.hidden;
-    for (const [name, wn, bk] of [["f16-tcp1", 1, 32], ["f16-tcp2", 2, 32], ["f16-tcp4", 4, 16]]) {
-      const v = variantByName(mod.spec, name as string);
+    const forms = [["f16-tcp1", 1, 32, 1], ["f16-tcp2", 2, 32, 1], ["f16-tcp4", 4, 16, 1], [
+      "f16-tcp4x2",
+      4,
+      16,
+      2,
+    ]] as const;
+    for (const [name, wn, bk, wm] of forms) {
+      const v = variantByName(mod.spec, name);
       assert.equal(v.shader, shader);
-      assert.equal(v.consts, { WN: wn, BK: bk, CW: (wn as number) * columns }, name as string);
+      assert.equal(v.consts, { WN: wn, WM: wm, BK: bk, CW: wn * columns }, name);
+      // the rows of a work item it takes: 64 a row group
+      assert.is(gateUpTc.moeTcItemRows(v), 64 * wm);
       assert.equal(mod.spec.grid(p, v, {} as never), [width / (v.consts!.CW), 300, 1]);
       const prelude = preludeOf(mod.spec, v);
       // per-subgroup matrix offsets, and the read operands as words
@@ -29,7 +37,9 @@ test("the MoE prefill forms: subgroups of 64 x 64 products, operands as 16-byte 
       }
     }
   }
-  assert.equal(gateUpTc.MOE_TCP_VARIANTS, ["f16-tcp1", "f16-tcp2", "f16-tcp4"]);
+  assert.equal(gateUpTc.MOE_TCP_VARIANTS, ["f16-tcp1", "f16-tcp2", "f16-tcp4", "f16-tcp4x2"]);
+  // the other forms take the dispatch's 64-row items
+  assert.is(gateUpTc.moeTcItemRows(variantByName(gateUpTc.spec, "f16-tcs")), 64);
 });
 
 test("a prefill form fits a shape whose width its columns divide and whose k its step does", () => {
@@ -46,10 +56,12 @@ test("a prefill form fits a shape whose width its columns divide and whose k its
   assert.not.ok(gateUpTc.moeTcpFits(gu("f16-tcp1"), 96, 48));
   assert.ok(gateUpTc.moeTcpFits(gu("f16-tcp4"), 128, 48));
   assert.not.ok(gateUpTc.moeTcpFits(gu("f16-tc"), 768, 2048));
-  // the validation cases name the forms that fit them
+  // the validation cases name the forms that fit them (and, for 128-row items, take them)
   for (const c of gateUpTc.cases) {
+    const long = c.label.includes("items of 128");
     const fits = gateUpTc.MOE_TCP_VARIANTS.filter((n) =>
-      gateUpTc.moeTcpFits(gu(n), c.params.inter, c.params.hidden)
+      gateUpTc.moeTcpFits(gu(n), c.params.inter, c.params.hidden) &&
+      (!long || gateUpTc.moeTcItemRows(gu(n)) >= 128)
     );
     const names = c.variants ?? gateUpTc.spec.variants.map((v) => v.name);
     assert.equal(names.filter((n) => n.startsWith("f16-tcp")), fits, c.label);
