@@ -13,7 +13,7 @@ import { fitting, type KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmDownRef } from "./moe_gemm_down.ts";
-import { moeTcItemRows, moeTcParams, moeTcpFits, moeTcVariants } from "./moe_gemm_gate_up_tc.ts";
+import { moeTcParams, moeTcTakes, moeTcVariants } from "./moe_gemm_gate_up_tc.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import { MOE_BLOCK_M, type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
@@ -65,13 +65,7 @@ function tcCase(
   return {
     label: r.label,
     params: moeGemmDownTcParams(hidden, inter, r.maxItems),
-    // items longer than 64 rows: only the forms that take them
-    ...fitting(
-      spec.variants,
-      (v) =>
-        moeTcItemRows(v) >= blockM &&
-        (!v.name.startsWith("f16-tcp") || moeTcpFits(v, hidden, inter)),
-    ),
+    ...fitting(spec.variants, (v) => moeTcTakes(v, blockM, hidden, inter)),
     inputs: (rng) => {
       const act = new Float32Array(r.rowsPad * inter);
       act.set(rng.fillNormal(new Float32Array(r.rows * inter)));

@@ -99,6 +99,15 @@ export function moeTcpFits(variant: Variant, width: number, k: number): boolean 
   return cw > 0 && bk > 0 && width % cw === 0 && k % bk === 0;
 }
 
+/**
+ * Whether a form of either tensor-core expert GEMM takes work items of `blockM` rows and (a
+ * prefill form) the kernel's output width and reduction width k (moeTcpFits).
+ */
+export function moeTcTakes(variant: Variant, blockM: number, width: number, k: number): boolean {
+  return moeTcItemRows(variant) >= blockM &&
+    (!variant.name.startsWith("f16-tcp") || moeTcpFits(variant, width, k));
+}
+
 /** Whether an expert shape fits the tensor-core expert GEMMs (gate/up and down). */
 export function moeTcFits(hidden: number, inter: number): boolean {
   return hidden >= 64 && inter >= 32 && hidden % 64 === 0 && inter % 32 === 0;
@@ -154,13 +163,7 @@ function tcCase(
   return {
     label: r.label,
     params: moeGemmGateUpTcParams(hidden, inter, r.maxItems),
-    // items longer than 64 rows: only the forms that take them
-    ...fitting(
-      spec.variants,
-      (v) =>
-        moeTcItemRows(v) >= blockM &&
-        (!v.name.startsWith("f16-tcp") || moeTcpFits(v, inter, hidden)),
-    ),
+    ...fitting(spec.variants, (v) => moeTcTakes(v, blockM, inter, hidden)),
     inputs: (rng) => {
       const a = new Float32Array(r.rowsPad * hidden);
       a.set(rng.fillNormal(new Float32Array(r.rows * hidden)));

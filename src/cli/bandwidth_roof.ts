@@ -1,5 +1,6 @@
 /**
- * The measured read-bandwidth roof for `profile`: the read_bandwidth kernel (f32 variant)
+ * The measured read-bandwidth roof for `profile` (readBandwidthGbps), and for the perf tasks
+ * (readRoof, roofLine): the read_bandwidth kernel (f32 variant)
  * over one buffer larger than the caches, median of timed dispatches, in GB/s. Null
  * without timestamp queries.
  *
@@ -14,6 +15,7 @@ import { PassTimer } from "../gpu/timestamps.ts";
 import { getPipeline, makeBindGroup, variantByName } from "../../kernels/kernel.ts";
 import { spec } from "../../kernels/read_bandwidth.ts";
 import { upperMedian } from "../util/sample_stats.ts";
+import { measureReadBandwidth } from "../../kernels/read_bandwidth.ts";
 
 /** GB/s reading `bytes` (capped at the binding limit), median of `reps` dispatches. */
 export async function readBandwidthGbps(
@@ -53,4 +55,23 @@ export async function readBandwidthGbps(
   params.destroy();
   const mid = upperMedian(us);
   return mid > 0 ? (n4 * 16) / (mid * 1e-6) / 1e9 : null;
+}
+
+/**
+ * The read roof of a perf task: `givenGbps` when given, else measured by the read_bandwidth
+ * kernel over 1 GiB (64 MiB on a CPU adapter); null without timestamp queries.
+ */
+export async function readRoof(
+  gpu: Gpu,
+  givenGbps?: number,
+): Promise<{ bytesPerSecond: number; variant: string } | null> {
+  if (givenGbps) return { bytesPerSecond: givenGbps * 1e9, variant: "given" };
+  return await measureReadBandwidth(gpu, gpu.adapter.type === "cpu" ? 64 * 2 ** 20 : 2 ** 30);
+}
+
+/** The line a perf task prints about its roof. */
+export function roofLine(roof: { bytesPerSecond: number; variant: string } | null): string {
+  return roof
+    ? `read bandwidth: ${(roof.bytesPerSecond / 1e9).toFixed(1)} GB/s (${roof.variant})`
+    : "read bandwidth: unknown (no timestamp queries; pass --bandwidth-gbps for a roof)";
 }

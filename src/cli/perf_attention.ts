@@ -39,7 +39,7 @@ import { fileURLToPath } from "node:url";
 import { BufferUsage, describeGpu, type Gpu, MapMode, openGpu } from "../gpu/device.ts";
 import { createStorage, readBuffer, uploadBuffer } from "../gpu/buffers.ts";
 import { paced } from "../gpu/event_pacing.ts";
-import { PassTimer } from "../gpu/timestamps.ts";
+import { PassTimer, timeComputePass } from "../gpu/timestamps.ts";
 import { KernelCall } from "../model/kernel_call.ts";
 import { submitRandomFill } from "../model/random_fill.ts";
 import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
@@ -55,7 +55,6 @@ import {
   packBlockTables,
   packSeqInfo,
 } from "../../kernels/paged_attention.ts";
-import { measureReadBandwidth } from "../../kernels/read_bandwidth.ts";
 import { f16BitsToF32 } from "../util/f16.ts";
 import { Rng } from "../util/rng.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
@@ -64,6 +63,7 @@ import { userPath } from "../util/user_path.ts";
 import { gitCommit } from "../util/git_commit.ts";
 import { intList, parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { readRoof, roofLine } from "./bandwidth_roof.ts";
 import { round3 } from "../util/sample_stats.ts";
 
 const SPEC = {
@@ -571,7 +571,7 @@ async function benchVariant(
     const clear = gpu.device.createCommandEncoder();
     clear.clearBuffer(b.out);
     gpu.device.queue.submit([clear.finish()]);
-    await timePass(gpu, null, "warm-up", (pass) => encode(pass, true));
+    await timeComputePass(gpu, null, "warm-up", (pass) => encode(pass, true));
 
     let check: AttentionRow["check"] = "off", checkError: number | null = null;
     if (o.check) {
@@ -598,10 +598,10 @@ async function benchVariant(
     if (check === "fail") {
       return { ...base, gpu_us: null, split_us: null, gbps: null, roof_share: null };
     }
-    const gpuUs = (await timePass(gpu, timer, "attention", (pass) => encode(pass, true))) /
+    const gpuUs = (await timeComputePass(gpu, timer, "attention", (pass) => encode(pass, true))) /
       o.reps;
     const splitUs = splits > 1
-      ? (await timePass(gpu, timer, "split", (pass) => encode(pass, false))) / o.reps
+      ? (await timeComputePass(gpu, timer, "split", (pass) => encode(pass, false))) / o.reps
       : gpuUs;
     const gbps = base.kv_bytes / (gpuUs * 1e-6) / 1e9;
     return {
@@ -617,28 +617,6 @@ async function benchVariant(
     partO.destroy();
     partLse.destroy();
   }
-}
-
-/**
- * µs of one compute pass: from its timestamps, or without a timer (or timestamp queries)
- * host wall from submit to onSubmittedWorkDone.
- */
-async function timePass(
-  gpu: Gpu,
-  timer: PassTimer | null,
-  label: string,
-  encode: (pass: GPUComputePassEncoder) => void,
-): Promise<number> {
-  const enc = gpu.device.createCommandEncoder();
-  const pass = enc.beginComputePass({ label, timestampWrites: timer?.next(label) });
-  encode(pass);
-  pass.end();
-  timer?.resolve(enc);
-  const t0 = performance.now();
-  gpu.device.queue.submit([enc.finish()]);
-  if (timer?.enabled) return (await timer.read())[0].us;
-  await paced(gpu.device.queue.onSubmittedWorkDone());
-  return (performance.now() - t0) * 1000;
 }
 
 function describeRow(r: AttentionRow): string {
@@ -711,14 +689,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   console.log(describeGpu(gpu));
   const variants = selectVariants(gpu, dtype, o.variant);
   for (const s of variants.skipped) console.log(`skip variant ${s.variant}: ${s.reason}`);
-  const bw = o.bandwidthGbps
-    ? { bytesPerSecond: o.bandwidthGbps * 1e9, variant: "given" }
-    : await measureReadBandwidth(gpu, gpu.adapter.type === "cpu" ? 64 * 2 ** 20 : 2 ** 30);
-  console.log(
-    bw
-      ? `read bandwidth: ${(bw.bytesPerSecond / 1e9).toFixed(1)} GB/s (${bw.variant})`
-      : "read bandwidth: unknown (no timestamp queries; pass --bandwidth-gbps for a roof)",
-  );
+  const bw = await readRoof(gpu, o.bandwidthGbps);
+  console.log(roofLine(bw));
   if (!gpu.timestamps) {
     console.log("no timestamp queries: times are host wall per repetition, not GPU time");
   }

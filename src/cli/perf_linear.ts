@@ -27,14 +27,13 @@ import { fileURLToPath } from "node:url";
 import { describeGpu, type Gpu, openGpu } from "../gpu/device.ts";
 import { createStorage, readBuffer } from "../gpu/buffers.ts";
 import { paced } from "../gpu/event_pacing.ts";
-import { PassTimer } from "../gpu/timestamps.ts";
+import { PassTimer, timeComputePass } from "../gpu/timestamps.ts";
 import { KernelCall } from "../model/kernel_call.ts";
 import { submitRandomFill } from "../model/random_fill.ts";
 import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
 import * as fillRandom from "../../kernels/fill_random.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
 import * as splitkReduce from "../../kernels/splitk_reduce.ts";
-import { measureReadBandwidth } from "../../kernels/read_bandwidth.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
@@ -43,6 +42,7 @@ import { round3, upperMedian } from "../util/sample_stats.ts";
 import { roundToF16InPlace } from "../util/f16.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { readRoof, roofLine } from "./bandwidth_roof.ts";
 
 const SPEC = {
   shapes: {
@@ -359,7 +359,7 @@ async function benchOne(
         }
       });
     };
-    await timePass(gpu, null, (pass) => encode(pass, true));
+    await timeComputePass(gpu, null, "perf-linear", (pass) => encode(pass, true));
     const got = new Float32Array(await readBuffer(gpu.device, state.c, m * n * 4));
     const ref = state.referenceRows();
     let maxRef = 0, maxErr = 0;
@@ -374,8 +374,10 @@ async function benchOne(
     const checkError = maxRef > 0 ? maxErr / maxRef : maxErr;
     const times: number[] = [], gemmTimes: number[] = [];
     for (let r = 0; r < o.reps; r++) {
-      times.push(await timePass(gpu, timer, (pass) => encode(pass, true)));
-      gemmTimes.push(await timePass(gpu, timer, (pass) => encode(pass, false)));
+      times.push(await timeComputePass(gpu, timer, "perf-linear", (pass) => encode(pass, true)));
+      gemmTimes.push(
+        await timeComputePass(gpu, timer, "perf-linear gemm", (pass) => encode(pass, false)),
+      );
     }
     const us = upperMedian(times) / state.weights.length;
     const gemmUs = upperMedian(gemmTimes) / state.weights.length;
@@ -399,24 +401,6 @@ async function benchOne(
     gemm.destroy();
     reduce.destroy();
   }
-}
-
-/** µs of one compute pass (timestamps; without them host wall from submit to done). */
-async function timePass(
-  gpu: Gpu,
-  timer: PassTimer | null,
-  encode: (pass: GPUComputePassEncoder) => void,
-): Promise<number> {
-  const enc = gpu.device.createCommandEncoder();
-  const pass = enc.beginComputePass({ label: "perf-linear", timestampWrites: timer?.next("l") });
-  encode(pass);
-  pass.end();
-  timer?.resolve(enc);
-  const t0 = performance.now();
-  gpu.device.queue.submit([enc.finish()]);
-  if (timer?.enabled) return (await timer.read())[0].us;
-  await paced(gpu.device.queue.onSubmittedWorkDone());
-  return (performance.now() - t0) * 1000;
 }
 
 function describeRow(r: LinearRow): string {
@@ -457,14 +441,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   const splits = parseSplits(o.splits);
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
-  const bw = o.bandwidthGbps
-    ? { bytesPerSecond: o.bandwidthGbps * 1e9, variant: "given" }
-    : await measureReadBandwidth(gpu, gpu.adapter.type === "cpu" ? 64 * 2 ** 20 : 2 ** 30);
-  console.log(
-    bw
-      ? `read bandwidth: ${(bw.bytesPerSecond / 1e9).toFixed(1)} GB/s (${bw.variant})`
-      : "read bandwidth: unknown (no timestamp queries; pass --bandwidth-gbps for a roof)",
-  );
+  const bw = await readRoof(gpu, o.bandwidthGbps);
+  console.log(roofLine(bw));
   const result = await benchLinear(gpu, {
     shapes,
     variants: o.variant,

@@ -112,3 +112,25 @@ export class PassTimer {
     for (const b of this.pending) b.read.destroy();
   }
 }
+
+/**
+ * µs of one compute pass that `encode` fills: from its timestamps, or without a timer (or
+ * timestamp queries) host wall from submit to onSubmittedWorkDone.
+ */
+export async function timeComputePass(
+  gpu: Gpu,
+  timer: PassTimer | null,
+  label: string,
+  encode: (pass: GPUComputePassEncoder) => void,
+): Promise<number> {
+  const enc = gpu.device.createCommandEncoder();
+  const pass = enc.beginComputePass({ label, timestampWrites: timer?.next(label) });
+  encode(pass);
+  pass.end();
+  timer?.resolve(enc);
+  const t0 = performance.now();
+  gpu.device.queue.submit([enc.finish()]);
+  if (timer?.enabled) return (await timer.read())[0].us;
+  await paced(gpu.device.queue.onSubmittedWorkDone());
+  return (performance.now() - t0) * 1000;
+}
