@@ -130,8 +130,9 @@ export function parseSplits(values: readonly string[]): ("auto" | number)[] {
 export function shapeReason(variant: Variant, s: LinearShape): string | null {
   const step = gemmTc.gemmTcKStep(variant);
   if (s.k % step !== 0) return `k ${s.k} is not a multiple of its k step ${step}`;
-  const staged = (gemmTc.GEMM_TCS_VARIANTS as readonly string[]).includes(variant.name) ||
-    variant.shader === "gemm_tcs_sg.wgsl";
+  // the staged forms (16-byte words, no k step const: the prefill forms have BK) take one row
+  // block
+  const staged = variant.wideWords === true && variant.consts?.BK === undefined;
   const tm = variant.consts?.TM ?? 64;
   if (staged && s.m > tm) return `${s.m} rows are more than its row block of ${tm}`;
   return null;
@@ -179,10 +180,36 @@ export interface LinearSkip {
   readonly reason: string;
 }
 
+/**
+ * The gemm_tc variants `names` names: those this adapter runs, and the others with their
+ * reasons. An unknown name is a UsageError.
+ */
+export function selectLinearVariants(
+  gpu: Gpu,
+  names: readonly string[],
+): { run: Variant[]; skipped: LinearSkip[] } {
+  const run: Variant[] = [], skipped: LinearSkip[] = [];
+  for (const name of names) {
+    const v = gemmTc.spec.variants.find((x) => x.name === name);
+    if (!v) {
+      throw new UsageError(
+        `--variant: '${name}' is not a gemm_tc variant (${
+          gemmTc.spec.variants.map((x) => x.name).join(", ")
+        })`,
+      );
+    }
+    const why = unsupportedReason(gpu, v);
+    if (why) skipped.push({ shape: "*", variant: name, reason: why });
+    else run.push(v);
+  }
+  return { run, skipped };
+}
+
 /** What benchLinear measures. */
 export interface PerfLinearOptions {
   readonly shapes: readonly LinearShape[];
-  readonly variants: readonly string[];
+  /** gemm_tc variants this adapter runs (selectLinearVariants). */
+  readonly variants: readonly Variant[];
   readonly splits: readonly ("auto" | number)[];
   readonly layers: number;
   readonly reps: number;
@@ -197,22 +224,7 @@ export async function benchLinear(
   log: (line: string) => void = console.log,
 ): Promise<{ rows: LinearRow[]; skipped: LinearSkip[] }> {
   const rows: LinearRow[] = [], skipped: LinearSkip[] = [];
-  const runnable: Variant[] = [];
-  for (const name of o.variants) {
-    const v = gemmTc.spec.variants.find((x) => x.name === name);
-    if (!v) {
-      throw new UsageError(
-        `--variant: '${name}' is not a gemm_tc variant (${
-          gemmTc.spec.variants.map((x) => x.name).join(", ")
-        })`,
-      );
-    }
-    const why = unsupportedReason(gpu, v);
-    if (why) {
-      skipped.push({ shape: "*", variant: name, reason: why });
-      log(`skip ${name}: ${why}`);
-    } else runnable.push(v);
-  }
+  const runnable = o.variants;
   if (runnable.length === 0) return { rows, skipped };
   const fill = await KernelCall.create(gpu, fillRandom.spec, ["f16"]);
   const timer = new PassTimer(gpu, 2);
@@ -341,7 +353,9 @@ async function benchOne(
   const { m, n, k } = state.shape;
   const p = gemmTc.gemmTcParams(m, n, k, false, splits, gemmTc.gemmTcKStep(v));
   const slices = Math.ceil(k / p.k_split);
-  const gemm = await KernelCall.create(gpu, gemmTc.spec, [v.name]);
+  // the spec with this variant (a variant of gemm_tc's shaders that is not among its own, such
+  // as the tests' emulated forms, runs too)
+  const gemm = await KernelCall.create(gpu, { ...gemmTc.spec, variants: [v] }, [v.name]);
   const reduce = await KernelCall.create(gpu, splitkReduce.spec, ["f32"]);
   try {
     gemm.setParams(p);
@@ -443,9 +457,11 @@ export async function main(argv: readonly string[]): Promise<number> {
   console.log(describeGpu(gpu));
   const bw = await readRoof(gpu, o.bandwidthGbps);
   console.log(roofLine(bw));
+  const chosen = selectLinearVariants(gpu, o.variant);
+  for (const sk of chosen.skipped) console.log(`skip ${sk.variant}: ${sk.reason}`);
   const result = await benchLinear(gpu, {
     shapes,
-    variants: o.variant,
+    variants: chosen.run,
     splits,
     layers: o.layers,
     reps: o.reps,
@@ -475,7 +491,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         roof_share: r.roof_share === null ? null : round3(r.roof_share),
         tflops: round3(r.tflops),
       })),
-      skipped: result.skipped,
+      skipped: [...chosen.skipped, ...result.skipped],
     });
   }
   gpu.destroy();

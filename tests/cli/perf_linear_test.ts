@@ -1,7 +1,8 @@
 /**
  * perf-linear: shapes and split counts parse strictly, a variant takes only the shapes it
- * covers, `--splits auto` is the model's split rule, and on an adapter without f16 subgroup
- * matrices (the software driver) every variant is skipped with its reason and the task exits 0.
+ * covers, `--splits auto` is the model's split rule, variants the adapter cannot run are skipped
+ * with their reason, and a staged form (its subgroup matrices emulated where the adapter has
+ * none) is timed over its layers and checked against the CPU reference.
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
@@ -10,11 +11,14 @@ import * as gemmTc from "../../kernels/gemm_tc.ts";
 import { UsageError } from "../../src/cli/args.ts";
 import {
   benchLinear,
+  CHECK_TOLERANCE,
   parseShapes,
   parseSplits,
+  selectLinearVariants,
   shapeReason,
   splitsFor,
 } from "../../src/cli/perf_linear.ts";
+import { emulatedVariant } from "../kernels/tc_emulation.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 import { runTask } from "./cli_run.ts";
 
@@ -55,37 +59,51 @@ test("auto splits are the model's: toward 2048 workgroups, at least the form's k
 
 test("variants this adapter cannot run are skipped with their reason; unknown ones refused", async () => {
   const gpu = await sharedGpu();
-  const lines: string[] = [];
   const names = ["f16-tcs64x4", "f16-tcp256x128"];
-  const r = await benchLinear(gpu, {
-    shapes: [{ m: 64, n: 64, k: 128 }],
-    variants: names,
-    splits: ["auto"],
-    layers: 2,
-    reps: 1,
-    bytesPerSecond: null,
-  }, (l) => lines.push(l));
+  const { run, skipped } = selectLinearVariants(gpu, names);
   for (const name of names) {
     const why = unsupportedReason(gpu, variantByName(gemmTc.spec, name));
-    if (why) assert.ok(r.skipped.some((s) => s.variant === name && s.reason === why), name);
+    if (why) assert.ok(skipped.some((s) => s.variant === name && s.reason === why), name);
+    else assert.ok(run.some((v) => v.name === name), name);
   }
-  // where subgroup matrices run, each runs and matches the CPU reference
-  for (const row of r.rows) assert.ok(row.check_error < 1e-3, `${row.variant} ${row.check_error}`);
-  assert.is(r.rows.length + r.skipped.length, names.length);
-  let refused: unknown = null;
-  await benchLinear(gpu, {
-    shapes: [{ m: 64, n: 64, k: 128 }],
-    variants: ["f16-nope"],
-    splits: ["auto"],
-    layers: 1,
-    reps: 1,
-    bytesPerSecond: null,
-  }).catch((e) => refused = e);
-  assert.ok(
-    refused instanceof UsageError && /'f16-nope' is not a gemm_tc variant/.test(
-      (refused as Error).message,
-    ),
+  assert.throws(
+    () => selectLinearVariants(gpu, ["f16-nope"]),
+    (e: Error) => e instanceof UsageError && /'f16-nope' is not a gemm_tc variant/.test(e.message),
   );
+});
+
+test("a staged form times its layers, splits and all, and matches the CPU reference", async () => {
+  // on any adapter: f16-tcs32x2 with its subgroup matrices emulated (tc_emulation.ts)
+  const gpu = await sharedGpu();
+  if (!gpu.f16) return; // no shader-f16: the form's storage type cannot run here
+  const real = variantByName(gemmTc.spec, "f16-tcs32x2");
+  const { variant, remove } = emulatedVariant(gemmTc.spec, real);
+  try {
+    const lines: string[] = [];
+    const shape = { m: 19, n: 48, k: 256 };
+    const r = await benchLinear(gpu, {
+      shapes: [shape, { m: 40, n: 48, k: 256 }],
+      variants: [variant],
+      splits: [1, 2],
+      layers: 2,
+      reps: 1,
+      bytesPerSecond: 1e9,
+    }, (l) => lines.push(l));
+    // 40 rows are more than its row block of 32
+    assert.equal(r.skipped.map((s) => s.shape), ["40x48x256"]);
+    assert.is(r.rows.length, 2);
+    for (const row of r.rows) {
+      assert.ok(row.check_error < CHECK_TOLERANCE, `${row.splits} splits: ${row.check_error}`);
+      assert.ok(row.us > 0 && row.gemm_us > 0 && row.gbps > 0, JSON.stringify(row));
+      assert.is(row.roof_share, row.gbps / 1);
+    }
+    assert.equal(r.rows.map((x) => [x.splits, x.k_split]), [[1, 256], [2, 128]]);
+    // one column block of 32 and a half one, one row block, a z slice a split
+    assert.equal(r.rows.map((x) => x.workgroups), [2, 4]);
+    assert.is(lines.length, 3);
+  } finally {
+    remove();
+  }
 });
 
 test("the task refuses a bad shape with exit 2", () => {

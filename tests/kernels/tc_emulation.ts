@@ -10,8 +10,43 @@
  *
  * ```ts
  * const wgsl = emulateSubgroupMatrices(readFileSync("shaders/x.wgsl", "utf8"));
+ * const { variant, remove } = emulatedVariant(spec, variantByName(spec, "f16-tcs16"));
  * ```
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import type { KernelSpec, Variant } from "../../kernels/kernel.ts";
+import type { ParamFields } from "../../kernels/params.ts";
+import { readShaderSegments, SHADER_DIR } from "../../src/gpu/wgsl.ts";
+
+/**
+ * `real` with its shader (includes expanded first, so a library's matrix operations are
+ * emulated with the shader's) emulated into a temporary file, its consts overridden by
+ * `consts`, named `<name>-emulated`; `remove` deletes the file.
+ */
+export function emulatedVariant<F extends ParamFields>(
+  spec: KernelSpec<F>,
+  real: Variant,
+  consts?: Readonly<Record<string, number>>,
+): { variant: Variant; remove: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), "webfpm-emulated-"));
+  const shader = real.shader ?? spec.shader;
+  const file = join(dir, shader);
+  const text = readShaderSegments(shader).map((seg) => seg.text).join("\n");
+  writeFileSync(file, emulateSubgroupMatrices(text));
+  return {
+    variant: {
+      ...real,
+      name: `${real.name}-emulated`,
+      subgroupMatrix: undefined,
+      perSubgroupMatrices: undefined,
+      shader: relative(SHADER_DIR, file),
+      consts: { ...real.consts, ...consts },
+    },
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
 
 /** The emulated shader of `src` (throws naming what it cannot emulate). */
 export function emulateSubgroupMatrices(src: string): string {

@@ -9,11 +9,9 @@
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
+import { readFileSync } from "node:fs";
 import type { KernelCase } from "../../kernels/case.ts";
-import { type KernelSpec, type Variant, variantByName } from "../../kernels/kernel.ts";
+import { type KernelSpec, variantByName } from "../../kernels/kernel.ts";
 import type { ParamFields } from "../../kernels/params.ts";
 import { validateCase } from "../../kernels/validate.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
@@ -21,9 +19,9 @@ import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
 import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
 import * as attentionTc from "../../kernels/paged_attention_tc.ts";
 import * as decode from "../../kernels/paged_attention_decode.ts";
-import { readShaderSegments, SHADER_DIR } from "../../src/gpu/wgsl.ts";
+import { SHADER_DIR } from "../../src/gpu/wgsl.ts";
 import { sharedGpu } from "../shared_gpu.ts";
-import { emulateSubgroupMatrices } from "./tc_emulation.ts";
+import { emulatedVariant, emulateSubgroupMatrices } from "./tc_emulation.ts";
 
 interface Module {
   readonly spec: KernelSpec<ParamFields>;
@@ -69,21 +67,8 @@ for (const [kernel, mod, name, maxBytes = MAX_BYTES, consts] of FORMS) {
     const gpu = await sharedGpu();
     if (!gpu.f16) return; // no shader-f16: the forms' storage type cannot run here
     const real = variantByName(mod.spec, name);
-    const dir = mkdtempSync(join(tmpdir(), "webfpm-emulated-"));
+    const { variant: emulated, remove } = emulatedVariant(mod.spec, real, consts);
     try {
-      const shader = real.shader ?? mod.spec.shader;
-      const file = join(dir, shader);
-      // includes expanded first: a library's matrix operations are emulated with the shader's
-      const text = readShaderSegments(shader).map((seg) => seg.text).join("\n");
-      writeFileSync(file, emulateSubgroupMatrices(text));
-      const emulated: Variant = {
-        ...real,
-        name: `${name}-emulated`,
-        subgroupMatrix: undefined,
-        perSubgroupMatrices: undefined,
-        shader: relative(SHADER_DIR, file),
-        consts: { ...real.consts, ...consts },
-      };
       const spec = { ...mod.spec, variants: [emulated] };
       const cases = mod.cases.filter((c) =>
         (!c.variants || c.variants.includes(name)) && c.bytes(real) <= maxBytes
@@ -97,7 +82,7 @@ for (const [kernel, mod, name, maxBytes = MAX_BYTES, consts] of FORMS) {
         assert.ok(row.pass, `${c.label}: max |error| ${row.maxAbs}, ${row.bad} bad`);
       }
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     }
   });
 }
