@@ -81,12 +81,12 @@ export function moeTcVariants(
 export const MOE_TCP_VARIANTS = ["f16-tcp1", "f16-tcp2", "f16-tcp4", "f16-tcp4x2"] as const;
 
 /**
- * Rows of a work item a form of the tensor-core expert GEMMs takes at most: 64 WM for the
- * prefill forms (`f16-tcp4x2`: 128), 64 (MOE_BLOCK_M) for the others. The step's dispatch
- * makes its work items that long.
+ * Rows of a work item a form of the tensor-core expert GEMMs takes at most: MOE_BLOCK_M (64)
+ * times its row groups WM (the prefill forms; `f16-tcp4x2`: 128), 64 for the forms without.
+ * The step's dispatch makes its work items that long.
  */
 export function moeTcItemRows(variant: Variant): number {
-  return variant.shader?.endsWith("_tcp.wgsl") ? 64 * (variant.consts?.WM ?? 1) : MOE_BLOCK_M;
+  return MOE_BLOCK_M * (variant.consts?.WM ?? 1);
 }
 
 /**

@@ -112,6 +112,7 @@ function runIsolated(file: string): { passed: number; failed: number; skipped: n
     console.error(`  ${relative(root, file)}: no uvu summary (exit ${r.status})`);
     return { passed: 0, failed: 1, skipped: 0 };
   }
-  const failedHere = total - ran + (r.status === 0 ? 0 : total === ran ? 1 : 0);
-  return { passed: ran, failed: failedHere, skipped: skip };
+  // a child that failed no test but exited non-zero still counts as one failure
+  const failedTests = total - ran;
+  return { passed: ran, failed: failedTests || (r.status === 0 ? 0 : 1), skipped: skip };
 }

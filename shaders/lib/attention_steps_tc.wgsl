@@ -1,10 +1,11 @@
-// The step machinery the staged one-subgroup tensor-core attention kernels share
-// (paged_attention_tcs for prefill, paged_attention_decode_tcdw for decode): a 16-key step's K
-// or V loaded as 16-byte words and staged into wg.a, and the rescale of an O slice through
-// wg.s_tile. The including shader declares `var<workgroup> wg` with f16 `a` ([key][d] rows QS
-// apart) and f32 `s_tile` ([row][key] rows SS apart), binds k_cache and v_cache as vec4<u32>
-// words (Variant.wideWords), includes lib/paged_kv.wgsl and lib/stage_words.wgsl, and declares
-// KV_LANES, the invocations that load and stage a step's words (32 a subgroup).
+// The step machinery the staged tensor-core attention kernels share (paged_attention_tcs for
+// prefill, one or several subgroups a workgroup; paged_attention_decode_tcdw for decode, one): a
+// 16-key step's K or V loaded as 16-byte words and staged into wg.a, and the rescale of an O
+// slice through a subgroup's rows of wg.s_tile. The including shader declares
+// `var<workgroup> wg` with f16 `a` ([key][d] rows QS apart) and f32 `s_tile` ([row][key] rows
+// SS apart), binds k_cache and v_cache as vec4<u32> words (Variant.wideWords), includes
+// lib/paged_kv.wgsl and lib/stage_words.wgsl, and declares KV_LANES, the invocations that load
+// and stage a step's words (32 a subgroup).
 
 // words of a 16-key step (16 keys x 16 words of 128 dims) each of the KV_LANES invocations loads
 const KV_WORDS: u32 = 256u / KV_LANES;
@@ -13,8 +14,8 @@ const KV_KEY_STRIDE: u32 = KV_LANES / 16u;
 const_assert KV_WORDS * KV_LANES == 256u;
 
 // The K (v_of false) or V words of the 16 keys from kb (inside one block) as a lane loads them,
-// word lid % 16 of keys lid / 16 + KV_KEY_STRIDE i; zero words for keys at or past `end` (a stale slot must
-// not meet a zero probability as Inf or NaN).
+// word lid % 16 of keys lid / 16 + KV_KEY_STRIDE i; zero words for keys at or past `end` (a
+// stale slot must not meet a zero probability as Inf or NaN).
 fn load_words(
   seq: u32,
   kvh: u32,

@@ -13,9 +13,8 @@ import { BufferUsage } from "../gpu/device.ts";
 import { createStorage, uploadBuffer } from "../gpu/buffers.ts";
 import { PassTimer } from "../gpu/timestamps.ts";
 import { getPipeline, makeBindGroup, variantByName } from "../../kernels/kernel.ts";
-import { spec } from "../../kernels/read_bandwidth.ts";
+import { measureReadBandwidth, spec } from "../../kernels/read_bandwidth.ts";
 import { upperMedian } from "../util/sample_stats.ts";
-import { measureReadBandwidth } from "../../kernels/read_bandwidth.ts";
 
 /** GB/s reading `bytes` (capped at the binding limit), median of `reps` dispatches. */
 export async function readBandwidthGbps(

@@ -42,6 +42,7 @@ import { round3, upperMedian } from "../util/sample_stats.ts";
 import { roundToF16InPlace } from "../util/f16.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { decodeSplits, TC_MAX_SPLITS } from "../model/gpu_model.ts";
 import { readRoof, roofLine } from "./bandwidth_roof.ts";
 
 const SPEC = {
@@ -85,10 +86,6 @@ const SPEC = {
   },
 } as const;
 
-/** The model's split target (GpuModelOptions.tensorCoreSplitTarget's default). */
-const SPLIT_TARGET = 2048;
-/** The model's most splits (TC_MAX_SPLITS). */
-const MAX_SPLITS = 16;
 /** Largest error of a checked output over the largest |reference| (f16 inputs, f32 sums). */
 export const CHECK_TOLERANCE = 1e-3;
 
@@ -119,8 +116,8 @@ export function parseSplits(values: readonly string[]): ("auto" | number)[] {
   return values.map((v) => {
     if (v === "auto") return "auto";
     const n = Number(v);
-    if (!Number.isInteger(n) || n < 1 || n > MAX_SPLITS) {
-      throw new UsageError(`--splits: '${v}' is neither auto nor an integer 1-${MAX_SPLITS}`);
+    if (!Number.isInteger(n) || n < 1 || n > TC_MAX_SPLITS) {
+      throw new UsageError(`--splits: '${v}' is neither auto nor an integer 1-${TC_MAX_SPLITS}`);
     }
     return n;
   });
@@ -138,18 +135,9 @@ export function shapeReason(variant: Variant, s: LinearShape): string | null {
   return null;
 }
 
-/** The split count `want` means for a variant at a shape. */
+/** The split count `want` means for a variant at a shape (`auto`: the model's, decodeSplits). */
 export function splitsFor(variant: Variant, s: LinearShape, want: "auto" | number): number {
-  if (want !== "auto") return want;
-  return gemmTc.gemmTcSplits(
-    s.m,
-    s.n,
-    s.k,
-    variant,
-    SPLIT_TARGET,
-    MAX_SPLITS,
-    variant.wideWords ? gemmTc.stagedSplitMinK(variant) / 16 : undefined,
-  );
+  return want === "auto" ? decodeSplits(s.m, s.n, s.k, variant) : want;
 }
 
 /** One (shape, variant, splits) measured. */
@@ -306,7 +294,7 @@ class ShapeState {
     }
     await paced(d.queue.onSubmittedWorkDone());
     const c = createStorage(d, "perf-linear.c", s.m * s.n * 4);
-    const partials = createStorage(d, "perf-linear.partials", MAX_SPLITS * s.m * s.n * 4);
+    const partials = createStorage(d, "perf-linear.partials", TC_MAX_SPLITS * s.m * s.n * 4);
     return new ShapeState(s, a, weights, c, partials);
   }
 

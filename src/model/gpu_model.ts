@@ -406,7 +406,7 @@ interface StepPlan {
 const SAMPLE_STAGING = 4;
 /** Split-K of the tensor-core GEMM: steps of at most these rows, at most these splits. */
 const TC_SPLIT_MAX_ROWS = 128;
-const TC_MAX_SPLITS = 16;
+export const TC_MAX_SPLITS = 16;
 /**
  * Split-K past TC_SPLIT_MAX_ROWS rows, for a layer whose (row, column) tiles leave most of the
  * GPU idle (the router's 128 columns: 16 workgroups of tcp128x128 at 2048 rows took 4.8 ms of
@@ -416,6 +416,32 @@ const TC_PREFILL_SPLIT_TARGET = 128;
 const TC_PREFILL_SPLIT_MIN_K = 256;
 /** Rows past which linear layers take GpuModelOptions.tensorCorePrefillWide. */
 export const PREFILL_WIDE_ROWS = 256;
+/** GpuModelOptions.tensorCoreSplitTarget's default. */
+export const TC_SPLIT_TARGET = 2048;
+
+/**
+ * Split-K of a decode-sized tensor-core linear (at most TC_SPLIT_MAX_ROWS rows): gemmTcSplits
+ * toward `target` workgroups, at most TC_MAX_SPLITS splits, a staged form's splits at least
+ * `minK` of k (0: the form's own stagedSplitMinK). perf-linear's `auto` is this rule.
+ */
+export function decodeSplits(
+  rows: number,
+  n: number,
+  k: number,
+  variant: Variant,
+  target = TC_SPLIT_TARGET,
+  minK = 0,
+): number {
+  return gemmTc.gemmTcSplits(
+    rows,
+    n,
+    k,
+    variant,
+    target,
+    TC_MAX_SPLITS,
+    variant.wideWords ? (minK || gemmTc.stagedSplitMinK(variant)) / 16 : undefined,
+  );
+}
 
 /**
  * Split-K of a prefill-sized tensor-core linear: gemmTcSplits toward TC_PREFILL_SPLIT_TARGET
@@ -594,7 +620,7 @@ export class GpuModel implements ForwardModel {
       tensorCorePrefill: options.tensorCorePrefill ?? "tcp128x128",
       tensorCorePrefillWide: options.tensorCorePrefillWide ?? "tcp256x128",
       tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
-      tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? 2048,
+      tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? TC_SPLIT_TARGET,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
@@ -1179,17 +1205,7 @@ export class GpuModel implements ForwardModel {
     const target = this.opts.tensorCoreSplitTarget;
     if (target <= 0 || kind === "lmHead") return { variant, splits: 1 };
     const splits = rows <= TC_SPLIT_MAX_ROWS
-      ? gemmTc.gemmTcSplits(
-        rows,
-        l.n,
-        l.k,
-        variant,
-        target,
-        TC_MAX_SPLITS,
-        variant.wideWords
-          ? (this.opts.tensorCoreSplitMinK || gemmTc.stagedSplitMinK(variant)) / 16
-          : undefined,
-      )
+      ? decodeSplits(rows, l.n, l.k, variant, target, this.opts.tensorCoreSplitMinK)
       : prefillSplits(rows, l.n, l.k, variant, (this.buf.tcPartials?.size ?? 0) / 4);
     return { variant, splits };
   }
