@@ -21,6 +21,7 @@ import * as moeGatherF16 from "./moe_gather_f16.ts";
 import * as moeGemmGateUpTc from "./moe_gemm_gate_up_tc.ts";
 import * as moeGemmDownTc from "./moe_gemm_down_tc.ts";
 import * as moeRouter from "./moe_router.ts";
+import * as moeRouterFused from "./moe_router_fused.ts";
 import * as kvBlockCopy from "./kv_block_copy.ts";
 import * as pagedAttention from "./paged_attention.ts";
 import * as pagedAttentionTc from "./paged_attention_tc.ts";
@@ -56,6 +57,7 @@ export const KERNELS: readonly KernelModule[] = [
   pagedAttentionDecodeReduce,
   kvBlockCopy,
   moeRouter,
+  moeRouterFused,
   moeDispatch,
   moeGemmGateUp,
   moeGemmDown,

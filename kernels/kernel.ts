@@ -98,6 +98,9 @@ export interface KernelSpec<F extends ParamFields> {
 /** Why a variant cannot run on this device, or null when it can. */
 export function unsupportedReason(gpu: Gpu, variant: Variant): string | null {
   if (variant.dtype === "f16" && !gpu.f16) return "no shader-f16";
+  const wg = variant.consts?.WG ?? 0;
+  const maxWg = gpu.limits.maxComputeInvocationsPerWorkgroup ?? 256;
+  if (wg > maxWg) return `workgroups of ${wg} invocations (this device takes ${maxWg})`;
   if (variant.subgroups && !gpu.subgroups) return "no subgroups";
   const minSg = variant.minSubgroupSize ?? 0;
   if (variant.subgroups && gpu.subgroupMinSize < minSg) {

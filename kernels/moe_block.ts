@@ -3,6 +3,8 @@
  *
  * Dispatch sequence (one compute pass, or a pass each when profiled; N = tokens * k rows):
  *   1. moe_router        [tokens] workgroups        logits -> topk_ids, topk_weights
+ *      (moe_router_fused at most fusedRouterMaxTokens tokens, given the router weight:
+ *       x, w_router -> logits, topk_ids, topk_weights)
  *   2. moe_dispatch      1 workgroup                -> expert_offsets, sorted_token, row_of,
  *                                                      work_items, dispatch_args
  *   3. moe_gemm_gate_up  indirect (dispatch_args+0)  x, w_gate_up -> act [N, inter]
@@ -35,6 +37,7 @@ import {
 } from "./kernel.ts";
 import type { ParamFields, ParamValues } from "./params.ts";
 import * as router from "./moe_router.ts";
+import * as routerFused from "./moe_router_fused.ts";
 import * as dispatch from "./moe_dispatch.ts";
 import { laneGroupColumns } from "./lane_group_variants.ts";
 import type { MoeStage } from "./moe_cost.ts";
@@ -63,8 +66,16 @@ export interface MoeBlockShape {
 
 /** The buffers of one layer's call. */
 export interface MoeBlockIo {
-  /** f32 [tokens, experts], from the router weight's gemv/gemm. */
+  /**
+   * f32 [tokens, experts]: the router logits, from the router weight's gemv/gemm; written here
+   * instead in the steps that route in one pass (MoeBlock.routesInOnePass, given wRouter).
+   */
   readonly routerLogits: BufferArg;
+  /**
+   * T [experts, hidden]: the router weight. Given it, the steps that route in one pass
+   * (MoeBlock.routesInOnePass) write routerLogits instead of reading them.
+   */
+  readonly wRouter?: BufferArg;
   /** f32 [tokens, hidden]: the normed hidden states the experts read. */
   readonly x: BufferArg;
   /** T [experts, 2 * inter, hidden]: each expert's gate rows, then its up rows. */
@@ -114,7 +125,24 @@ export interface MoeBlockOptions {
    * that does not fit the shape or does not compile gives way to `f16-tc`.
    */
   readonly tensorCorePrefill?: string;
+  /**
+   * f16 steps of MOE_FUSED_ROUTER_MIN_TOKENS to this many tokens compute the router logits
+   * and their top-k in one dispatch (moe_router_fused, from MoeBlockIo.wRouter) where the
+   * caller would run the router's GEMV and then moe_router; 0: never. Default
+   * MOE_FUSED_ROUTER_MAX_TOKENS.
+   */
+  readonly fusedRouterMaxTokens?: number;
 }
+
+/**
+ * Tokens from which and up to which a step routes in one pass by default (moe_router_fused:
+ * one workgroup a token, the router weight from cache after the first). H200, Qwen3-30B-A3B,
+ * 2026-12-01, decode GPU ms at ctx 1024, the GEMV and moe_router -> one pass: batch 8 15.18 ->
+ * 14.74, 32 29.10 -> 28.59, 64 34.17 -> 33.65, 128 39.60 -> 39.05; batch 1 5.87 -> 6.12 (one
+ * workgroup reads the whole router weight, where the GEMV spreads it over the GPU).
+ */
+export const MOE_FUSED_ROUTER_MIN_TOKENS = 2;
+export const MOE_FUSED_ROUTER_MAX_TOKENS = 128;
 
 /**
  * The grouped-GEMM variants of a stage (gate/up or down) for a step, best first: the decode
@@ -236,6 +264,7 @@ export class MoeBlock {
   private gatherGrid: readonly number[] = [];
   /** The tensor-core pipelines of this step's expert GEMMs when they run on them, else null. */
   private stepTc: TcPair | null = null;
+  private fusedStep = false;
 
   private constructor(
     private readonly gpu: Gpu,
@@ -243,6 +272,8 @@ export class MoeBlock {
     private readonly options: MoeBlockOptions,
     private readonly pipes: {
       router: Pipe;
+      /** moe_router_fused for the block's dtype; null where it is off or did not compile. */
+      routerFused: Pipe | null;
       dispatch: Pipe;
       gateUp: ReadonlyMap<string, Pipe>;
       down: ReadonlyMap<string, Pipe>;
@@ -250,7 +281,15 @@ export class MoeBlock {
       tc: TcPipes | null;
     },
     private readonly params: Record<
-      "router" | "dispatch" | "gateUp" | "down" | "combine" | "gather" | "gateUpTc" | "downTc",
+      | "router"
+      | "routerFused"
+      | "dispatch"
+      | "gateUp"
+      | "down"
+      | "combine"
+      | "gather"
+      | "gateUpTc"
+      | "downTc",
       GPUBuffer
     >,
     readonly scratch: MoeBlockScratch,
@@ -318,6 +357,7 @@ export class MoeBlock {
     const tc = await tensorCorePipes(gpu, shape, options, blockM);
     const pipes = {
       router: await pipe(router.spec, "f32"),
+      routerFused: await fusedRouterPipe(gpu, shape, options),
       dispatch: await pipe(dispatch.spec, "f32"),
       gateUp: gateUpPipes,
       down: downPipes,
@@ -329,6 +369,7 @@ export class MoeBlock {
       d.createBuffer({ label, size, usage: BufferUsage.UNIFORM | BufferUsage.COPY_DST });
     const params = {
       router: uniform("moe_router.params", router.spec.params.size),
+      routerFused: uniform("moe_router_fused.params", routerFused.spec.params.size),
       dispatch: uniform("moe_dispatch.params", dispatch.spec.params.size),
       gateUp: uniform("moe_gemm_gate_up.params", gateUp.spec.params.size),
       down: uniform("moe_gemm_down.params", down.spec.params.size),
@@ -437,6 +478,21 @@ export class MoeBlock {
       normTopk: s.normTopk,
     });
     const cp = combine.moeCombineParams(tokens, s.hidden, s.topK);
+    this.fusedStep = this.pipes.routerFused !== null && tokens >= MOE_FUSED_ROUTER_MIN_TOKENS &&
+      tokens <= (this.options.fusedRouterMaxTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS);
+    if (this.fusedStep) {
+      write(
+        this.params.routerFused,
+        routerFused.spec.params,
+        routerFused.moeRouterFusedParams({
+          tokens,
+          experts: s.experts,
+          hidden: s.hidden,
+          topK: s.topK,
+          normTopk: s.normTopk,
+        }),
+      );
+    }
     write(this.params.router, router.spec.params, rp);
     write(
       this.params.dispatch,
@@ -454,6 +510,14 @@ export class MoeBlock {
     this.routerGrid = router.spec.grid(rp, this.pipes.router.variant, this.gpu);
     this.combineGrid = combine.spec.grid(cp, this.pipes.combine.variant, this.gpu);
     this.tokens = tokens;
+  }
+
+  /**
+   * Whether the step set by setTokens computes the router logits itself (moe_router_fused)
+   * when encode is given MoeBlockIo.wRouter: the caller then leaves out the router's GEMV.
+   */
+  get routesInOnePass(): boolean {
+    return this.fusedStep;
   }
 
   /**
@@ -505,11 +569,21 @@ export class MoeBlock {
       if (grid) pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
       return pass;
     };
-    run("router", pipes.router, params.router, {
-      logits: io.routerLogits,
-      topk_ids: sc.topkIds,
-      topk_weights: sc.topkWeights,
-    }, this.routerGrid);
+    if (this.fusedStep && io.wRouter) {
+      run("router", pipes.routerFused!, params.routerFused, {
+        x: io.x,
+        w: io.wRouter,
+        logits: io.routerLogits,
+        topk_ids: sc.topkIds,
+        topk_weights: sc.topkWeights,
+      }, this.routerGrid);
+    } else {
+      run("router", pipes.router, params.router, {
+        logits: io.routerLogits,
+        topk_ids: sc.topkIds,
+        topk_weights: sc.topkWeights,
+      }, this.routerGrid);
+    }
     run("dispatch", pipes.dispatch, params.dispatch, {
       topk_ids: sc.topkIds,
       expert_offsets: sc.expertOffsets,
@@ -563,6 +637,28 @@ export class MoeBlock {
   destroy(): void {
     for (const b of Object.values(this.scratch)) b?.destroy();
     for (const b of Object.values(this.params)) b.destroy();
+  }
+}
+
+/**
+ * moe_router_fused's pipeline for the block's dtype, or null where it is off
+ * (fusedRouterMaxTokens 0) or does not compile here (said once).
+ */
+async function fusedRouterPipe(
+  gpu: Gpu,
+  shape: MoeBlockShape,
+  options: MoeBlockOptions,
+): Promise<Pipe | null> {
+  if ((options.fusedRouterMaxTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS) <= 0) return null;
+  if (shape.dtype !== "f16" || shape.hidden % 8 !== 0) return null;
+  if (shape.hidden > routerFused.MOE_FUSED_ROUTER_MAX_HIDDEN) return null;
+  const v = routerFused.moeRouterFusedVariant(gpu);
+  if (unsupportedReason(gpu, v) !== null) return null;
+  try {
+    return await getPipeline(gpu, routerFused.spec, v) as unknown as Pipe;
+  } catch (err) {
+    console.error(`moe block: the one-pass router left out: ${(err as Error).message}`);
+    return null;
   }
 }
 

@@ -122,6 +122,13 @@ export const TENSOR_CORE_OPTIONS = {
     help: "MoE steps with more than this many rows an expert (up to --moe-tensor-core-rows) " +
       "run the expert GEMMs' tensor-core decode forms (default 2; -1 never)",
   },
+  moeFusedRouterTokens: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "f16 MoE steps of 2 to this many tokens compute the router logits and their top-k " +
+      "in one dispatch, where the router's GEMV and moe_router take two (default 128; 0 never)",
+  },
   moeTensorCorePrefill: {
     type: "string",
     values: MOE_TENSOR_CORE_PREFILL_FORMS,
@@ -159,6 +166,7 @@ export function tensorCoreOptions(
     readonly tensorCoreSplitTarget?: number;
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
+    readonly moeFusedRouterTokens?: number;
     readonly moeTensorCorePrefill?: string;
     readonly prefillAttention?: string;
   },
@@ -173,6 +181,7 @@ export function tensorCoreOptions(
   tensorCoreSplitTarget?: number;
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
+  moeFusedRouterTokens?: number;
   moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   prefillAttention?: PrefillAttentionForm;
 } {
@@ -180,6 +189,7 @@ export function tensorCoreOptions(
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
+    moeFusedRouterTokens: o.moeFusedRouterTokens,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,

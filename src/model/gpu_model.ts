@@ -57,6 +57,7 @@ import * as gatherRows from "../../kernels/gather_rows.ts";
 import * as sample from "../../kernels/sample.ts";
 import { ropeTable } from "../../kernels/rope.ts";
 import {
+  MOE_FUSED_ROUTER_MAX_TOKENS,
   MOE_TC_ROWS_PER_EXPERT,
   MOE_TCS_ROWS_PER_EXPERT,
   MoeBlock,
@@ -256,6 +257,12 @@ export interface GpuModelOptions {
    * default MOE_TCS_ROWS_PER_EXPERT = 2, below 0 never).
    */
   readonly moeTensorCoreDecodeRows?: number;
+  /**
+   * f16 MoE steps of 2 to this many tokens route in one dispatch, the router's logits and
+   * top-k together (MoeBlockOptions.fusedRouterMaxTokens; default
+   * MOE_FUSED_ROUTER_MAX_TOKENS, 0 never: the router's GEMV and moe_router).
+   */
+  readonly moeFusedRouterTokens?: number;
   /**
    * The MoE expert GEMMs' form for prefill-sized steps on the tensor cores: "tc" (operands
    * straight from memory) or a prefill form staging both through workgroup memory, "tcp1",
@@ -623,6 +630,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? TC_SPLIT_TARGET,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
+      moeFusedRouterTokens: options.moeFusedRouterTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
@@ -670,6 +678,7 @@ export class GpuModel implements ForwardModel {
         decodeForms: opts.moeDecodeForms,
         tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
         tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
+        fusedRouterMaxTokens: opts.moeFusedRouterTokens,
         tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
       })
       : null;
@@ -972,7 +981,13 @@ export class GpuModel implements ForwardModel {
     const T = plan.tokens;
     const H = cfg.hiddenSize, hd = cfg.headDim, nq = cfg.numHeads, nkv = cfg.numKvHeads;
     // profiled: each MoE stage its own span (`moe gate_up`, ...); else all in the step's pass
-    const moePass = (stage: MoeStage) => step.pass(MOE_STAGE_LABEL[stage], MOE_STAGE_KERNEL[stage]);
+    const moePass = (stage: MoeStage) =>
+      step.pass(
+        MOE_STAGE_LABEL[stage],
+        stage === "router" && this.moe?.routesInOnePass
+          ? "moe_router_fused"
+          : MOE_STAGE_KERNEL[stage],
+      );
 
     if (batch.blockCopies.length) {
       c.blockCopy.setParams({
@@ -1117,9 +1132,11 @@ export class GpuModel implements ForwardModel {
         out: b.h,
       });
       if (w.kind === "moe") {
-        this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
+        const oneStep = this.moe!.routesInOnePass;
+        if (!oneStep) this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
         this.moe!.encode(moePass, {
           routerLogits: b.routerLogits,
+          wRouter: oneStep ? w.router! : undefined,
           x: b.h,
           wGateUp: w.gateUp,
           wDown: w.down,

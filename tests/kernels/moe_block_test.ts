@@ -5,6 +5,7 @@ import type { Gpu } from "../../src/gpu/device.ts";
 import { f32ToF16Bits, roundToF16InPlace } from "../../src/util/f16.ts";
 import { Rng } from "../../src/util/rng.ts";
 import {
+  MOE_FUSED_ROUTER_MIN_TOKENS,
   MoeBlock,
   moeBlockRef,
   type MoeBlockShape,
@@ -220,6 +221,74 @@ test("two MoE layers encoded in one pass update the residual like two CPU blocks
       );
     }
     assertClose(out, want, gemm);
+  }
+});
+
+test("given the router weight, f16 steps of 2 to fusedRouterMaxTokens tokens route in one pass and write the logits; the others read them", async () => {
+  const gpu = await sharedGpu();
+  const d = gpu.device;
+  for (const dtype of ["f32", "f16"] as const) {
+    const shape = blockShape(40, dtype);
+    const block = await MoeBlock.create(gpu, shape, { fusedRouterMaxTokens: 5 });
+    for (const tokens of [1, 2, 5, 37]) {
+      const rng = Rng.fromSeed(`moe one-pass router ${dtype} ${tokens}`);
+      const x = rng.fillNormal(new Float32Array(tokens * H));
+      const wRouter = rng.fillNormal(new Float32Array(E * H), 1 / Math.sqrt(H));
+      if (dtype === "f16") roundToF16InPlace(wRouter);
+      const layer = makeLayer(rng, dtype);
+      const residual = rng.fillNormal(new Float32Array(tokens * H));
+      // the logits the router's GEMV would write, in f64
+      const logits = new Float32Array(tokens * E);
+      for (let t = 0; t < tokens; t++) {
+        for (let e = 0; e < E; e++) {
+          let sum = 0;
+          for (let i = 0; i < H; i++) sum += x[t * H + i] * wRouter[e * H + i];
+          logits[t * E + e] = sum;
+        }
+      }
+      block.setTokens(tokens);
+      // f16 routers only (f32 ones keep the GEMV and moe_router), from 2 tokens
+      const onePass = dtype === "f16" && tokens >= MOE_FUSED_ROUTER_MIN_TOKENS && tokens <= 5;
+      assert.is(block.routesInOnePass, onePass, `${dtype} tokens=${tokens}`);
+      // the larger step reads these; the one-pass steps overwrite them
+      const logitsBuf = uploadBuffer(
+        d,
+        "logits",
+        onePass ? new Float32Array(tokens * E).fill(-1) : logits,
+      );
+      const made = [
+        logitsBuf,
+        uploadBuffer(d, "x", x),
+        weightBuffer(gpu, "w_router", wRouter, dtype),
+        weightBuffer(gpu, "w_gate_up", layer.wGateUp, dtype),
+        weightBuffer(gpu, "w_down", layer.wDown, dtype),
+        uploadBuffer(d, "residual", residual),
+      ];
+      const [, xBuf, wr, wgu, wd, res] = made;
+      const enc = d.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      block.encode(pass, {
+        routerLogits: logitsBuf,
+        wRouter: wr,
+        x: xBuf,
+        wGateUp: wgu,
+        wDown: wd,
+        residual: res,
+      });
+      pass.end();
+      d.queue.submit([enc.finish()]);
+      const out = new Float32Array(await readBuffer(d, res, tokens * H * 4));
+      const gotLogits = new Float32Array(await readBuffer(d, logitsBuf, tokens * E * 4));
+      const what = `one-pass router ${dtype} tokens=${tokens}`;
+      assertClose(gotLogits, logits, `${what}: logits`);
+      assertClose(
+        out,
+        moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens),
+        what,
+      );
+      for (const b of made) b.destroy();
+    }
+    block.destroy();
   }
 });
 
