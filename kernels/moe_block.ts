@@ -3,8 +3,8 @@
  *
  * Dispatch sequence (one compute pass, or a pass each when profiled; N = tokens * k rows):
  *   1. moe_router        [tokens] workgroups        logits -> topk_ids, topk_weights
- *      (moe_router_fused at most fusedRouterMaxTokens tokens, given the router weight:
- *       x, w_router -> logits, topk_ids, topk_weights)
+ *      (moe_router_fused for f16 steps of 2 to fusedRouterMaxTokens tokens, given the router
+ *       weight: x, w_router -> logits, topk_ids, topk_weights)
  *   2. moe_dispatch      1 workgroup                -> expert_offsets, sorted_token, row_of,
  *                                                      work_items, dispatch_args
  *   3. moe_gemm_gate_up  indirect (dispatch_args+0)  x, w_gate_up -> act [N, inter]
