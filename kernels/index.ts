@@ -14,6 +14,7 @@ import * as gemm from "./gemm.ts";
 import * as gemmTc from "./gemm_tc.ts";
 import * as gemv from "./gemv.ts";
 import * as moeCombine from "./moe_combine.ts";
+import * as moeCombineNorm from "./moe_combine_norm.ts";
 import * as moeDispatch from "./moe_dispatch.ts";
 import * as moeGemmDown from "./moe_gemm_down.ts";
 import * as moeGemmGateUp from "./moe_gemm_gate_up.ts";
@@ -65,6 +66,7 @@ export const KERNELS: readonly KernelModule[] = [
   moeGemmGateUpTc,
   moeGemmDownTc,
   moeCombine,
+  moeCombineNorm,
   sample,
 ] as unknown as KernelModule[];
 

@@ -13,6 +13,8 @@
  *    -> act16 [N + 128, inter] f16, moe_gemm_down_tc -> y; their `f16-tc` forms for
  *    prefill-sized steps, their staged `f16-tcs` forms for 2-8 rows an expert)
  *   5. moe_combine       tokens * hidden / 4 invocations: residual += sum_j w * y[row]
+ *      (moe_combine_norm, given MoeBlockIo.norm: [tokens] workgroups, then the next layer's
+ *       input RMSNorm of the new residual into norm.out)
  * Bytes (s = bytes per weight, U = experts that receive a token): router T*E*4 + N*8;
  * dispatch N*12 + (E+1)*4 + 16*(items+1) + 24; gate/up U*2*I*H*s + N*H*4 + N*I*4;
  * down U*H*I*s + N*I*4 + N*H*4; combine T*H*(8 + 4k) + N*8 (see moe_cost.ts).
@@ -45,6 +47,7 @@ export type { MoeStage } from "./moe_cost.ts";
 import * as gateUp from "./moe_gemm_gate_up.ts";
 import * as down from "./moe_gemm_down.ts";
 import * as combine from "./moe_combine.ts";
+import * as combineNorm from "./moe_combine_norm.ts";
 import * as gatherF16 from "./moe_gather_f16.ts";
 import * as gateUpTc from "./moe_gemm_gate_up_tc.ts";
 import * as downTc from "./moe_gemm_down_tc.ts";
@@ -60,8 +63,10 @@ export interface MoeBlockShape {
   readonly normTopk: boolean;
   /** Most tokens one step may carry (scratch buffers are sized for it). */
   readonly maxTokens: number;
-  /** Storage type of the expert weights. */
+  /** Storage type of the expert weights (and of the norm weight of MoeBlockIo.norm). */
   readonly dtype: "f16" | "f32";
+  /** The RMSNorm epsilon of MoeBlockIo.norm (default 1e-6). */
+  readonly rmsNormEps?: number;
 }
 
 /** The buffers of one layer's call. */
@@ -84,6 +89,11 @@ export interface MoeBlockIo {
   readonly wDown: BufferArg;
   /** f32 [tokens, hidden], updated in place: residual += moe(x). */
   readonly residual: BufferArg;
+  /**
+   * The next layer's input RMSNorm, fused into the combine (moe_combine_norm): its weight
+   * (T [hidden]) and where the normed rows go (f32 [tokens, hidden]).
+   */
+  readonly norm?: { readonly weight: BufferArg; readonly out: BufferArg };
   /**
    * Names this buffer set (e.g. the layer) so its bind groups are made once and reused;
    * without it they are made on every encode.
@@ -261,6 +271,7 @@ export class MoeBlock {
   private downName = "";
   private routerGrid: readonly number[] = [];
   private combineGrid: readonly number[] = [];
+  private combineNormGrid: readonly number[] = [];
   private gatherGrid: readonly number[] = [];
   /** The tensor-core pipelines of this step's expert GEMMs when they run on them, else null. */
   private stepTc: TcPair | null = null;
@@ -278,6 +289,7 @@ export class MoeBlock {
       gateUp: ReadonlyMap<string, Pipe>;
       down: ReadonlyMap<string, Pipe>;
       combine: Pipe;
+      combineNorm: Pipe;
       tc: TcPipes | null;
     },
     private readonly params: Record<
@@ -287,6 +299,7 @@ export class MoeBlock {
       | "gateUp"
       | "down"
       | "combine"
+      | "combineNorm"
       | "gather"
       | "gateUpTc"
       | "downTc",
@@ -362,6 +375,7 @@ export class MoeBlock {
       gateUp: gateUpPipes,
       down: downPipes,
       combine: await pipe(combine.spec, "f32"),
+      combineNorm: await pipe(combineNorm.spec, shape.dtype),
       tc,
     };
     const d = gpu.device;
@@ -374,6 +388,7 @@ export class MoeBlock {
       gateUp: uniform("moe_gemm_gate_up.params", gateUp.spec.params.size),
       down: uniform("moe_gemm_down.params", down.spec.params.size),
       combine: uniform("moe_combine.params", combine.spec.params.size),
+      combineNorm: uniform("moe_combine_norm.params", combineNorm.spec.params.size),
       gather: uniform("moe_gather_f16.params", gatherF16.spec.params.size),
       gateUpTc: uniform("moe_gemm_gate_up_tc.params", gateUpTc.spec.params.size),
       downTc: uniform("moe_gemm_down_tc.params", downTc.spec.params.size),
@@ -507,6 +522,9 @@ export class MoeBlock {
       }),
     );
     write(this.params.combine, combine.spec.params, cp);
+    const np = combineNorm.moeCombineNormParams(tokens, s.hidden, s.topK, s.rmsNormEps ?? 1e-6);
+    write(this.params.combineNorm, combineNorm.spec.params, np);
+    this.combineNormGrid = combineNorm.spec.grid(np, this.pipes.combineNorm.variant, this.gpu);
     this.routerGrid = router.spec.grid(rp, this.pipes.router.variant, this.gpu);
     this.combineGrid = combine.spec.grid(cp, this.pipes.combine.variant, this.gpu);
     this.tokens = tokens;
@@ -625,12 +643,23 @@ export class MoeBlock {
       run("down", dn, params.down, { act: sc.act, w: io.wDown, work_items: sc.workItems, y: sc.y })
         .dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     }
-    run("combine", pipes.combine, params.combine, {
-      y: sc.y,
-      row_of: sc.rowOf,
-      topk_weights: sc.topkWeights,
-      residual: io.residual,
-    }, this.combineGrid);
+    if (io.norm) {
+      run("combine", pipes.combineNorm, params.combineNorm, {
+        y: sc.y,
+        row_of: sc.rowOf,
+        topk_weights: sc.topkWeights,
+        residual: io.residual,
+        weight: io.norm.weight,
+        out: io.norm.out,
+      }, this.combineNormGrid);
+    } else {
+      run("combine", pipes.combine, params.combine, {
+        y: sc.y,
+        row_of: sc.rowOf,
+        topk_weights: sc.topkWeights,
+        residual: io.residual,
+      }, this.combineGrid);
+    }
   }
 
   /** Frees the scratch and params buffers (pipelines stay cached). */

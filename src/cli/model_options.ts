@@ -129,6 +129,11 @@ export const TENSOR_CORE_OPTIONS = {
     help: "f16 MoE steps of 2 to this many tokens compute the router logits and their top-k " +
       "in one dispatch, where the router's GEMV and moe_router take two (default 128; 0 never)",
   },
+  moeCombineNorm: {
+    type: "boolean",
+    help: "a MoE layer followed by another ends with that layer's input RMSNorm fused into its " +
+      "combine, one dispatch a layer fewer (default true; --moe-combine-norm=false: apart)",
+  },
   moeTensorCorePrefill: {
     type: "string",
     values: MOE_TENSOR_CORE_PREFILL_FORMS,
@@ -167,6 +172,7 @@ export function tensorCoreOptions(
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
     readonly moeFusedRouterTokens?: number;
+    readonly moeCombineNorm?: boolean;
     readonly moeTensorCorePrefill?: string;
     readonly prefillAttention?: string;
   },
@@ -182,6 +188,7 @@ export function tensorCoreOptions(
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
   moeFusedRouterTokens?: number;
+  fuseCombineNorm?: boolean;
   moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   prefillAttention?: PrefillAttentionForm;
 } {
@@ -190,6 +197,7 @@ export function tensorCoreOptions(
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
     moeFusedRouterTokens: o.moeFusedRouterTokens,
+    fuseCombineNorm: o.moeCombineNorm,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,

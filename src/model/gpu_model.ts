@@ -264,6 +264,11 @@ export interface GpuModelOptions {
    */
   readonly moeFusedRouterTokens?: number;
   /**
+   * A MoE layer followed by another ends with that layer's input RMSNorm fused into its
+   * combine (moe_combine_norm: one dispatch a layer fewer); default true.
+   */
+  readonly fuseCombineNorm?: boolean;
+  /**
    * The MoE expert GEMMs' form for prefill-sized steps on the tensor cores: "tc" (operands
    * straight from memory) or a prefill form staging both through workgroup memory, "tcp1",
    * "tcp2" or "tcp4" subgroups a workgroup over 64-row work items, or "tcp4x2" (tcp4 twice, over
@@ -631,6 +636,7 @@ export class GpuModel implements ForwardModel {
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
       moeFusedRouterTokens: options.moeFusedRouterTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS,
+      fuseCombineNorm: options.fuseCombineNorm ?? true,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
@@ -673,6 +679,7 @@ export class GpuModel implements ForwardModel {
         normTopk: config.normTopkProb,
         maxTokens: opts.maxNumTokens,
         dtype,
+        rmsNormEps: config.rmsNormEps,
       }, {
         packedF16: opts.packedF16,
         decodeForms: opts.moeDecodeForms,
@@ -1074,14 +1081,19 @@ export class GpuModel implements ForwardModel {
       c.silu.setParams({ tokens: T, inter: cfg.intermediateSize });
     }
 
+    // b.h holds layer l's normed input already (the MoE layer before it fused the norm)
+    let normed = false;
     for (let l = 0; l < cfg.numLayers; l++) {
       const w = this.weights.layers[l];
       const kv = this.kv.layers[l];
-      c.norm.dispatch(step.pass("rmsnorm"), dt, `in${l}`, {
-        x: b.x,
-        weight: w.inputNorm,
-        out: b.h,
-      });
+      if (!normed) {
+        c.norm.dispatch(step.pass("rmsnorm"), dt, `in${l}`, {
+          x: b.x,
+          weight: w.inputNorm,
+          out: b.h,
+        });
+      }
+      normed = false;
       this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv);
       c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, `l${l}`, {
         qkv: b.qkv,
@@ -1134,6 +1146,8 @@ export class GpuModel implements ForwardModel {
       if (w.kind === "moe") {
         const oneStep = this.moe!.routesInOnePass;
         if (!oneStep) this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
+        const next = this.weights.layers[l + 1];
+        normed = this.opts.fuseCombineNorm && next !== undefined;
         this.moe!.encode(moePass, {
           routerLogits: b.routerLogits,
           wRouter: oneStep ? w.router! : undefined,
@@ -1141,6 +1155,7 @@ export class GpuModel implements ForwardModel {
           wGateUp: w.gateUp,
           wDown: w.down,
           residual: b.x,
+          norm: normed ? { weight: next.inputNorm, out: b.h } : undefined,
           key: `l${l}`,
         });
         const r = this.routingStep;

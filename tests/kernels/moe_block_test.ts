@@ -15,6 +15,7 @@ import { moeDispatchParams, moeDispatchRef } from "../../kernels/moe_dispatch.ts
 import { moeRouterParams, moeRouterRef } from "../../kernels/moe_router.ts";
 import { spec as gateUpSpec } from "../../kernels/moe_gemm_gate_up.ts";
 import { supportedVariants, unsupportedReason, variantByName } from "../../kernels/kernel.ts";
+import { rmsnormRef } from "../../kernels/rmsnorm.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 
 // Tiny shapes of the brief: hidden 64, 8 experts top-2, expert width 32.
@@ -288,6 +289,53 @@ test("given the router weight, f16 steps of 2 to fusedRouterMaxTokens tokens rou
       );
       for (const b of made) b.destroy();
     }
+    block.destroy();
+  }
+});
+
+test("given the next layer's norm, the combine also writes that RMSNorm of the new residual", async () => {
+  const gpu = await sharedGpu();
+  const d = gpu.device;
+  for (const dtype of ["f32", "f16"] as const) {
+    const tokens = 5;
+    const shape = { ...blockShape(8, dtype), rmsNormEps: 1e-5 };
+    const block = await MoeBlock.create(gpu, shape);
+    const rng = Rng.fromSeed(`moe combine norm ${dtype}`);
+    const logits = makeLogits(rng, tokens, "spread");
+    const x = rng.fillNormal(new Float32Array(tokens * H));
+    const layer = makeLayer(rng, dtype);
+    const residual = rng.fillNormal(new Float32Array(tokens * H));
+    const normWeight = rng.fillUniform(new Float32Array(H), 0.5, 1.5);
+    if (dtype === "f16") roundToF16InPlace(normWeight);
+    const made = [
+      uploadBuffer(d, "logits", logits),
+      uploadBuffer(d, "x", x),
+      weightBuffer(gpu, "w_gate_up", layer.wGateUp, dtype),
+      weightBuffer(gpu, "w_down", layer.wDown, dtype),
+      uploadBuffer(d, "residual", residual),
+      weightBuffer(gpu, "norm", normWeight, dtype),
+      uploadBuffer(d, "normed", new Float32Array(tokens * H).fill(NaN)),
+    ];
+    const [lg, xb, wgu, wd, res, nw, normed] = made;
+    block.setTokens(tokens);
+    const enc = d.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    block.encode(pass, {
+      routerLogits: lg,
+      x: xb,
+      wGateUp: wgu,
+      wDown: wd,
+      residual: res,
+      norm: { weight: nw, out: normed },
+    });
+    pass.end();
+    d.queue.submit([enc.finish()]);
+    const out = new Float32Array(await readBuffer(d, res, tokens * H * 4));
+    const gotNormed = new Float32Array(await readBuffer(d, normed, tokens * H * 4));
+    const want = moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens);
+    assertClose(out, want, `combine norm ${dtype}: residual`);
+    assertClose(gotNormed, rmsnormRef(want, normWeight, tokens, H, 1e-5), `combine norm ${dtype}`);
+    for (const b of made) b.destroy();
     block.destroy();
   }
 });

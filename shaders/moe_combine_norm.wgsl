@@ -1,0 +1,46 @@
+// moe_combine with the next layer's input RMSNorm fused, one workgroup per token:
+//   residual[t, :] += sum_j topk_weights[t, j] * y[row_of[t, j], :]
+//   out[t, :] = residual[t, :] * rsqrt(mean(residual[t, :]^2) + eps) * weight
+// The k expert rows are summed in j order, as in moe_combine (deterministic, no float
+// atomics); a row_of outside the rows adds nothing. One dispatch a layer fewer than
+// moe_combine and rmsnorm, and the new residual row is read back from cache, not memory.
+// Bytes: tokens * hidden * (12 + 4 * k) + tokens * k * 8 + hidden * sizeof(T).
+//#include "lib/workgroup_sum.wgsl"
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let t = wid.x + wid.y * nwg.x;
+  if (t >= params.tokens) {
+    return;
+  }
+  let h4 = params.hidden / 4u;
+  let rows = params.tokens * params.top_k;
+  var ss = 0.0;
+  for (var c = lid; c < h4; c += WG) {
+    var acc = vec4<f32>(0.0);
+    for (var j = 0u; j < params.top_k; j++) {
+      let row = row_of[t * params.top_k + j];
+      if (row < rows) {
+        acc += topk_weights[t * params.top_k + j] * y[row * h4 + c];
+      }
+    }
+    let v = residual[t * h4 + c] + acc;
+    residual[t * h4 + c] = v;
+    ss += dot(v, v);
+  }
+  let total = workgroup_sum(ss, lid);
+  let scale = inverseSqrt(total / f32(params.hidden) + params.eps);
+  for (var c = lid; c < h4; c += WG) {
+    // this invocation's own row values, written above
+    let v = residual[t * h4 + c] * scale;
+    let o = t * params.hidden + 4u * c;
+    out[o] = v.x * f32(weight[4u * c]);
+    out[o + 1u] = v.y * f32(weight[4u * c + 1u]);
+    out[o + 2u] = v.z * f32(weight[4u * c + 2u]);
+    out[o + 3u] = v.w * f32(weight[4u * c + 3u]);
+  }
+}
