@@ -11,7 +11,11 @@
 // and every subgroup runs every matrix operation. Grid and split-K as gemm_tcs: x the row
 // blocks, y the column blocks, z the splits; with several splits workgroup z writes slice z
 // of c ([splits, m, n]). Only rows below m and columns below n are stored (added to c when
-// accumulate).
+// accumulate). A row tile wholly below m stores its sums straight to c (with accumulate they
+// start from c's values); only the tile that m cuts goes through workgroup memory. On the H200
+// the sums of every tile through workgroup memory (8 KB more a workgroup at TM 64) left fewer
+// workgroups an SM: in perf-linear, qkv at 64 rows took 44.8 µs a layer in 2 splits against
+// 26.4 stored straight, o 25.2 against 22.4 in 4 (2026-12-01, `session16_call5`).
 // Requires: subgroups of exactly 32 laid out as consecutive invocations (subgroup r =
 // invocations 32 r .. 32 r + 31); k and k_split multiples of 64; n a multiple of 16; a the f16
 // copy of the activations, its rows padded with zeros to a multiple of TM (cast_f16). Columns
@@ -33,7 +37,7 @@ const_assert TM == 16u * RT && NB * PASS_ROWS == 32u && NA * PASS_ROWS == TM;
 struct Wg {
   b: array<f16, 32u * 72u>, // 32 weight rows x BK
   a: array<f16, TM * 72u>, // TM rows of a x BK
-  s: array<f32, TM * 32u>, // the sums [TM rows][32 columns]
+  s: array<f32, 16u * 32u>, // the sums of the row tile that m cuts [16 rows][32 columns]
 }
 var<workgroup> wg: Wg;
 
@@ -70,8 +74,21 @@ fn main(
   }
   // this subgroup's row tile in wg.a
   let xa = sg * 16u * LD;
+  // this subgroup's row tile of this split's slice of c; a tile wholly below m (the same in the
+  // whole subgroup) is stored straight, with accumulate starting from c's values
+  let r_tile = m0 + 16u * sg;
+  let full = r_tile + 16u <= params.m;
+  let two = n0 + 16u < n; // the second 16 columns exist
+  let acc_on = params.accumulate != 0u;
+  let tile_at = wid.z * params.m * n + r_tile * n + n0;
   var c0 = subgroup_matrix_result<f32, 16, 16>();
   var c1 = subgroup_matrix_result<f32, 16, 16>();
+  if (full && acc_on) {
+    c0 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, tile_at, n);
+    if (two) {
+      c1 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, tile_at + 16u, n);
+    }
+  }
   for (var s = kb; s < ke; s += BK / 8u) {
     // the previous step's matrices are loaded: stage this step's words
     workgroupBarrier();
@@ -111,19 +128,26 @@ fn main(
     c0 = subgroupMatrixMultiplyAccumulate(x3, p3, c0);
     c1 = subgroupMatrixMultiplyAccumulate(x3, q3, c1);
   }
-  // this split's slice of c (the only one without split-K): each subgroup's sums to its rows
-  // of wg.s, then every invocation writes
-  subgroupMatrixStore<row_major>(&wg.s, sg * 512u, c0, 32u);
-  subgroupMatrixStore<row_major>(&wg.s, sg * 512u + 16u, c1, 32u);
+  if (full) {
+    subgroupMatrixStore<row_major>(&c, tile_at, c0, n);
+    if (two) {
+      subgroupMatrixStore<row_major>(&c, tile_at + 16u, c1, n);
+    }
+  } else if (r_tile < params.m) {
+    subgroupMatrixStore<row_major>(&wg.s, 0u, c0, 32u);
+    subgroupMatrixStore<row_major>(&wg.s, 16u, c1, 32u);
+  }
+  // the cut tile's rows below m from wg.s (at most one such tile a workgroup)
   workgroupBarrier();
-  let slice = wid.z * params.m * n;
-  let acc_on = params.accumulate != 0u;
-  for (var q = lid; q < TM * 32u; q += THREADS) {
-    let r = m0 + q / 32u;
-    let col = n0 + q % 32u;
-    if (r < params.m && col < n) {
-      let at = slice + r * n + col;
-      c[at] = select(wg.s[q], c[at] + wg.s[q], acc_on);
+  let cut = params.m % 16u;
+  let cut_tile = params.m - cut;
+  if (cut != 0u && cut_tile >= m0 && cut_tile < m0 + TM) {
+    for (var q = lid; q < cut * 32u; q += THREADS) {
+      let col = n0 + q % 32u;
+      if (col < n) {
+        let at = wid.z * params.m * n + (cut_tile + q / 32u) * n + col;
+        c[at] = select(wg.s[q], c[at] + wg.s[q], acc_on);
+      }
     }
   }
 }
