@@ -141,15 +141,20 @@ export const GEMM_TCS_VARIANTS = [
 
 /**
  * The least k a split of a staged form takes by default: 1024 for the several-subgroup decode
- * forms, 512 (8 of their steps) for the one-subgroup ones, 256 for the prefill forms (f16-tcp*)
- * where they take decode-sized steps. On the H200 (2026-12-01) 512 and 2048 were slower for
- * the several-subgroup forms at 32-128 rows, 1024 and 2048 for the one-subgroup ones at 16 rows
- * (20.44 against 20.96 and 21.90 ms at 16 x 1024); tcp128x128 in splits of 256 took 128 x 1024
- * from 47.56 to 45.90 ms, tcp64x128 in splits of 512 to 46.06.
+ * forms of 4 and 8 subgroups, 512 (8 of their steps) for `f16-tcs32x2` and the one-subgroup
+ * ones, 256 for the prefill forms (f16-tcp*) where they take decode-sized steps. On the H200
+ * (2026-12-01) 512 and 2048 were slower for the several-subgroup forms at 32-128 rows, 1024 and
+ * 2048 for the one-subgroup ones at 16 rows (20.44 against 20.96 and 21.90 ms at 16 x 1024);
+ * tcp128x128 in splits of 256 took 128 x 1024 from 47.56 to 45.90 ms, tcp64x128 in splits of
+ * 512 to 46.06. Since the several-subgroup forms store their sums straight to memory
+ * (cfd5cc7), `f16-tcs32x2` took o at 32 rows (k 4096) in 16.0 µs a layer in 8 splits of 512
+ * against 20.0 in 4 of 1024, and qkv (k 2048) 21.9 in 4 against 21.5 in 2 (perf-linear,
+ * `session16_call6`).
  */
 export function stagedSplitMinK(variant: Variant): number {
   if ((GEMM_TCP_VARIANTS as readonly string[]).includes(variant.name)) return 256;
-  return variant.perSubgroupMatrices ? 1024 : 512;
+  if (!variant.perSubgroupMatrices) return 512;
+  return variant.consts?.RT === 2 ? 512 : 1024;
 }
 
 /**

@@ -106,7 +106,8 @@ export const TENSOR_CORE_OPTIONS = {
     integer: true,
     min: 64,
     help: "the least k a split-K split of the staged forms takes (a multiple of 64; default " +
-      "1024 for the several-subgroup forms, 512 for the one-subgroup ones, 256 for the prefill " +
+      "1024 for the several-subgroup forms of 64 and 128 rows, 512 for tcs32x2 and the " +
+      "one-subgroup ones, 256 for the prefill " +
       "forms up to 128 rows)",
   },
   moeTensorCoreRows: {

@@ -239,7 +239,8 @@ export interface GpuModelOptions {
   readonly tensorCoreSplitMinK?: number;
   /**
    * Split-K of the tensor-core GEMM for steps of at most 128 rows: about this many
-   * workgroups a linear layer (default 2048; 0: never split). Few rows give few (row, column)
+   * workgroups a linear layer (default 2048; 0: never split; the prefill forms of 65-128 rows
+   * aim at no more than TC_TCP_DECODE_SPLIT_TARGET). Few rows give few (row, column)
    * tiles, and each subgroup then waits on memory alone; k splits add subgroups, and
    * `splitk_reduce` adds their partial sums. Past 128 rows (prefill) only a layer whose tiles
    * leave most of the GPU idle splits (prefillSplits); 0 turns that off too.
@@ -430,11 +431,21 @@ const TC_PREFILL_SPLIT_MIN_K = 256;
 export const PREFILL_WIDE_ROWS = 256;
 /** GpuModelOptions.tensorCoreSplitTarget's default. */
 export const TC_SPLIT_TARGET = 2048;
+/**
+ * The workgroups a prefill form (gemm_tcp) aims at in its k splits up to TC_SPLIT_MAX_ROWS rows
+ * (65-128 rows by default), where the staged forms aim at TC_SPLIT_TARGET: each of its
+ * workgroups already holds 4-8 subgroups. H200, perf-linear, `f16-tcp128x128` at 128 rows, two
+ * runs in one call (2026-12-01, `session16_call8`): qkv (n 5120, k 2048) 43.9 µs a layer in 2
+ * splits (80 workgroups) against 51.8 in 4 and in 8 (the rule toward 2048); o (n 2048, k 4096)
+ * 29.0 µs in 8 (128 workgroups) against 42.7 in 4 and 35.0 in 16.
+ */
+export const TC_TCP_DECODE_SPLIT_TARGET = 72;
 
 /**
  * Split-K of a decode-sized tensor-core linear (at most TC_SPLIT_MAX_ROWS rows): gemmTcSplits
- * toward `target` workgroups, at most TC_MAX_SPLITS splits, a staged form's splits at least
- * `minK` of k (0: the form's own stagedSplitMinK). perf-linear's `auto` is this rule.
+ * toward `target` workgroups (a prefill form: at most TC_TCP_DECODE_SPLIT_TARGET), at most
+ * TC_MAX_SPLITS splits, a staged form's splits at least `minK` of k (0: the form's own
+ * stagedSplitMinK). perf-linear's `auto` is this rule.
  */
 export function decodeSplits(
   rows: number,
@@ -444,12 +455,13 @@ export function decodeSplits(
   target = TC_SPLIT_TARGET,
   minK = 0,
 ): number {
+  const tcp = (gemmTc.GEMM_TCP_VARIANTS as readonly string[]).includes(variant.name);
   return gemmTc.gemmTcSplits(
     rows,
     n,
     k,
     variant,
-    target,
+    tcp ? Math.min(target, TC_TCP_DECODE_SPLIT_TARGET) : target,
     TC_MAX_SPLITS,
     variant.wideWords ? (minK || gemmTc.stagedSplitMinK(variant)) / 16 : undefined,
   );

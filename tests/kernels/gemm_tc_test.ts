@@ -17,6 +17,7 @@ import * as gemmTcKernel from "../../kernels/gemm_tc.ts";
 import { castF16Params } from "../../kernels/cast_f16.ts";
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
 import {
+  decodeSplits,
   prefillSplits,
   tensorCoreTileFor,
   tensorCoreVariantFor,
@@ -245,6 +246,19 @@ test("a prefill form takes the rows past the staged forms' where k steps by 32 a
   ]);
   assert.is(gemmTcRowsPad(2000, tcp), 2048);
   assert.match(preludeOf(spec, tcp), /diagnostic\(off, chromium.subgroup_matrix_uniformity\)/);
+});
+
+test("decode-sized linears: the staged forms aim at 2048 workgroups, the prefill forms at 72", () => {
+  const tcp = variantByName(spec, "f16-tcp128x128");
+  const tcs = variantByName(spec, "f16-tcs64x4");
+  // Qwen3-30B-A3B at 128 rows on tcp128x128: qkv 40 tiles -> 2 splits, o 16 tiles -> 8
+  assert.is(decodeSplits(128, 5120, 2048, tcp), 2);
+  assert.is(decodeSplits(128, 2048, 4096, tcp), 8);
+  // a smaller target asked for still holds
+  assert.is(decodeSplits(128, 2048, 4096, tcp, 32), 2);
+  // at 64 rows on tcs64x4: as many splits as splits of at least 1024 of k allow
+  assert.is(decodeSplits(64, 5120, 2048, tcs), 2);
+  assert.is(decodeSplits(64, 2048, 4096, tcs), 4);
 });
 
 test("prefill-sized linears split k only where their tiles leave the GPU idle", () => {
