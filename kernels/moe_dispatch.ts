@@ -270,6 +270,8 @@ export const cases = [
   dispatchCase(37, 8, 2, 4, "skewed"),
   dispatchCase(37, 8, 2, 64, "spread", "", true),
   dispatchCase(300, 8, 3, 16, "spread"),
+  // the most experts: every invocation of the offsets' scan takes two
+  dispatchCase(200, MOE_MAX_EXPERTS, 4, 8, "spread", "512 experts"),
   dispatchCase(1, 128, 8, MOE_BLOCK_M, "spread", "qwen3-30b-a3b"),
   dispatchCase(64, 128, 8, MOE_BLOCK_M, "spread", "qwen3-30b-a3b"),
   dispatchCase(1024, 128, 8, MOE_BLOCK_M, "spread", "qwen3-30b-a3b"),
