@@ -6,6 +6,7 @@
  * hidden must be a multiple of 4.
  */
 import type { KernelCase } from "./case.ts";
+import type { Rng } from "../src/util/rng.ts";
 import { grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { MOE_NO_ROW, moeDispatchParams, moeDispatchRef, sampleRouting } from "./moe_dispatch.ts";
@@ -64,36 +65,54 @@ export function moeCombineRef(
   return out;
 }
 
-function combineCase(
-  tokens: number,
-  hidden: number,
-  experts: number,
-  topK: number,
-  note = "",
-  dropOne = false,
-): KernelCase<typeof params.fields> {
+/** A combine case's shape (moe_combine and moe_combine_norm share them). */
+export interface CombineCaseShape {
+  readonly tokens: number;
+  readonly hidden: number;
+  readonly experts: number;
+  readonly topK: number;
+  readonly note?: string;
+  /** The last assignment dropped (as moe_dispatch drops an expert id out of range). */
+  readonly dropOne?: boolean;
+}
+
+/** The label of a combine case. */
+export function combineCaseLabel(c: CombineCaseShape): string {
+  return `tokens=${c.tokens} hidden=${c.hidden} E=${c.experts} k=${c.topK}${
+    c.dropOne ? " one dropped" : ""
+  } ${c.note ?? ""}`.trim();
+}
+
+/** The inputs of a combine case: y, row_of (from moe_dispatchRef), topk_weights, residual. */
+export function combineCaseInputs(
+  rng: Rng,
+  c: CombineCaseShape,
+): { y: Float32Array; row_of: Uint32Array; topk_weights: Float32Array; residual: Float32Array } {
+  const { tokens, hidden, experts, topK } = c;
+  const rows = tokens * topK;
+  const ids = sampleRouting(rng, tokens, experts, topK, "spread");
+  const d = moeDispatchRef(
+    ids,
+    moeDispatchParams({ tokens, topK, experts, gridXGateUp: 1, gridXDown: 1 }),
+  );
+  // A dropped assignment (expert id out of range in moe_dispatch) adds nothing.
+  if (c.dropOne) d.rowOf[rows - 1] = MOE_NO_ROW;
+  return {
+    y: rng.fillNormal(new Float32Array(rows * hidden)),
+    row_of: d.rowOf,
+    topk_weights: rng.fillUniform(new Float32Array(rows), 0, 1),
+    residual: rng.fillNormal(new Float32Array(tokens * hidden)),
+  };
+}
+
+function combineCase(shape: CombineCaseShape): KernelCase<typeof params.fields> {
+  const { tokens, hidden, topK } = shape;
   const p = moeCombineParams(tokens, hidden, topK);
   const rows = tokens * topK;
   return {
-    label: `tokens=${tokens} hidden=${hidden} E=${experts} k=${topK}${
-      dropOne ? " one dropped" : ""
-    } ${note}`.trim(),
+    label: combineCaseLabel(shape),
     params: p,
-    inputs: (rng) => {
-      const ids = sampleRouting(rng, tokens, experts, topK, "spread");
-      const d = moeDispatchRef(
-        ids,
-        moeDispatchParams({ tokens, topK, experts, gridXGateUp: 1, gridXDown: 1 }),
-      );
-      // A dropped assignment (expert id out of range in moe_dispatch) adds nothing.
-      if (dropOne) d.rowOf[rows - 1] = MOE_NO_ROW;
-      return {
-        y: rng.fillNormal(new Float32Array(rows * hidden)),
-        row_of: d.rowOf,
-        topk_weights: rng.fillUniform(new Float32Array(rows), 0, 1),
-        residual: rng.fillNormal(new Float32Array(tokens * hidden)),
-      };
-    },
+    inputs: (rng) => combineCaseInputs(rng, shape),
     outputs: {},
     reference: (inp) => ({
       residual: moeCombineRef(
@@ -110,13 +129,16 @@ function combineCase(
   };
 }
 
-export const cases = [
-  combineCase(1, 64, 8, 2),
-  combineCase(5, 64, 8, 2),
-  combineCase(37, 68, 8, 3, "", true),
-  combineCase(1, 2048, 128, 8, "qwen3-30b-a3b"),
-  combineCase(64, 2048, 128, 8, "qwen3-30b-a3b"),
-  combineCase(1024, 2048, 128, 8, "qwen3-30b-a3b"),
-  combineCase(1, 4096, 8, 2, "mixtral-8x7b"),
-  combineCase(1024, 4096, 8, 2, "mixtral-8x7b"),
+/** The shapes moe_combine and moe_combine_norm are validated at. */
+export const COMBINE_CASE_SHAPES: readonly CombineCaseShape[] = [
+  { tokens: 1, hidden: 64, experts: 8, topK: 2 },
+  { tokens: 5, hidden: 64, experts: 8, topK: 2 },
+  { tokens: 37, hidden: 68, experts: 8, topK: 3, dropOne: true },
+  { tokens: 1, hidden: 2048, experts: 128, topK: 8, note: "qwen3-30b-a3b" },
+  { tokens: 64, hidden: 2048, experts: 128, topK: 8, note: "qwen3-30b-a3b" },
+  { tokens: 1024, hidden: 2048, experts: 128, topK: 8, note: "qwen3-30b-a3b" },
+  { tokens: 1, hidden: 4096, experts: 8, topK: 2, note: "mixtral-8x7b" },
+  { tokens: 1024, hidden: 4096, experts: 8, topK: 2, note: "mixtral-8x7b" },
 ];
+
+export const cases = COMBINE_CASE_SHAPES.map(combineCase);

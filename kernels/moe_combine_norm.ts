@@ -14,8 +14,14 @@
 import type { KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
-import { MOE_NO_ROW, moeDispatchParams, moeDispatchRef, sampleRouting } from "./moe_dispatch.ts";
-import { moeCombineParams, moeCombineRef } from "./moe_combine.ts";
+import {
+  COMBINE_CASE_SHAPES,
+  combineCaseInputs,
+  combineCaseLabel,
+  type CombineCaseShape,
+  moeCombineParams,
+  moeCombineRef,
+} from "./moe_combine.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
 
 const params = defineParams({ tokens: "u32", hidden: "u32", top_k: "u32", eps: "f32" });
@@ -64,37 +70,17 @@ export function moeCombineNormRef(
   return { residual: next, out: rmsnormRef(next, normWeight, p.tokens, p.hidden, p.eps) };
 }
 
-function combineNormCase(
-  tokens: number,
-  hidden: number,
-  experts: number,
-  topK: number,
-  note = "",
-  dropOne = false,
-): KernelCase<typeof params.fields> {
+function combineNormCase(shape: CombineCaseShape): KernelCase<typeof params.fields> {
+  const { tokens, hidden, topK } = shape;
   const p = moeCombineNormParams(tokens, hidden, topK, 1e-6);
   const rows = tokens * topK;
   return {
-    label: `tokens=${tokens} hidden=${hidden} E=${experts} k=${topK}${
-      dropOne ? " one dropped" : ""
-    } ${note}`.trim(),
+    label: combineCaseLabel(shape),
     params: p,
-    inputs: (rng) => {
-      const ids = sampleRouting(rng, tokens, experts, topK, "spread");
-      const d = moeDispatchRef(
-        ids,
-        moeDispatchParams({ tokens, topK, experts, gridXGateUp: 1, gridXDown: 1 }),
-      );
-      // A dropped assignment (expert id out of range in moe_dispatch) adds nothing.
-      if (dropOne) d.rowOf[rows - 1] = MOE_NO_ROW;
-      return {
-        y: rng.fillNormal(new Float32Array(rows * hidden)),
-        row_of: d.rowOf,
-        topk_weights: rng.fillUniform(new Float32Array(rows), 0, 1),
-        residual: rng.fillNormal(new Float32Array(tokens * hidden)),
-        weight: rng.fillUniform(new Float32Array(hidden), 0.5, 1.5),
-      };
-    },
+    inputs: (rng) => ({
+      ...combineCaseInputs(rng, shape),
+      weight: rng.fillUniform(new Float32Array(hidden), 0.5, 1.5),
+    }),
     outputs: { out: tokens * hidden },
     reference: (inp) =>
       moeCombineNormRef(
@@ -112,13 +98,4 @@ function combineNormCase(
   };
 }
 
-export const cases = [
-  combineNormCase(1, 64, 8, 2),
-  combineNormCase(5, 64, 8, 2),
-  combineNormCase(37, 68, 8, 3, "", true),
-  combineNormCase(1, 2048, 128, 8, "qwen3-30b-a3b"),
-  combineNormCase(64, 2048, 128, 8, "qwen3-30b-a3b"),
-  combineNormCase(1024, 2048, 128, 8, "qwen3-30b-a3b"),
-  combineNormCase(1, 4096, 8, 2, "mixtral-8x7b"),
-  combineNormCase(300, 4096, 8, 2, "mixtral-8x7b"),
-];
+export const cases = COMBINE_CASE_SHAPES.map(combineNormCase);
