@@ -493,8 +493,7 @@ export class MoeBlock {
       normTopk: s.normTopk,
     });
     const cp = combine.moeCombineParams(tokens, s.hidden, s.topK);
-    this.fusedStep = this.pipes.routerFused !== null && tokens >= MOE_FUSED_ROUTER_MIN_TOKENS &&
-      tokens <= (this.options.fusedRouterMaxTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS);
+    this.fusedStep = this.routesInOnePassAt(tokens);
     if (this.fusedStep) {
       write(
         this.params.routerFused,
@@ -536,6 +535,12 @@ export class MoeBlock {
    */
   get routesInOnePass(): boolean {
     return this.fusedStep;
+  }
+
+  /** Whether a step of `tokens` tokens routes in one pass (given MoeBlockIo.wRouter). */
+  routesInOnePassAt(tokens: number): boolean {
+    return this.pipes.routerFused !== null && tokens >= MOE_FUSED_ROUTER_MIN_TOKENS &&
+      tokens <= (this.options.fusedRouterMaxTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS);
   }
 
   /**

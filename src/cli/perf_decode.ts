@@ -225,7 +225,7 @@ await runCli(async () => {
       const cost = stepCost(model.config, model.weights.dtype, {
         seqs: Array.from({ length: batch }, () => ({ queryLen: 1, contextLen: ctx })),
         sampledRows: batch,
-      });
+      }, model.stepForms(batch));
       const roofMs = (rooflineBytes(cost) / bw.bytesPerSecond) * 1e3;
       const ref = GPU_MD_DECODE.find((p) => p.batch === batch && p.ctx === ctx);
       const measuredPeer = peer.find((p) => p.batch === batch && p.ctx === ctx);
@@ -293,7 +293,7 @@ await runCli(async () => {
     const cost = stepCost(model.config, model.weights.dtype, {
       seqs: Array.from({ length: pb }, () => ({ queryLen: 1, contextLen: pc + 2 })),
       sampledRows: pb,
-    });
+    }, model.stepForms(pb));
     reportStepProfile(
       spans,
       cost,

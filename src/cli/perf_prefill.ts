@@ -218,7 +218,7 @@ await runCli(async () => {
     const cost = stepCost(model.config, model.weights.dtype, {
       seqs: Array.from({ length: pb }, () => ({ queryLen: pt, contextLen: pt })),
       sampledRows: pb,
-    });
+    }, model.stepForms(pb * pt));
     reportStepProfile(
       spans,
       cost,

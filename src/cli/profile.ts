@@ -117,7 +117,12 @@ await runCli(async () => {
     ]),
   ));
   const last = steps[steps.length - 1];
-  const cost = stepCost(model.config, model.weights.dtype, last.shape);
+  const cost = stepCost(
+    model.config,
+    model.weights.dtype,
+    last.shape,
+    model.stepForms(last.shape.seqs.reduce((s, q) => s + q.queryLen, 0)),
+  );
   const roofBytes = rooflineBytes(cost);
   const lastUs = last.spans.reduce((s, x) => s + x.us, 0);
   console.log(

@@ -106,7 +106,12 @@ export async function profileSteps(
     return {
       spans,
       shape: shapeOf,
-      cost: stepCost(model.config, model.weights.dtype, shapeOf).byLabel,
+      cost: stepCost(
+        model.config,
+        model.weights.dtype,
+        shapeOf,
+        model.stepForms(shapeOf.seqs.reduce((s, q) => s + q.queryLen, 0)),
+      ).byLabel,
     };
   };
   const out: ProfiledShapeStep[] = [];

@@ -69,6 +69,7 @@ import { GpuWeights, type StorageDtype } from "./gpu_weights.ts";
 import { kvBlockBytes, KvBuffers } from "./kv_buffers.ts";
 import { KernelCall } from "./kernel_call.ts";
 import type { ForwardModel, StepBatch, StepOutput } from "./step_batch.ts";
+import type { StepForms } from "./step_cost.ts";
 
 /** How the model is built. */
 export interface GpuModelOptions {
@@ -802,6 +803,14 @@ export class GpuModel implements ForwardModel {
    */
   get lastEncodeParts(): { readonly inputsMs: number; readonly beginMs: number } {
     return this.encodeParts;
+  }
+
+  /** The fused forms a step of `tokens` tokens takes (its cost by label: stepCost). */
+  stepForms(tokens: number): StepForms {
+    return {
+      routerInOnePass: this.moe?.routesInOnePassAt(tokens) ?? false,
+      combineNorm: this.moe !== null && this.opts.fuseCombineNorm,
+    };
   }
 
   /** The MoE block's grouped-GEMM variant in the last step (null without MoE layers). */

@@ -53,8 +53,24 @@ export function expectedExpertsTouched(experts: number, topK: number, tokens: nu
   return experts * (1 - Math.pow(1 - topK / experts, tokens));
 }
 
+/**
+ * Which fused forms a step takes (GpuModel.stepForms), where they move a cost from one label to
+ * another: `routerInOnePass`, the router's GEMV into `moe router` (moe_router_fused);
+ * `combineNorm`, the input RMSNorm of each layer after a MoE layer into `moe combine`
+ * (moe_combine_norm). Default: neither.
+ */
+export interface StepForms {
+  readonly routerInOnePass: boolean;
+  readonly combineNorm: boolean;
+}
+
 /** Per-label and total bytes / FLOPs of one step. */
-export function stepCost(config: ModelConfig, dtype: "f16" | "f32", shape: StepShape): StepCost {
+export function stepCost(
+  config: ModelConfig,
+  dtype: "f16" | "f32",
+  shape: StepShape,
+  forms: StepForms = { routerInOnePass: false, combineNorm: false },
+): StepCost {
   const es = dtype === "f16" ? 2 : 4;
   const H = config.hiddenSize, hd = config.headDim;
   const nq = config.numHeads, nkv = config.numKvHeads;
@@ -103,7 +119,14 @@ export function stepCost(config: ModelConfig, dtype: "f16" | "f32", shape: StepS
   const kvRead = L * kvTokens * nkv * hd * 2 * es;
 
   add("embedding", 1, T * H * (es + 4) + T * 8, 0);
-  add("rmsnorm", 2 * L, 2 * L * (T * H * 8 + H * es), 2 * L * T * H * 4);
+  // the input norms of the layers after a MoE layer, where the combine writes them
+  const kinds = config.layerKinds;
+  const normsInCombine = forms.combineNorm
+    ? kinds.filter((kind, l) => kind === "moe" && l + 1 < L).length
+    : 0;
+  const norms = 2 * L - normsInCombine;
+  const normBytes = T * H * 8 + H * es, normFlops = T * H * 4;
+  add("rmsnorm", norms, norms * normBytes, norms * normFlops);
   linear("qkv", L, T, qkvRows, H, false);
   add(
     "qk_norm_rope_cache",
@@ -119,7 +142,12 @@ export function stepCost(config: ModelConfig, dtype: "f16" | "f32", shape: StepS
   }
   linear("o", L, T, H, nq * hd, true);
   if (moeLayers) {
-    linear("router", moeLayers, T, E, H, false);
+    const routerBytes = E * H * es + T * H * 4 + T * E * 4, routerFlops = 2 * T * E * H;
+    if (forms.routerInOnePass) {
+      add(MOE_STAGE_LABEL.router, 0, moeLayers * routerBytes, moeLayers * routerFlops);
+    } else {
+      linear("router", moeLayers, T, E, H, false);
+    }
     // the MoE block's stages, for the U experts that get rows
     const stages = moeStageCosts(
       { hidden: H, inter: I, experts: E, topK: k, weightBytes: es },
@@ -129,6 +157,7 @@ export function stepCost(config: ModelConfig, dtype: "f16" | "f32", shape: StepS
     for (const [stage, c] of Object.entries(stages) as [MoeStage, typeof stages.router][]) {
       add(MOE_STAGE_LABEL[stage], moeLayers, moeLayers * c.bytes, moeLayers * c.flops);
     }
+    add(MOE_STAGE_LABEL.combine, 0, normsInCombine * normBytes, normsInCombine * normFlops);
   }
   if (denseLayers) {
     linear("gateUp", denseLayers, T, 2 * Id, H, false);
