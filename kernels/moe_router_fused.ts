@@ -153,7 +153,9 @@ function fusedCase(
 export const cases = [
   fusedCase({ tokens: 1, experts: 8, hidden: 64, topK: 2, normTopk: true }, ""),
   fusedCase({ tokens: 5, experts: 8, hidden: 40, topK: 2, normTopk: false }, "ragged hidden"),
-  fusedCase({ tokens: 7, experts: 130, hidden: 96, topK: 8, normTopk: false }, "two passes"),
+  fusedCase({ tokens: 7, experts: 130, hidden: 96, topK: 8, normTopk: false }, ""),
+  // more experts than 256 invocations: two passes of experts on the 256-invocation form
+  fusedCase({ tokens: 3, experts: 300, hidden: 64, topK: 8, normTopk: true }, "two passes"),
   fusedCase({ tokens: 3, experts: 60, hidden: 128, topK: 16, normTopk: true }, ""),
   fusedCase({ tokens: 1, experts: 128, hidden: 2048, topK: 8, normTopk: true }, "qwen3-30b-a3b"),
   fusedCase({ tokens: 9, experts: 128, hidden: 2048, topK: 8, normTopk: true }, "qwen3-30b-a3b"),

@@ -11,11 +11,14 @@
 // and every subgroup runs every matrix operation. Grid and split-K as gemm_tcs: x the row
 // blocks, y the column blocks, z the splits; with several splits workgroup z writes slice z
 // of c ([splits, m, n]). Only rows below m and columns below n are stored (added to c when
-// accumulate). A row tile wholly below m stores its sums straight to c (with accumulate they
-// start from c's values); only the tile that m cuts goes through workgroup memory. On the H200
-// the sums of every tile through workgroup memory (8 KB more a workgroup at TM 64) left fewer
-// workgroups an SM: in perf-linear, qkv at 64 rows took 44.8 µs a layer in 2 splits against
-// 26.4 stored straight, o 25.2 against 22.4 in 4 (2026-12-01, `session16_call5`).
+// accumulate). Without accumulate a row tile wholly below m stores its sums straight to c, and
+// only the tile that m cuts goes through a 16 x 32 tile of workgroup memory; with accumulate
+// every tile goes through it, a subgroup at a time, so each sum meets c's value in one f32 add
+// (starting the products from c would round each step's sums to the residual's magnitude). On
+// the H200 the sums of every tile through workgroup memory at once (TM x 32 f32: 8 KB at TM
+// 64, against 2 KB now) left fewer workgroups an SM: in perf-linear, qkv at 64 rows took 44.8
+// µs a layer in 2 splits against 26.4 stored straight, o 25.2 against 22.4 in 4 (2026-12-01,
+// `session16_call5`).
 // Requires: subgroups of exactly 32 laid out as consecutive invocations (subgroup r =
 // invocations 32 r .. 32 r + 31); k and k_split multiples of 64; n a multiple of 16; a the f16
 // copy of the activations, its rows padded with zeros to a multiple of TM (cast_f16). Columns
@@ -74,21 +77,8 @@ fn main(
   }
   // this subgroup's row tile in wg.a
   let xa = sg * 16u * LD;
-  // this subgroup's row tile of this split's slice of c; a tile wholly below m (the same in the
-  // whole subgroup) is stored straight, with accumulate starting from c's values
-  let r_tile = m0 + 16u * sg;
-  let full = r_tile + 16u <= params.m;
-  let two = n0 + 16u < n; // the second 16 columns exist
-  let acc_on = params.accumulate != 0u;
-  let tile_at = wid.z * params.m * n + r_tile * n + n0;
   var c0 = subgroup_matrix_result<f32, 16, 16>();
   var c1 = subgroup_matrix_result<f32, 16, 16>();
-  if (full && acc_on) {
-    c0 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, tile_at, n);
-    if (two) {
-      c1 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&c, tile_at + 16u, n);
-    }
-  }
   for (var s = kb; s < ke; s += BK / 8u) {
     // the previous step's matrices are loaded: stage this step's words
     workgroupBarrier();
@@ -128,26 +118,53 @@ fn main(
     c0 = subgroupMatrixMultiplyAccumulate(x3, p3, c0);
     c1 = subgroupMatrixMultiplyAccumulate(x3, q3, c1);
   }
-  if (full) {
+  // this subgroup's row tile of this split's slice of c (rows below m only)
+  let slice = wid.z * params.m * n;
+  let r_tile = m0 + 16u * sg;
+  if (params.accumulate != 0u) {
+    // a subgroup at a time through wg.s, each sum added to c's value once
+    for (var r = 0u; r < RT; r++) {
+      let rt = m0 + 16u * r;
+      if (sg == r && rt < params.m) {
+        subgroupMatrixStore<row_major>(&wg.s, 0u, c0, 32u);
+        subgroupMatrixStore<row_major>(&wg.s, 16u, c1, 32u);
+      }
+      workgroupBarrier();
+      if (rt < params.m) {
+        add_rows(slice, rt, min(16u, params.m - rt), n0, n, lid, true);
+      }
+      workgroupBarrier();
+    }
+    return;
+  }
+  // a tile wholly below m (the same in the whole subgroup) straight to c; the tile that m cuts
+  // (at most one a workgroup) through wg.s
+  let tile_at = slice + r_tile * n + n0;
+  if (r_tile + 16u <= params.m) {
     subgroupMatrixStore<row_major>(&c, tile_at, c0, n);
-    if (two) {
+    if (n0 + 16u < n) {
       subgroupMatrixStore<row_major>(&c, tile_at + 16u, c1, n);
     }
   } else if (r_tile < params.m) {
     subgroupMatrixStore<row_major>(&wg.s, 0u, c0, 32u);
     subgroupMatrixStore<row_major>(&wg.s, 16u, c1, 32u);
   }
-  // the cut tile's rows below m from wg.s (at most one such tile a workgroup)
   workgroupBarrier();
   let cut = params.m % 16u;
   let cut_tile = params.m - cut;
   if (cut != 0u && cut_tile >= m0 && cut_tile < m0 + TM) {
-    for (var q = lid; q < cut * 32u; q += THREADS) {
-      let col = n0 + q % 32u;
-      if (col < n) {
-        let at = wid.z * params.m * n + (cut_tile + q / 32u) * n + col;
-        c[at] = select(wg.s[q], c[at] + wg.s[q], acc_on);
-      }
+    add_rows(slice, cut_tile, cut, n0, n, lid, false);
+  }
+}
+
+// Rows row0 .. row0 + rows - 1 of the 16 x 32 sums in wg.s into c (added to c's values when
+// `add`), columns n0 .. below n, by every invocation of the workgroup.
+fn add_rows(slice: u32, row0: u32, rows: u32, n0: u32, n: u32, lid: u32, add: bool) {
+  for (var q = lid; q < rows * 32u; q += THREADS) {
+    let col = n0 + q % 32u;
+    if (col < n) {
+      let at = slice + (row0 + q / 32u) * n + col;
+      c[at] = select(wg.s[q], c[at] + wg.s[q], add);
     }
   }
 }

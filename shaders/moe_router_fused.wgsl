@@ -5,9 +5,9 @@
 // The token's x row goes to workgroup memory first (one coalesced pass). Invocation lid then
 // takes expert lid / S of each pass of WG / S experts and the 16-byte words lid % S,
 // lid % S + S, ... of its weight row (8 f16 a word; S consecutive invocations a row, the
-// largest power of two that keeps every expert in one pass, at most the row's words: their
-// loads cover S consecutive words), UNR words in flight; the S partial sums meet in workgroup
-// memory. The router weight (E x hidden) is read once a token, from cache after the first.
+// largest power of two with every expert in one pass, at least 1 (more experts than WG take
+// several passes), at most the row's words: their loads cover S consecutive words), UNR words
+// in flight; the S partial sums meet in workgroup memory. The router weight (E x hidden) is read once a token, from cache after the first.
 // On the H200 a first form that read x from memory beside 8-byte weight words took 30 us a
 // layer in the profile at 1 token (the GEMV and moe_router 25).
 // Bytes: E * hidden * 2 + tokens * (hidden * 4 + E * 4 + k * 8).

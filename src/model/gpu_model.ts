@@ -233,8 +233,8 @@ export interface GpuModelOptions {
   readonly tensorCorePrefillWide?: TensorCorePrefillForm;
   /**
    * The least k a split of the staged forms takes (a multiple of 64). Default: each form's
-   * own (gemm_tc's stagedSplitMinK: 1024 for the several-subgroup forms, 512 for the
-   * one-subgroup ones, 256 for the prefill forms).
+   * own (gemm_tc's stagedSplitMinK: 1024 for the several-subgroup forms of 64 and 128 rows,
+   * 512 for tcs32x2 and the one-subgroup ones, 256 for the prefill forms).
    * Split-K partial sums cost as much traffic as the weights at 16 splits.
    */
   readonly tensorCoreSplitMinK?: number;
@@ -1009,11 +1009,13 @@ export class GpuModel implements ForwardModel {
     const T = plan.tokens;
     const H = cfg.hiddenSize, hd = cfg.headDim, nq = cfg.numHeads, nkv = cfg.numKvHeads;
     // profiled: each MoE stage its own span (`moe gate_up`, ...); else all in the step's pass
-    const moePass = (stage: MoeStage) =>
+    const moePass = (stage: MoeStage, normed: boolean) =>
       step.pass(
         MOE_STAGE_LABEL[stage],
         stage === "router" && this.moe?.routesInOnePass
           ? "moe_router_fused"
+          : stage === "combine" && normed
+          ? "moe_combine_norm"
           : MOE_STAGE_KERNEL[stage],
       );
 
@@ -1169,7 +1171,7 @@ export class GpuModel implements ForwardModel {
         if (!oneStep) this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
         const next = this.weights.layers[l + 1];
         normed = this.opts.fuseCombineNorm && next !== undefined;
-        this.moe!.encode(moePass, {
+        this.moe!.encode((stage) => moePass(stage, normed), {
           routerLogits: b.routerLogits,
           wRouter: oneStep ? w.router! : undefined,
           x: b.h,
