@@ -77,6 +77,11 @@ export interface Variant {
   readonly minSubgroupSize?: number;
   /** Subgroups of exactly this size (a kernel whose lanes map one to one onto keys). */
   readonly subgroupSize?: number;
+  /**
+   * The workgroup memory its shader declares, in bytes, where it may pass a device's limit
+   * (maxComputeWorkgroupStorageSize: 16 KiB by default, 32 KiB on lavapipe, 48 KiB on the H200).
+   */
+  readonly workgroupBytes?: number;
 }
 
 /** Workgroup-count grid of one dispatch. */
@@ -101,6 +106,11 @@ export function unsupportedReason(gpu: Gpu, variant: Variant): string | null {
   const wg = variant.consts?.WG ?? 0;
   const maxWg = gpu.limits.maxComputeInvocationsPerWorkgroup ?? 256;
   if (wg > maxWg) return `workgroups of ${wg} invocations (this device takes ${maxWg})`;
+  const bytes = variant.workgroupBytes ?? 0;
+  const maxBytes = gpu.limits.maxComputeWorkgroupStorageSize ?? 16384;
+  if (bytes > maxBytes) {
+    return `${bytes} bytes of workgroup memory (this device takes ${maxBytes})`;
+  }
   if (variant.subgroups && !gpu.subgroups) return "no subgroups";
   const minSg = variant.minSubgroupSize ?? 0;
   if (variant.subgroups && gpu.subgroupMinSize < minSg) {

@@ -13,7 +13,13 @@
  */
 import type { Gpu } from "../src/gpu/device.ts";
 import type { KernelCase } from "./case.ts";
-import { grid1d, type KernelSpec, type Variant, variantByName } from "./kernel.ts";
+import {
+  grid1d,
+  type KernelSpec,
+  unsupportedReason,
+  type Variant,
+  variantByName,
+} from "./kernel.ts";
 import { MOE_MAX_EXPERTS, MOE_MAX_TOPK, moeRouterParams, moeRouterRef } from "./moe_router.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 
@@ -36,6 +42,9 @@ const consts = (wg: number) => ({
   MAX_K: MOE_MAX_TOPK,
   MAX_H: MOE_FUSED_ROUTER_MAX_HIDDEN,
 });
+/** The shader's workgroup arrays: x, the logits, the top-k terms, partial sums, max and sum. */
+const workgroupBytes = (wg: number) =>
+  4 * (MOE_FUSED_ROUTER_MAX_HIDDEN + MOE_MAX_EXPERTS + MOE_MAX_TOPK + 3 * wg);
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_router_fused",
@@ -52,8 +61,20 @@ export const spec: KernelSpec<typeof params.fields> = {
   // moe_router. 1024 invocations a workgroup: 8 of them a weight row at 128 experts, where
   // 256 leave a one-token step's single workgroup 4x the words a lane to walk.
   variants: [
-    { name: "f16", dtype: "f16", wideWords: true, consts: consts(256) },
-    { name: "f16-wg1024", dtype: "f16", wideWords: true, consts: consts(1024) },
+    {
+      name: "f16",
+      dtype: "f16",
+      wideWords: true,
+      consts: consts(256),
+      workgroupBytes: workgroupBytes(256),
+    },
+    {
+      name: "f16-wg1024",
+      dtype: "f16",
+      wideWords: true,
+      consts: consts(1024),
+      workgroupBytes: workgroupBytes(1024),
+    },
   ],
   grid: (p, _v, gpu) => grid1d(p.tokens, gpu),
 };
@@ -81,10 +102,10 @@ export function moeRouterFusedParams(s: MoeRouterFusedShape): ParamValues<typeof
   return { ...r, hidden: s.hidden };
 }
 
-/** The variant for this device: 1024 invocations a workgroup where they fit. */
+/** The variant for this device: 1024 invocations a workgroup where they (and their memory) fit. */
 export function moeRouterFusedVariant(gpu: Gpu): Variant {
-  const wide = (gpu.limits.maxComputeInvocationsPerWorkgroup ?? 256) >= 1024;
-  return variantByName(spec, wide ? "f16-wg1024" : "f16");
+  const wide = variantByName(spec, "f16-wg1024");
+  return unsupportedReason(gpu, wide) === null ? wide : variantByName(spec, "f16");
 }
 
 /**
