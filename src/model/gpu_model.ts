@@ -834,6 +834,10 @@ export class GpuModel implements ForwardModel {
           : ""
       }, then ${this.calls.stagedVariant ?? "the GEMM"} up to ${this.opts.stagedMaxRows}${
         Object.entries(this.opts.manyRowsByKind).map(([k, f]) => `; ${k} ${f} there`).join("")
+      }${
+        this.moe?.routesInOnePassAt(2)
+          ? `; the MoE router in one pass, moe_router_fused, at 2-${this.opts.moeFusedRouterTokens} tokens`
+          : ""
       })`,
       gemm:
         `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)${
