@@ -60,9 +60,9 @@ import { Rng } from "../util/rng.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
-import { gitCommit } from "../util/git_commit.ts";
 import { intList, parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { runRecord } from "./run_record.ts";
 import { readRoof, roofLine } from "./bandwidth_roof.ts";
 import { round3 } from "../util/sample_stats.ts";
 
@@ -726,9 +726,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   if (result.rows.length === 0) console.log("no point was measured (see the skips above)");
   if (o.json) {
     writeJsonAtomic(userPath(o.json), {
-      date: new Date().toISOString().slice(0, 10),
-      adapter: gpu.adapter.description,
-      commit: gitCommit(),
+      ...runRecord(gpu),
       bandwidth_gbps: bw ? round3(bw.bytesPerSecond / 1e9) : null,
       timing: result.timing,
       dtype,

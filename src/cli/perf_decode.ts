@@ -13,15 +13,15 @@ import { describeGpu, openGpu } from "../gpu/device.ts";
 import { type DecodeAttentionForm, GpuModel } from "../model/gpu_model.ts";
 import { rooflineBytes, stepCost } from "../model/step_cost.ts";
 import { GPU_MD_DECODE } from "../model/peer_reference.ts";
-import { measureReadBandwidth } from "../../kernels/read_bandwidth.ts";
+import { readRoof } from "./bandwidth_roof.ts";
 import { SyntheticDecode } from "../perf/synthetic_steps.ts";
 import { reportStepProfile } from "../perf/kernel_profile.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
-import { gitCommit } from "../util/git_commit.ts";
 import { intList, parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { runRecord } from "./run_record.ts";
 import { round3, upperMedian } from "../util/sample_stats.ts";
 import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
 
@@ -158,9 +158,7 @@ await runCli(async () => {
   const peer: PeerPoint[] = o.peer ? readPeer(userPath(o.peer)) : [];
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
-  const bw = o.bandwidthGbps
-    ? { bytesPerSecond: o.bandwidthGbps * 1e9, variant: "given" }
-    : await measureReadBandwidth(gpu, gpu.adapter.type === "cpu" ? 64 * 2 ** 20 : 2 ** 30);
+  const bw = await readRoof(gpu, o.bandwidthGbps);
   if (!bw) throw new Error("perf-decode needs timestamp queries (the adapter has none)");
   console.log(`read bandwidth: ${(bw.bytesPerSecond / 1e9).toFixed(0)} GB/s (${bw.variant})`);
 
@@ -311,9 +309,7 @@ await runCli(async () => {
   }
   if (o.json) {
     writeJsonAtomic(userPath(o.json), {
-      date: new Date().toISOString().slice(0, 10),
-      adapter: gpu.adapter.description,
-      commit: gitCommit(),
+      ...runRecord(gpu),
       model: o.model,
       dtype: model.weights.dtype,
       read_bandwidth_gbps: round3(bw.bytesPerSecond / 1e9),

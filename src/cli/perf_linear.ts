@@ -37,11 +37,11 @@ import * as splitkReduce from "../../kernels/splitk_reduce.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
-import { gitCommit } from "../util/git_commit.ts";
 import { round3, upperMedian } from "../util/sample_stats.ts";
 import { roundToF16InPlace } from "../util/f16.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { runRecord } from "./run_record.ts";
 import { decodeSplits, TC_MAX_SPLITS } from "../model/gpu_model.ts";
 import { readRoof, roofLine } from "./bandwidth_roof.ts";
 
@@ -465,9 +465,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   } else console.log("no variant ran here (see the skips above)");
   if (o.json) {
     writeJsonAtomic(userPath(o.json), {
-      date: new Date().toISOString().slice(0, 10),
-      adapter: gpu.adapter.description,
-      commit: gitCommit(),
+      ...runRecord(gpu),
       bandwidth_gbps: bw ? round3(bw.bytesPerSecond / 1e9) : null,
       layers: o.layers,
       reps: o.reps,

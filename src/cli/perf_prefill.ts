@@ -14,9 +14,9 @@ import { syntheticPrefill } from "../perf/synthetic_steps.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
-import { gitCommit } from "../util/git_commit.ts";
 import { parseArgs, sizePairs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
+import { runRecord } from "./run_record.ts";
 import { upperMedian } from "../util/sample_stats.ts";
 import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
 import { reportStepProfile } from "../perf/kernel_profile.ts";
@@ -236,9 +236,7 @@ await runCli(async () => {
   }
   if (o.json) {
     writeJsonAtomic(userPath(o.json), {
-      date: new Date().toISOString().slice(0, 10),
-      adapter: gpu.adapter.description,
-      commit: gitCommit(),
+      ...runRecord(gpu),
       model: o.model,
       dtype: model.weights.dtype,
       kernels: {
