@@ -284,7 +284,9 @@ fn main(
 }
 
 
-// Writes O slice d (`o`) of the group's rows through wg.s_tile, times inv (see write_slice).
+// Writes O slice d (`o`) of the group's rows, times inv, for a row of the group: vec4 columns
+// 4 d + 2 half and 4 d + 2 half + 1 (out_at has the 2 half) of part_o or out (lib's
+// o_slice_dims: call it from uniform control flow).
 fn write_o(
   o: subgroup_matrix_result<f32, 16, 16>,
   row: u32,
@@ -295,25 +297,14 @@ fn write_o(
   d: u32,
   inv: f32,
 ) {
-  subgroupMatrixStore<row_major>(&wg.s_tile, 0u, o, SS);
-  workgroupBarrier();
-  write_slice(row, half, group, split_out, out_at, d, inv);
-  workgroupBarrier();
-}
-
-// Writes this invocation's 8 of a row's 16 dims of O slice d (in wg.s_tile), times inv, for a row
-// of the group: vec4 columns 4 d + 2 half and 4 d + 2 half + 1 (out_at has the 2 half).
-fn write_slice(row: u32, half: u32, group: u32, split_out: bool, out_at: u32, d: u32, inv: f32) {
+  let v = o_slice_dims(o, 0u, row, half, inv);
   if (row < group) {
-    let at = row * SS + 8u * half;
-    let a = vec4<f32>(wg.s_tile[at], wg.s_tile[at + 1u], wg.s_tile[at + 2u], wg.s_tile[at + 3u]) * inv;
-    let b = vec4<f32>(wg.s_tile[at + 4u], wg.s_tile[at + 5u], wg.s_tile[at + 6u], wg.s_tile[at + 7u]) * inv;
     if (split_out) {
-      part_o[out_at + 4u * d] = a;
-      part_o[out_at + 4u * d + 1u] = b;
+      part_o[out_at + 4u * d] = v[0];
+      part_o[out_at + 4u * d + 1u] = v[1];
     } else {
-      out[out_at + 4u * d] = a;
-      out[out_at + 4u * d + 1u] = b;
+      out[out_at + 4u * d] = v[0];
+      out[out_at + 4u * d + 1u] = v[1];
     }
   }
 }

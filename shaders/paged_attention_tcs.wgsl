@@ -276,8 +276,8 @@ fn main(
   write_o(o7, s_at, row, half, live, out_at, 7u, inv);
 }
 
-// Writes O slice d (`o`) of the subgroup's rows through its rows of wg.s_tile from s_at, times
-// inv (barriers around: call it from uniform control flow).
+// Writes O slice d (`o`) of the subgroup's rows, times inv, for a live row (lib's
+// o_slice_dims: call it from uniform control flow).
 fn write_o(
   o: subgroup_matrix_result<f32, 16, 16>,
   s_at: u32,
@@ -288,19 +288,9 @@ fn write_o(
   d: u32,
   inv: f32,
 ) {
-  subgroupMatrixStore<row_major>(&wg.s_tile, s_at, o, SS);
-  workgroupBarrier();
-  write_slice(s_at, row, half, live, out_at, d, inv);
-  workgroupBarrier();
-}
-
-// Writes this invocation's 8 of a row's 16 dims of O slice d (in wg.s_tile), times inv.
-fn write_slice(s_at: u32, row: u32, half: u32, live: bool, out_at: u32, d: u32, inv: f32) {
+  let v = o_slice_dims(o, s_at, row, half, inv);
   if (live) {
-    let at = s_at + row * SS + 8u * half;
-    let a = vec4<f32>(wg.s_tile[at], wg.s_tile[at + 1u], wg.s_tile[at + 2u], wg.s_tile[at + 3u]);
-    let b = vec4<f32>(wg.s_tile[at + 4u], wg.s_tile[at + 5u], wg.s_tile[at + 6u], wg.s_tile[at + 7u]);
-    out[out_at + 4u * d] = a * inv;
-    out[out_at + 4u * d + 1u] = b * inv;
+    out[out_at + 4u * d] = v[0];
+    out[out_at + 4u * d + 1u] = v[1];
   }
 }

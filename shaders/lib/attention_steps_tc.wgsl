@@ -1,7 +1,7 @@
 // The step machinery the staged tensor-core attention kernels share (paged_attention_tcs for
 // prefill, one or several subgroups a workgroup; paged_attention_decode_tcdw for decode, one): a
-// 16-key step's K or V loaded as 16-byte words and staged into wg.a, and the rescale of an O
-// slice through a subgroup's rows of wg.s_tile. The including shader declares
+// 16-key step's K or V loaded as 16-byte words and staged into wg.a, and the rescale and the
+// read-out of an O slice through a subgroup's rows of wg.s_tile. The including shader declares
 // `var<workgroup> wg` with f16 `a` ([key][d] rows QS apart) and f32 `s_tile` ([row][key] rows
 // SS apart), binds k_cache and v_cache as vec4<u32> words (Variant.wideWords), includes
 // lib/paged_kv.wgsl and lib/stage_words.wgsl, and declares KV_LANES, the invocations that load
@@ -69,4 +69,23 @@ fn rescaled(
   let r = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>, row_major>(&wg.s_tile, base, SS);
   workgroupBarrier();
   return r;
+}
+
+// This invocation's 8 of row `row`'s 16 dims of O slice `o` (dims 8 half ..), times inv,
+// through the subgroup's 16 rows of wg.s_tile from `base` (barriers around: call it from
+// uniform control flow).
+fn o_slice_dims(
+  o: subgroup_matrix_result<f32, 16, 16>,
+  base: u32,
+  row: u32,
+  half: u32,
+  inv: f32,
+) -> array<vec4<f32>, 2> {
+  subgroupMatrixStore<row_major>(&wg.s_tile, base, o, SS);
+  workgroupBarrier();
+  let at = base + row * SS + 8u * half;
+  let a = vec4<f32>(wg.s_tile[at], wg.s_tile[at + 1u], wg.s_tile[at + 2u], wg.s_tile[at + 3u]);
+  let b = vec4<f32>(wg.s_tile[at + 4u], wg.s_tile[at + 5u], wg.s_tile[at + 6u], wg.s_tile[at + 7u]);
+  workgroupBarrier();
+  return array<vec4<f32>, 2>(a * inv, b * inv);
 }
