@@ -275,7 +275,6 @@ export class MoeBlock {
   private gatherGrid: readonly number[] = [];
   /** The tensor-core pipelines of this step's expert GEMMs when they run on them, else null. */
   private stepTc: TcPair | null = null;
-  private fusedStep = false;
 
   private constructor(
     private readonly gpu: Gpu,
@@ -427,6 +426,8 @@ export class MoeBlock {
     if (!Number.isInteger(tokens) || tokens < 0 || tokens > s.maxTokens) {
       throw new Error(`moe block: tokens = ${tokens} must be in 0..${s.maxTokens}`);
     }
+    // the params depend on the tokens alone: a step of as many as the last keeps them
+    if (tokens === this.tokens) return;
     const write = <F extends ParamFields>(
       buffer: GPUBuffer,
       layout: { pack(v: ParamValues<F>): Uint8Array },
@@ -493,8 +494,7 @@ export class MoeBlock {
       normTopk: s.normTopk,
     });
     const cp = combine.moeCombineParams(tokens, s.hidden, s.topK);
-    this.fusedStep = this.routesInOnePassAt(tokens);
-    if (this.fusedStep) {
+    if (this.routesInOnePassAt(tokens)) {
       write(
         this.params.routerFused,
         routerFused.spec.params,
@@ -534,7 +534,7 @@ export class MoeBlock {
    * when encode is given MoeBlockIo.wRouter: the caller then leaves out the router's GEMV.
    */
   get routesInOnePass(): boolean {
-    return this.fusedStep;
+    return this.tokens > 0 && this.routesInOnePassAt(this.tokens);
   }
 
   /** Whether a step of `tokens` tokens routes in one pass (given MoeBlockIo.wRouter). */
@@ -592,7 +592,7 @@ export class MoeBlock {
       if (grid) pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
       return pass;
     };
-    if (this.fusedStep && io.wRouter) {
+    if (io.wRouter && this.routesInOnePass) {
       run("router", pipes.routerFused!, params.routerFused, {
         x: io.x,
         w: io.wRouter,

@@ -7,23 +7,26 @@
  */
 import type { KernelCase } from "./case.ts";
 import type { Rng } from "../src/util/rng.ts";
-import { grid1d, type KernelSpec } from "./kernel.ts";
+import { type BindingSpec, grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { MOE_NO_ROW, moeDispatchParams, moeDispatchRef, sampleRouting } from "./moe_dispatch.ts";
 
 const params = defineParams({ tokens: "u32", hidden: "u32", top_k: "u32" });
 const WG = 256;
 
+/** The combine's bindings (moe_combine_norm's first four too). */
+export const COMBINE_BINDINGS: readonly BindingSpec[] = [
+  { name: "y", type: "vec4<f32>", access: "read", shape: "[tokens * top_k, hidden/4]" },
+  { name: "row_of", type: "u32", access: "read", shape: "[tokens, top_k] -> row of y" },
+  { name: "topk_weights", type: "f32", access: "read", shape: "[tokens, top_k]" },
+  { name: "residual", type: "vec4<f32>", access: "read_write", shape: "[tokens, hidden/4]" },
+];
+
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_combine",
   shader: "moe_combine.wgsl",
   params,
-  bindings: [
-    { name: "y", type: "vec4<f32>", access: "read", shape: "[tokens * top_k, hidden/4]" },
-    { name: "row_of", type: "u32", access: "read", shape: "[tokens, top_k] -> row of y" },
-    { name: "topk_weights", type: "f32", access: "read", shape: "[tokens, top_k]" },
-    { name: "residual", type: "vec4<f32>", access: "read_write", shape: "[tokens, hidden/4]" },
-  ],
+  bindings: COMBINE_BINDINGS,
   variants: [{ name: "f32", dtype: "f32", consts: { WG } }],
   grid: (p, _v, gpu) => grid1d(Math.ceil((p.tokens * p.hidden) / 4 / WG), gpu),
 };

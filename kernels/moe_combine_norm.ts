@@ -15,6 +15,7 @@ import type { KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import {
+  COMBINE_BINDINGS,
   COMBINE_CASE_SHAPES,
   combineCaseInputs,
   combineCaseLabel,
@@ -31,10 +32,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   shader: "moe_combine_norm.wgsl",
   params,
   bindings: [
-    { name: "y", type: "vec4<f32>", access: "read", shape: "[tokens * top_k, hidden/4]" },
-    { name: "row_of", type: "u32", access: "read", shape: "[tokens, top_k] -> row of y" },
-    { name: "topk_weights", type: "f32", access: "read", shape: "[tokens, top_k]" },
-    { name: "residual", type: "vec4<f32>", access: "read_write", shape: "[tokens, hidden/4]" },
+    ...COMBINE_BINDINGS,
     { name: "weight", type: "T", access: "read", shape: "[hidden] (the norm's)" },
     { name: "out", type: "f32", access: "read_write", shape: "[tokens, hidden]" },
   ],
