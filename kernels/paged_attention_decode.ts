@@ -22,8 +22,9 @@
  * subgroup of 32 a workgroup, the K and V matrices staged through workgroup memory 16 keys a
  * step, online softmax with a lazy max (P <= e^8 as f16); G <= 16, head_dim 128, a step's keys
  * inside one block (block_size and split_tokens multiples of 16): see tcDecodeReason.
- * q * scale and P are rounded to f16, so its cases compare with a looser tolerance
- * (TC_TOLERANCE).
+ * `f16-tcdw2` and `f16-tcdw4` split the head's dims among 2 or 4 such subgroups (the model's
+ * default is f16-tcdw2). q * scale and P are rounded to f16, so their cases compare with a
+ * looser tolerance (TC_TOLERANCE).
  *
  * Bytes: every context key's K and V once (sum(contextLen) * kv_heads * head_dim * 2 *
  * sizeof(T)), q once, and, with splits, num_seqs * num_q_heads * num_splits * (head_dim + 1)
@@ -104,13 +105,40 @@ const TCDW: Variant = {
 };
 
 /**
- * Workgroup memory of the tensor-core variant in bytes (the shader's struct Wg): the step's K,
+ * The several-subgroup tensor-core variants (`f16-tcdw2`, `f16-tcdw4`): f16-tcdw's steps with
+ * the head's dims split among 2 or 4 subgroups of a workgroup, each holding its share of q's
+ * and O's matrices and loading its share of a step's words (shaders/
+ * paged_attention_decode_tcdw2.wgsl; the shares of S meet in workgroup memory, where the
+ * softmax adds them). On the H200 (2026-12-01, perf-attention, one layer) `f16-tcdw` read 64%
+ * of the roof at 64 x 8192 and 36-48% at 64 and 128 x 1024; with its loads served from cache it
+ * still took 212 µs at 64 x 8192 (89% of the time the KV bytes take at the roof: the one
+ * subgroup's chain of work, not the memory, bounds it), and with its softmax and products left
+ * out it read 83%. f16-tcdw2 read 66% at 64 x 8192 and 46-55% at 64 and 128 x 1024 (splits of
+ * 128 and 256 keys) and took those decode steps 0.9-1.3 ms faster; f16-tcdw4 (four subgroups
+ * and four barriers' worth of waiting a step) read 54% at 64 x 8192.
+ */
+const TCDW2: Variant = {
+  ...TCDW,
+  name: "f16-tcdw2",
+  perSubgroupMatrices: true,
+  shader: "paged_attention_decode_tcdw2.wgsl",
+  consts: { ...TCDW.consts, WG: 64 },
+};
+const TCDW4: Variant = { ...TCDW2, name: "f16-tcdw4", consts: { ...TCDW2.consts, WG: 128 } };
+
+/**
+ * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg): the step's K,
  * then its V, f16 [KT, HD + 8] (q staged there before the first step), P f16 [16, KT + 8], S
- * f32 [16, KT + 4], 2 flags: 6,408 bytes.
+ * f32 [16, KT + 4] a subgroup, with several subgroups an f32 factor a row, 2 flags: 6,408
+ * bytes for f16-tcdw, 7,752 for f16-tcdw2, 10,312 for f16-tcdw4.
  */
 export function tcDecodeWorkgroupBytes(v: Variant): number {
-  const { KT: kt, HD: hd } = v.consts!;
-  return kt * (hd + 8) * 2 + TC_ROWS * (kt + 8) * 2 + TC_ROWS * (kt + 4) * 4 + 8;
+  const { KT: kt, HD: hd, WG: wg } = v.consts!;
+  const subgroups = wg / 32;
+  // f16-tcdw2: an S tile a subgroup and a factor a row
+  const rowFactors = subgroups > 1 ? TC_ROWS * 4 : 0;
+  return kt * (hd + 8) * 2 + TC_ROWS * (kt + 8) * 2 + subgroups * TC_ROWS * (kt + 4) * 4 +
+    rowFactors + 8;
 }
 
 /**
@@ -228,6 +256,8 @@ export const spec: KernelSpec<typeof params.fields> = {
     ...lanesVariants(),
     // Tensor cores (f16 subgroup matrices), K/V staged through workgroup memory.
     TCDW,
+    TCDW2,
+    TCDW4,
   ],
   grid: (p, v, gpu) => {
     if (v.subgroupMatrix) {

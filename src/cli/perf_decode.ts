@@ -68,10 +68,10 @@ const SPEC = {
   },
   decodeAttention: {
     type: "string",
-    values: ["tiled", "direct", "lanes", "tcdw"],
-    help: "decode attention form (default: on a GPU tcdw for steps of 8192 keys or more where " +
+    values: ["tiled", "direct", "lanes", "tcdw", "tcdw2", "tcdw4"],
+    help: "decode attention form (default: on a GPU tcdw2 for steps of 8192 keys or more where " +
       "it runs, else tiled; direct on a CPU adapter; tcdw: the tensor cores, f16 KV, blocks of " +
-      "multiples of 16)",
+      "multiples of 16; tcdw2 / tcdw4: the head's dims split among 2 or 4 subgroups)",
   },
   splitWorkgroups: {
     type: "number",

@@ -106,7 +106,8 @@ export interface GpuModelOptions {
    * subgroup softmax ("lanes": subgroups of exactly 8 or 32), or Q K^T and P V as f16
    * 16 x 16 x 16 products on the tensor cores ("tcdw": paged_attention_decode f16-tcdw, f16 KV
    * and subgroup matrices, K and V staged through workgroup memory as 16-byte words;
-   * block_size a multiple of 16). Default on GPUs: "tcdw" for steps that read at least
+   * block_size a multiple of 16; "tcdw2" / "tcdw4": the same with the head's dims split among 2
+   * or 4 subgroups a workgroup). Default on GPUs: "tcdw2" for steps that read at least
    * DEEP_DECODE_KEYS context keys where it runs, "tiled" for the others and elsewhere; on CPU
    * adapters "direct" (faster there).
    */
@@ -308,7 +309,7 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "tcs" | "tcs2" | "tcs4" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcdw";
+export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcdw" | "tcdw2" | "tcdw4";
 
 /**
  * Decode steps reading at least this many context keys (summed over the step's sequences)
@@ -325,18 +326,25 @@ export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcdw";
  */
 export const DEEP_DECODE_KEYS = 8192;
 
-/** The tensor-core decode attention variant. */
-const TC_DECODE_VARIANT = "f16-tcdw";
+/**
+ * The tensor-core decode attention variant of deep steps. On the H200 (2026-12-01, one call,
+ * perf-decode --decode-attention tcdw2 against the tcdw of the call before) f16-tcdw2 took 128 x
+ * 1024 decode steps from 37.85 to 36.58 ms, 64 x 1024 31.67 -> 31.10 and 64 x 8192 46.68 ->
+ * 45.81; tcdw4 took 128 x 1024 to 36.66, 64 x 1024 to 30.95, 32 x 8192 37.41 -> 36.53 and 64 x
+ * 8192 to 48.53.
+ */
+const TC_DECODE_VARIANT = "f16-tcdw2";
 
 /**
- * Why the tensor-core decode attention cannot run here, or null: it needs f16 KV, subgroup
- * matrices, 16-key tiles inside a block and splits of multiples of 16 keys.
+ * Why the tensor-core decode attention `variant` cannot run here, or null: it needs f16 KV,
+ * subgroup matrices, 16-key tiles inside a block and splits of multiples of 16 keys.
  */
 function tcDecodeReason(
   gpu: Gpu,
   dtype: StorageDtype,
   blockSize: number,
   minSplitTokens: number,
+  variant: string,
 ): string | null {
   return dtype !== "f16"
     ? "the KV cache is not f16"
@@ -344,7 +352,7 @@ function tcDecodeReason(
     ? `block_size ${blockSize} is not a multiple of 16`
     : minSplitTokens < 16
     ? `splits of at least ${minSplitTokens} keys may not be multiples of 16`
-    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, TC_DECODE_VARIANT));
+    : unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, variant));
 }
 
 /** The one-key-per-lane decode attention variant this device runs (lanes32, else lanes8). */
@@ -1453,16 +1461,18 @@ async function createCalls(
   decodeAttentionDefault: boolean,
 ) {
   const packed = packedF16 ? "-packed" : "";
-  const tcdWhy = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens);
-  if (decodeAttention === "tcdw" && tcdWhy) {
-    throw new Error(`model: decode attention "tcdw" cannot run here: ${tcdWhy}`);
+  const tcForm = decodeAttention.startsWith("tcdw");
+  const tcVariant = tcForm ? `f16-${decodeAttention}` : TC_DECODE_VARIANT;
+  const tcdWhy = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, tcVariant);
+  if (tcForm && tcdWhy) {
+    throw new Error(`model: decode attention "${decodeAttention}" cannot run here: ${tcdWhy}`);
   }
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
-    : decodeAttention === "tcdw"
-    ? TC_DECODE_VARIANT
+    : tcForm
+    ? tcVariant
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
-  // steps of DEEP_DECODE_KEYS keys or more: tcdw where it runs, when the caller chose no form
+  // steps of DEEP_DECODE_KEYS keys or more: tcdw2 where it runs, when the caller chose no form
   const decodeDeepVariant = decodeAttentionDefault && decodeAttention === "tiled" && !tcdWhy
     ? TC_DECODE_VARIANT
     : decodeVariant;

@@ -39,8 +39,41 @@ test("the tensor-core decode variant: f16 subgroup matrices, one subgroup of 32,
   assert.is(v.consts!.HD, 128);
   assert.is(v.consts!.KT, 16);
   assert.not.ok(v.packed);
-  // the only tensor-core form
-  assert.equal(spec.variants.filter((x) => x.subgroupMatrix).map((x) => x.name), ["f16-tcdw"]);
+  // the tensor-core forms: one subgroup, and the head's dims split among 2 or 4
+  assert.equal(spec.variants.filter((x) => x.subgroupMatrix).map((x) => x.name), [
+    "f16-tcdw",
+    "f16-tcdw2",
+    "f16-tcdw4",
+  ]);
+});
+
+test("the several-subgroup forms split the head's dims: one workgroup struct, S a subgroup", () => {
+  const wgsl = shader("paged_attention_decode_tcdw2.wgsl");
+  for (const [name, wg, bytes] of [["f16-tcdw2", 64, 7752], ["f16-tcdw4", 128, 10312]] as const) {
+    const v = variantByName(spec, name);
+    assert.is(v.shader, "paged_attention_decode_tcdw2.wgsl");
+    assert.is(v.consts!.WG, wg);
+    assert.ok(v.wideWords);
+    // each subgroup loads matrices at its own offsets
+    assert.ok(v.perSubgroupMatrices);
+    assert.ok(
+      preludeOf(spec, v).includes("diagnostic(off, chromium.subgroup_matrix_uniformity);"),
+      name,
+    );
+    const layout = wgStructLayout(wgsl, v.consts!);
+    assert.is(layout.members, 5, `${name}: members of struct Wg`);
+    assert.is(layout.bytes, tcDecodeWorkgroupBytes(v), name);
+    assert.is(tcDecodeWorkgroupBytes(v), bytes, name);
+    // the same params, grid and split plan as f16-tcdw
+    assert.equal(spec.grid(QWEN_TWO_SPLITS, v, h200), [4, 2, 3]);
+    const lens = Array(64).fill(1024), qwen = { numQHeads: 32, numKvHeads: 4 };
+    assert.equal(planDecodeSplits(lens, qwen, v), planDecodeSplits(lens, qwen, tcdw()));
+  }
+  assert.match(wgsl, /@compute @workgroup_size\(WG\)\nfn main/);
+  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
+  // the softmax adds the subgroups' shares of S
+  assert.match(wgsl, /for \(var g = 0u; g < NSG; g\+\+\) \{\s+sc \+= wg\.s_tile\[g \* ROWS \* SS/);
+  assert.not.match(wgsl, /subgroupMatrixLoad<[^>]+>[^>]*>\(&[kv]_cache/);
 });
 
 test("it binds K/V as 16-byte words and stages them in one workgroup struct, q in registers", () => {
