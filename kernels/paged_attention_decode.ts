@@ -105,6 +105,13 @@ const TCDW: Variant = {
 };
 
 /**
+ * Keys a split of the several-subgroup tensor-core variants may take (no score buffer bounds
+ * them): a plan of 12 splits of 688 keys at 64 x 8192 (3072 workgroups, two of the H200's waves
+ * of them) read 72% of the roof where 16 splits of 512 read 67% (perf-attention, 2026-12-01).
+ */
+const TC_SPLIT_KEYS = 1024;
+
+/**
  * The several-subgroup tensor-core variants (`f16-tcdw2`, `f16-tcdw4`): f16-tcdw's steps with
  * the head's dims split among 2 or 4 subgroups of a workgroup, each holding its share of q's
  * and O's matrices and loading its share of a step's words (shaders/
@@ -122,7 +129,7 @@ const TCDW2: Variant = {
   name: "f16-tcdw2",
   perSubgroupMatrices: true,
   shader: "paged_attention_decode_tcdw2.wgsl",
-  consts: { ...TCDW.consts, WG: 64 },
+  consts: { ...TCDW.consts, WG: 64, SCORES: TC_SPLIT_KEYS * TC_ROWS },
 };
 const TCDW4: Variant = { ...TCDW2, name: "f16-tcdw4", consts: { ...TCDW2.consts, WG: 128 } };
 

@@ -77,7 +77,7 @@ const SPEC = {
     type: "number",
     integer: true,
     min: 1,
-    help: "decode attention: about this many (split, seq, kv head) workgroups a step (2048)",
+    help: "decode attention: about this many (split, seq, kv head) workgroups a step (3072)",
   },
   splitMinTokens: {
     type: "number",

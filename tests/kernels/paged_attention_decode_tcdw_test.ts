@@ -68,6 +68,11 @@ test("the several-subgroup forms split the head's dims: one workgroup struct, S 
     assert.equal(spec.grid(QWEN_TWO_SPLITS, v, h200), [4, 2, 3]);
     const lens = Array(64).fill(1024), qwen = { numQHeads: 32, numKvHeads: 4 };
     assert.equal(planDecodeSplits(lens, qwen, v), planDecodeSplits(lens, qwen, tcdw()));
+    // no score buffer: splits of up to 1024 keys, where f16-tcdw keeps the others' 512
+    const deep = Array(64).fill(8192);
+    assert.equal(planDecodeSplits(deep, qwen, v, 3072), { splitTokens: 688, numSplits: 12 });
+    assert.equal(planDecodeSplits(deep, qwen, tcdw(), 3072), { splitTokens: 512, numSplits: 16 });
+    assert.equal(planDecodeSplits(Array(8).fill(131072), qwen, v, 1).splitTokens, 1024);
   }
   assert.match(wgsl, /@compute @workgroup_size\(WG\)\nfn main/);
   assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
