@@ -7,6 +7,8 @@
  *       weight: x, w_router -> logits, topk_ids, topk_weights)
  *   2. moe_dispatch      1 workgroup                -> expert_offsets, sorted_token, row_of,
  *                                                      work_items, dispatch_args
+ *   (1 and 2 in one workgroup, moe_route_dispatch, for steps of 1 to routeDispatchMaxTokens
+ *    tokens that do not route in one pass: batch-1 decode)
  *   3. moe_gemm_gate_up  indirect (dispatch_args+0)  x, w_gate_up -> act [N, inter]
  *   4. moe_gemm_down     indirect (dispatch_args+12) act, w_down -> y [N, hidden]
  *   (3, 4 on the tensor cores: moe_gather_f16 -> a16 [N + 128, hidden], moe_gemm_gate_up_tc
@@ -41,6 +43,7 @@ import type { ParamFields, ParamValues } from "./params.ts";
 import * as router from "./moe_router.ts";
 import * as routerFused from "./moe_router_fused.ts";
 import * as dispatch from "./moe_dispatch.ts";
+import * as routeDispatch from "./moe_route_dispatch.ts";
 import { laneGroupColumns } from "./lane_group_variants.ts";
 import type { MoeStage } from "./moe_cost.ts";
 export type { MoeStage } from "./moe_cost.ts";
@@ -142,6 +145,12 @@ export interface MoeBlockOptions {
    * MOE_FUSED_ROUTER_MAX_TOKENS.
    */
   readonly fusedRouterMaxTokens?: number;
+  /**
+   * Steps of 1 to this many tokens that do not route in one pass take moe_route_dispatch: the
+   * router's top-k and the dispatch in one workgroup, one dispatch where moe_router and
+   * moe_dispatch take two; 0: never. Default MOE_ROUTE_DISPATCH_MAX_TOKENS (1: batch-1 decode).
+   */
+  readonly routeDispatchMaxTokens?: number;
 }
 
 /**
@@ -285,6 +294,7 @@ export class MoeBlock {
       /** moe_router_fused for the block's dtype; null where it is off or did not compile. */
       routerFused: Pipe | null;
       dispatch: Pipe;
+      routeDispatch: Pipe;
       gateUp: ReadonlyMap<string, Pipe>;
       down: ReadonlyMap<string, Pipe>;
       combine: Pipe;
@@ -295,6 +305,7 @@ export class MoeBlock {
       | "router"
       | "routerFused"
       | "dispatch"
+      | "routeDispatch"
       | "gateUp"
       | "down"
       | "combine"
@@ -371,6 +382,7 @@ export class MoeBlock {
       router: await pipe(router.spec, "f32"),
       routerFused: await fusedRouterPipe(gpu, shape, options),
       dispatch: await pipe(dispatch.spec, "f32"),
+      routeDispatch: await pipe(routeDispatch.spec, "f32"),
       gateUp: gateUpPipes,
       down: downPipes,
       combine: await pipe(combine.spec, "f32"),
@@ -384,6 +396,7 @@ export class MoeBlock {
       router: uniform("moe_router.params", router.spec.params.size),
       routerFused: uniform("moe_router_fused.params", routerFused.spec.params.size),
       dispatch: uniform("moe_dispatch.params", dispatch.spec.params.size),
+      routeDispatch: uniform("moe_route_dispatch.params", routeDispatch.spec.params.size),
       gateUp: uniform("moe_gemm_gate_up.params", gateUp.spec.params.size),
       down: uniform("moe_gemm_down.params", down.spec.params.size),
       combine: uniform("moe_combine.params", combine.spec.params.size),
@@ -508,18 +521,27 @@ export class MoeBlock {
       );
     }
     write(this.params.router, router.spec.params, rp);
-    write(
-      this.params.dispatch,
-      dispatch.spec.params,
-      dispatch.moeDispatchParams({
-        tokens,
-        topK: s.topK,
-        experts: s.experts,
-        blockM,
-        gridXGateUp: gridX[0],
-        gridXDown: gridX[1],
-      }),
-    );
+    const dispatchShape = {
+      tokens,
+      topK: s.topK,
+      experts: s.experts,
+      blockM,
+      gridXGateUp: gridX[0],
+      gridXDown: gridX[1],
+    };
+    write(this.params.dispatch, dispatch.spec.params, dispatch.moeDispatchParams(dispatchShape));
+    if (this.routesAndDispatchesAt(tokens)) {
+      write(
+        this.params.routeDispatch,
+        routeDispatch.spec.params,
+        routeDispatch.moeRouteDispatchParams({
+          tokens,
+          experts: s.experts,
+          topK: s.topK,
+          normTopk: s.normTopk,
+        }, dispatchShape),
+      );
+    }
     write(this.params.combine, combine.spec.params, cp);
     const np = combineNorm.moeCombineNormParams(tokens, s.hidden, s.topK, s.rmsNormEps ?? 1e-6);
     write(this.params.combineNorm, combineNorm.spec.params, np);
@@ -541,6 +563,16 @@ export class MoeBlock {
   routesInOnePassAt(tokens: number): boolean {
     return this.pipes.routerFused !== null && tokens >= MOE_FUSED_ROUTER_MIN_TOKENS &&
       tokens <= (this.options.fusedRouterMaxTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS);
+  }
+
+  /**
+   * Whether a step of `tokens` tokens routes and dispatches in one workgroup
+   * (moe_route_dispatch): 1 to routeDispatchMaxTokens tokens that do not route in one pass.
+   */
+  routesAndDispatchesAt(tokens: number): boolean {
+    const most = this.options.routeDispatchMaxTokens ??
+      routeDispatch.MOE_ROUTE_DISPATCH_MAX_TOKENS;
+    return tokens >= 1 && tokens <= most && !this.routesInOnePassAt(tokens);
   }
 
   /**
@@ -600,6 +632,17 @@ export class MoeBlock {
         topk_ids: sc.topkIds,
         topk_weights: sc.topkWeights,
       }, this.routerGrid);
+    } else if (this.routesAndDispatchesAt(this.tokens)) {
+      run("router", pipes.routeDispatch, params.routeDispatch, {
+        logits: io.routerLogits,
+        topk_ids: sc.topkIds,
+        topk_weights: sc.topkWeights,
+        expert_offsets: sc.expertOffsets,
+        sorted_token: sc.sortedToken,
+        row_of: sc.rowOf,
+        work_items: sc.workItems,
+        dispatch_args: sc.dispatchArgs,
+      }, [1, 1, 1]);
     } else {
       run("router", pipes.router, params.router, {
         logits: io.routerLogits,
@@ -607,14 +650,16 @@ export class MoeBlock {
         topk_weights: sc.topkWeights,
       }, this.routerGrid);
     }
-    run("dispatch", pipes.dispatch, params.dispatch, {
-      topk_ids: sc.topkIds,
-      expert_offsets: sc.expertOffsets,
-      sorted_token: sc.sortedToken,
-      row_of: sc.rowOf,
-      work_items: sc.workItems,
-      dispatch_args: sc.dispatchArgs,
-    }, [1, 1, 1]);
+    if (!this.routesAndDispatchesAt(this.tokens)) {
+      run("dispatch", pipes.dispatch, params.dispatch, {
+        topk_ids: sc.topkIds,
+        expert_offsets: sc.expertOffsets,
+        sorted_token: sc.sortedToken,
+        row_of: sc.rowOf,
+        work_items: sc.workItems,
+        dispatch_args: sc.dispatchArgs,
+      }, [1, 1, 1]);
+    }
     const tc = this.stepTc;
     if (tc) {
       run("gate_up", pipes.tc!.gather, params.gather, {

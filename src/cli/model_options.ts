@@ -130,6 +130,14 @@ export const TENSOR_CORE_OPTIONS = {
     help: "f16 MoE steps of 2 to this many tokens compute the router logits and their top-k " +
       "in one dispatch, where the router's GEMV and moe_router take two (default 128; 0 never)",
   },
+  moeRouteDispatchTokens: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "MoE steps of 1 to this many tokens that do not route in one pass take the router's " +
+      "top-k and the dispatch in one workgroup, where moe_router and moe_dispatch take two " +
+      "(default 1; 0 never)",
+  },
   moeCombineNorm: {
     type: "boolean",
     help: "a MoE layer followed by another ends with that layer's input RMSNorm fused into its " +
@@ -173,6 +181,7 @@ export function tensorCoreOptions(
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
     readonly moeFusedRouterTokens?: number;
+    readonly moeRouteDispatchTokens?: number;
     readonly moeCombineNorm?: boolean;
     readonly moeTensorCorePrefill?: string;
     readonly prefillAttention?: string;
@@ -189,6 +198,7 @@ export function tensorCoreOptions(
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
   moeFusedRouterTokens?: number;
+  moeRouteDispatchTokens?: number;
   fuseCombineNorm?: boolean;
   moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   prefillAttention?: PrefillAttentionForm;
@@ -198,6 +208,7 @@ export function tensorCoreOptions(
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
     moeFusedRouterTokens: o.moeFusedRouterTokens,
+    moeRouteDispatchTokens: o.moeRouteDispatchTokens,
     fuseCombineNorm: o.moeCombineNorm,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,
     tensorCoreRows: o.tensorCoreRows,

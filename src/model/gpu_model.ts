@@ -56,6 +56,7 @@ import * as siluMul from "../../kernels/silu_mul.ts";
 import * as gatherRows from "../../kernels/gather_rows.ts";
 import * as sample from "../../kernels/sample.ts";
 import { ropeTable } from "../../kernels/rope.ts";
+import { MOE_ROUTE_DISPATCH_MAX_TOKENS } from "../../kernels/moe_route_dispatch.ts";
 import {
   MOE_FUSED_ROUTER_MAX_TOKENS,
   MOE_TC_ROWS_PER_EXPERT,
@@ -270,6 +271,12 @@ export interface GpuModelOptions {
    * MOE_FUSED_ROUTER_MAX_TOKENS, 0 never: the router's GEMV and moe_router).
    */
   readonly moeFusedRouterTokens?: number;
+  /**
+   * MoE steps of 1 to this many tokens that do not route in one pass take the router's top-k
+   * and the dispatch in one workgroup (moe_route_dispatch; MoeBlockOptions.routeDispatchMaxTokens;
+   * default MOE_ROUTE_DISPATCH_MAX_TOKENS = 1, 0 never: moe_router and moe_dispatch).
+   */
+  readonly moeRouteDispatchTokens?: number;
   /**
    * A MoE layer followed by another ends with that layer's input RMSNorm fused into its
    * combine (moe_combine_norm: one dispatch a layer fewer); default true.
@@ -661,6 +668,7 @@ export class GpuModel implements ForwardModel {
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
       moeFusedRouterTokens: options.moeFusedRouterTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS,
+      moeRouteDispatchTokens: options.moeRouteDispatchTokens ?? MOE_ROUTE_DISPATCH_MAX_TOKENS,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
       packedF16: dtype === "f16" &&
@@ -711,6 +719,7 @@ export class GpuModel implements ForwardModel {
         tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
         tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
         fusedRouterMaxTokens: opts.moeFusedRouterTokens,
+        routeDispatchMaxTokens: opts.moeRouteDispatchTokens,
         tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
       })
       : null;
@@ -821,6 +830,7 @@ export class GpuModel implements ForwardModel {
   stepForms(tokens: number): StepForms {
     return {
       routerInOnePass: this.moe?.routesInOnePassAt(tokens) ?? false,
+      routeDispatch: this.moe?.routesAndDispatchesAt(tokens) ?? false,
       combineNorm: this.moe !== null && this.opts.fuseCombineNorm,
     };
   }
@@ -849,6 +859,10 @@ export class GpuModel implements ForwardModel {
       }${
         this.moe?.routesInOnePassAt(2)
           ? `; the MoE router in one pass, moe_router_fused, at 2-${this.opts.moeFusedRouterTokens} tokens`
+          : ""
+      }${
+        this.moe?.routesAndDispatchesAt(1)
+          ? `; routing and dispatch in one workgroup, moe_route_dispatch, at 1-${this.opts.moeRouteDispatchTokens} tokens`
           : ""
       })`,
       gemm:

@@ -56,11 +56,13 @@ export function expectedExpertsTouched(experts: number, topK: number, tokens: nu
 /**
  * Which fused forms a step takes (GpuModel.stepForms), where they move a cost from one label to
  * another: `routerInOnePass`, the router's GEMV into `moe router` (moe_router_fused);
- * `combineNorm`, the input RMSNorm of each layer after a MoE layer into `moe combine`
- * (moe_combine_norm). Default: neither.
+ * `routeDispatch`, the MoE dispatch into `moe router` (moe_route_dispatch); `combineNorm`, the
+ * input RMSNorm of each layer after a MoE layer into `moe combine` (moe_combine_norm). Default:
+ * none.
  */
 export interface StepForms {
   readonly routerInOnePass: boolean;
+  readonly routeDispatch?: boolean;
   readonly combineNorm: boolean;
 }
 
@@ -155,7 +157,11 @@ export function stepCost(
       U,
     );
     for (const [stage, c] of Object.entries(stages) as [MoeStage, typeof stages.router][]) {
-      add(MOE_STAGE_LABEL[stage], moeLayers, moeLayers * c.bytes, moeLayers * c.flops);
+      if (stage === "dispatch" && forms.routeDispatch) {
+        add(MOE_STAGE_LABEL.router, 0, moeLayers * c.bytes, moeLayers * c.flops);
+      } else {
+        add(MOE_STAGE_LABEL[stage], moeLayers, moeLayers * c.bytes, moeLayers * c.flops);
+      }
     }
     add(MOE_STAGE_LABEL.combine, 0, normsInCombine * normBytes, normsInCombine * normFlops);
   }

@@ -7,6 +7,7 @@ import { Rng } from "../../src/util/rng.ts";
 import {
   MOE_FUSED_ROUTER_MIN_TOKENS,
   MoeBlock,
+  type MoeBlockOptions,
   moeBlockRef,
   type MoeBlockShape,
   moeGemmVariantFor,
@@ -69,8 +70,9 @@ async function runBlock(
   xs: Float32Array[],
   layers: Layer[],
   residual: Float32Array,
+  options: MoeBlockOptions = {},
 ): Promise<{ out: Float32Array; args: Uint32Array }> {
-  const block = await MoeBlock.create(gpu, shape, { gemm });
+  const block = await MoeBlock.create(gpu, shape, { ...options, gemm });
   const d = gpu.device;
   const made: GPUBuffer[] = [];
   const keep = (b: GPUBuffer) => (made.push(b), b);
@@ -223,6 +225,54 @@ test("two MoE layers encoded in one pass update the residual like two CPU blocks
     }
     assertClose(out, want, gemm);
   }
+});
+
+test("steps of 1 to routeDispatchMaxTokens tokens route and dispatch in one workgroup and match the CPU block; 0 keeps the two dispatches", async () => {
+  const { gpu } = await gemmVariants();
+  for (const most of [0, 1, 4]) {
+    const probe = await MoeBlock.create(gpu, blockShape(40, "f32"), {
+      routeDispatchMaxTokens: most,
+    });
+    for (const tokens of [1, 3, 5]) {
+      assert.is(
+        probe.routesAndDispatchesAt(tokens),
+        tokens <= most,
+        `most ${most} tokens ${tokens}`,
+      );
+      const shape = blockShape(40, "f32", tokens !== 3);
+      const rng = Rng.fromSeed(`moe route dispatch ${tokens}`);
+      const logits = makeLogits(rng, tokens, "spread");
+      const x = rng.fillNormal(new Float32Array(tokens * H));
+      const layer = makeLayer(rng, "f32");
+      const residual = rng.fillNormal(new Float32Array(tokens * H));
+      const { out, args } = await runBlock(
+        gpu,
+        shape,
+        "f32",
+        tokens,
+        [logits],
+        [x],
+        [layer],
+        residual,
+        {
+          routeDispatchMaxTokens: most,
+        },
+      );
+      const what = `routeDispatchMaxTokens ${most} tokens=${tokens}`;
+      assertClose(
+        out,
+        moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens),
+        what,
+      );
+      assert.ok(args[1] >= 1, `${what}: work items`);
+    }
+    probe.destroy();
+  }
+  // the one-pass router's steps keep it (f16, 2 tokens and more)
+  const f16 = await MoeBlock.create(gpu, blockShape(40, "f16"), { routeDispatchMaxTokens: 4 });
+  assert.ok(f16.routesAndDispatchesAt(1));
+  assert.is(f16.routesAndDispatchesAt(2), !f16.routesInOnePassAt(2));
+  f16.destroy();
 });
 
 test("given the router weight, f16 steps of 2 to fusedRouterMaxTokens tokens route in one pass and write the logits; the others read them", async () => {

@@ -1,0 +1,147 @@
+/**
+ * MoE routing and dispatch of a step of few tokens in one workgroup: moe_router's softmax top-k
+ * for each token in turn, then moe_dispatch's offsets, row order, work items and indirect args,
+ * from the router logits `[tokens, experts]` (the router weight's GEMV). One dispatch where the
+ * two kernels take two: the MoE block takes it for steps of up to MOE_ROUTE_DISPATCH_MAX_TOKENS
+ * tokens that do not route in one pass (moe_router_fused), i.e. batch-1 decode steps, whose
+ * wall is the host's encoding and submitting of their dispatches as much as their GPU time.
+ * On the H200 (2026-12-01, Qwen3-30B-A3B, two runs each way in one call) it took batch-1
+ * decode steps from 5.62 to 5.45 ms of GPU at ctx 1024 and 6.35 -> 6.18 at 8192 (one kernel
+ * boundary a layer fewer), their walls 5.96 / 6.19 -> 5.50 / 5.94 ms and 6.43 / 6.47 -> 6.23 /
+ * 6.21.
+ *
+ * ```ts
+ * const p = moeRouteDispatchParams(routerShape, dispatchShape);
+ * const ref = moeRouteDispatchRef(logits, p); // ids, weights and the dispatch's outputs
+ * ```
+ */
+import type { KernelCase } from "./case.ts";
+import type { KernelSpec } from "./kernel.ts";
+import { defineParams, type ParamValues } from "./params.ts";
+import * as router from "./moe_router.ts";
+import * as dispatch from "./moe_dispatch.ts";
+
+const params = defineParams({
+  tokens: "u32",
+  top_k: "u32",
+  experts: "u32",
+  block_m: "u32",
+  grid_x_gate_up: "u32",
+  grid_x_down: "u32",
+  norm_topk: "u32",
+});
+
+/** Most tokens of a step the MoE block routes and dispatches in one workgroup. */
+export const MOE_ROUTE_DISPATCH_MAX_TOKENS = 1;
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "moe_route_dispatch",
+  shader: "moe_route_dispatch.wgsl",
+  params,
+  bindings: [
+    { name: "logits", type: "f32", access: "read", shape: "[tokens, experts]" },
+    ...router.spec.bindings.filter((b) => b.name !== "logits"),
+    ...dispatch.spec.bindings.filter((b) => b.name !== "topk_ids"),
+  ],
+  variants: [{
+    name: "f32",
+    dtype: "f32",
+    consts: {
+      WG: dispatch.spec.variants[0].consts!.WG,
+      MAX_E: router.MOE_MAX_EXPERTS,
+      MAX_K: router.MOE_MAX_TOPK,
+    },
+  }],
+  grid: () => [1, 1, 1],
+};
+
+/** Validated params: the router's and the dispatch's, which must agree on the step's shape. */
+export function moeRouteDispatchParams(
+  r: router.MoeRouterShape,
+  d: dispatch.MoeDispatchShape,
+): ParamValues<typeof params.fields> {
+  if (r.tokens !== d.tokens || r.experts !== d.experts || r.topK !== d.topK) {
+    throw new Error(
+      `moe_route_dispatch: router (${r.tokens} tokens, ${r.experts} experts, k ${r.topK}) and ` +
+        `dispatch (${d.tokens}, ${d.experts}, k ${d.topK}) disagree`,
+    );
+  }
+  const rp = router.moeRouterParams(r);
+  return { ...dispatch.moeDispatchParams(d), norm_topk: rp.norm_topk };
+}
+
+/** CPU reference: moe_router's, then moe_dispatch's on its ids. */
+export function moeRouteDispatchRef(
+  logits: Float32Array,
+  p: ParamValues<typeof params.fields>,
+): { ids: Int32Array; weights: Float32Array } & dispatch.MoeDispatchResult {
+  const routed = router.moeRouterRef(logits, p);
+  return { ...routed, ...dispatch.moeDispatchRef(routed.ids, p) };
+}
+
+function routeDispatchCase(
+  tokens: number,
+  experts: number,
+  topK: number,
+  normTopk: boolean,
+  note: string,
+  ties = false,
+): KernelCase<typeof params.fields> {
+  const blockM = dispatch.MOE_BLOCK_M;
+  const p = moeRouteDispatchParams({ tokens, experts, topK, normTopk }, {
+    tokens,
+    topK,
+    experts,
+    blockM,
+    gridXGateUp: 3,
+    gridXDown: 5,
+  });
+  const n = tokens * topK;
+  const maxItems = dispatch.moeMaxWorkItems(n, experts, blockM);
+  return {
+    label: `tokens=${tokens} E=${experts} k=${topK}${normTopk ? " norm" : ""} ${note}`.trim(),
+    params: p,
+    inputs: (rng) => {
+      const logits = rng.fillNormal(new Float32Array(tokens * experts), 2);
+      // quarter steps in a narrow range: exact ties between experts
+      if (ties) { for (let i = 0; i < logits.length; i++) logits[i] = Math.round(logits[i]) / 4; }
+      return { logits };
+    },
+    outputs: {
+      topk_ids: n,
+      topk_weights: n,
+      expert_offsets: experts + 1,
+      sorted_token: n,
+      row_of: n,
+      work_items: 4 * (1 + maxItems),
+      dispatch_args: 6,
+    },
+    reference: (inp) => {
+      const r = moeRouteDispatchRef(inp.logits as Float32Array, p);
+      return {
+        topk_ids: r.ids,
+        topk_weights: r.weights,
+        expert_offsets: r.expertOffsets,
+        sorted_token: r.sortedToken,
+        row_of: r.rowOf,
+        work_items: r.workItems,
+        dispatch_args: r.dispatchArgs,
+      };
+    },
+    // the weights as moe_router's; the ids, rows and items exact (integers)
+    tolerance: () => ({ atol: 1e-6, rtol: 1e-5 }),
+    bytes: () =>
+      tokens * experts * 4 + n * 8 + n * 12 + (experts + 1) * 4 + 16 * (1 + maxItems) + 24,
+    flops: tokens * experts * 6,
+  };
+}
+
+export const cases = [
+  routeDispatchCase(1, 8, 2, true, ""),
+  routeDispatchCase(3, 8, 2, false, "ties", true),
+  routeDispatchCase(5, 60, 16, true, ""),
+  routeDispatchCase(2, router.MOE_MAX_EXPERTS, 4, false, "512 experts"),
+  routeDispatchCase(1, 128, 8, true, "qwen3-30b-a3b"),
+  routeDispatchCase(4, 128, 8, true, "qwen3-30b-a3b ties", true),
+  routeDispatchCase(1, 8, 2, true, "mixtral-8x7b"),
+];
