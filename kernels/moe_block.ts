@@ -624,40 +624,42 @@ export class MoeBlock {
       if (grid) pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
       return pass;
     };
+    // the router's outputs, then the dispatch's
+    const routed = { topk_ids: sc.topkIds, topk_weights: sc.topkWeights };
+    const dispatched = {
+      expert_offsets: sc.expertOffsets,
+      sorted_token: sc.sortedToken,
+      row_of: sc.rowOf,
+      work_items: sc.workItems,
+      dispatch_args: sc.dispatchArgs,
+    };
+    const oneWorkgroup = this.routesAndDispatchesAt(this.tokens);
     if (io.wRouter && this.routesInOnePass) {
       run("router", pipes.routerFused!, params.routerFused, {
         x: io.x,
         w: io.wRouter,
         logits: io.routerLogits,
-        topk_ids: sc.topkIds,
-        topk_weights: sc.topkWeights,
+        ...routed,
       }, this.routerGrid);
-    } else if (this.routesAndDispatchesAt(this.tokens)) {
+    } else if (oneWorkgroup) {
       run("router", pipes.routeDispatch, params.routeDispatch, {
         logits: io.routerLogits,
-        topk_ids: sc.topkIds,
-        topk_weights: sc.topkWeights,
-        expert_offsets: sc.expertOffsets,
-        sorted_token: sc.sortedToken,
-        row_of: sc.rowOf,
-        work_items: sc.workItems,
-        dispatch_args: sc.dispatchArgs,
+        ...routed,
+        ...dispatched,
       }, [1, 1, 1]);
     } else {
-      run("router", pipes.router, params.router, {
-        logits: io.routerLogits,
-        topk_ids: sc.topkIds,
-        topk_weights: sc.topkWeights,
-      }, this.routerGrid);
+      run(
+        "router",
+        pipes.router,
+        params.router,
+        { logits: io.routerLogits, ...routed },
+        this.routerGrid,
+      );
     }
-    if (!this.routesAndDispatchesAt(this.tokens)) {
+    if (!oneWorkgroup) {
       run("dispatch", pipes.dispatch, params.dispatch, {
         topk_ids: sc.topkIds,
-        expert_offsets: sc.expertOffsets,
-        sorted_token: sc.sortedToken,
-        row_of: sc.rowOf,
-        work_items: sc.workItems,
-        dispatch_args: sc.dispatchArgs,
+        ...dispatched,
       }, [1, 1, 1]);
     }
     const tc = this.stepTc;

@@ -140,6 +140,32 @@ export interface MoeDispatchResult {
   readonly dispatchArgs: Uint32Array;
 }
 
+/** The dispatch's outputs by binding name (a case's reference). */
+export function dispatchOutputsOf(r: MoeDispatchResult): Record<string, Uint32Array> {
+  return {
+    expert_offsets: r.expertOffsets,
+    sorted_token: r.sortedToken,
+    row_of: r.rowOf,
+    work_items: r.workItems,
+    dispatch_args: r.dispatchArgs,
+  };
+}
+
+/** Elements of the dispatch's outputs by binding name, for `n` assignments (a case's outputs). */
+export function dispatchOutputSizes(
+  n: number,
+  experts: number,
+  maxItems: number,
+): Record<string, number> {
+  return {
+    expert_offsets: experts + 1,
+    sorted_token: n,
+    row_of: n,
+    work_items: 4 * (1 + maxItems),
+    dispatch_args: 6,
+  };
+}
+
 /** CPU reference: a stable counting sort of the assignments by expert. */
 export function moeDispatchRef(
   topkIds: Int32Array,
@@ -241,23 +267,8 @@ function dispatchCase(
       if (badId) ids[Math.floor(n / 2)] = experts + 3;
       return { topk_ids: ids };
     },
-    outputs: {
-      expert_offsets: experts + 1,
-      sorted_token: n,
-      row_of: n,
-      work_items: 4 * (1 + maxItems),
-      dispatch_args: 6,
-    },
-    reference: (inp) => {
-      const r = moeDispatchRef(inp.topk_ids as Int32Array, p);
-      return {
-        expert_offsets: r.expertOffsets,
-        sorted_token: r.sortedToken,
-        row_of: r.rowOf,
-        work_items: r.workItems,
-        dispatch_args: r.dispatchArgs,
-      };
-    },
+    outputs: dispatchOutputSizes(n, experts, maxItems),
+    reference: (inp) => dispatchOutputsOf(moeDispatchRef(inp.topk_ids as Int32Array, p)),
     tolerance: () => ({ atol: 0, rtol: 0 }),
     bytes: () => n * 12 + (experts + 1) * 4 + 16 * (1 + maxItems) + 24,
     flops: 0,

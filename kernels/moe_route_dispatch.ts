@@ -110,23 +110,11 @@ function routeDispatchCase(
     outputs: {
       topk_ids: n,
       topk_weights: n,
-      expert_offsets: experts + 1,
-      sorted_token: n,
-      row_of: n,
-      work_items: 4 * (1 + maxItems),
-      dispatch_args: 6,
+      ...dispatch.dispatchOutputSizes(n, experts, maxItems),
     },
     reference: (inp) => {
       const r = moeRouteDispatchRef(inp.logits as Float32Array, p);
-      return {
-        topk_ids: r.ids,
-        topk_weights: r.weights,
-        expert_offsets: r.expertOffsets,
-        sorted_token: r.sortedToken,
-        row_of: r.rowOf,
-        work_items: r.workItems,
-        dispatch_args: r.dispatchArgs,
-      };
+      return { topk_ids: r.ids, topk_weights: r.weights, ...dispatch.dispatchOutputsOf(r) };
     },
     // the weights as moe_router's; the ids, rows and items exact (integers)
     tolerance: () => ({ atol: 1e-6, rtol: 1e-5 }),
