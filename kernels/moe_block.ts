@@ -294,7 +294,8 @@ export class MoeBlock {
       /** moe_router_fused for the block's dtype; null where it is off or did not compile. */
       routerFused: Pipe | null;
       dispatch: Pipe;
-      routeDispatch: Pipe;
+      /** moe_route_dispatch; null where it is off or did not compile. */
+      routeDispatch: Pipe | null;
       gateUp: ReadonlyMap<string, Pipe>;
       down: ReadonlyMap<string, Pipe>;
       combine: Pipe;
@@ -382,7 +383,7 @@ export class MoeBlock {
       router: await pipe(router.spec, "f32"),
       routerFused: await fusedRouterPipe(gpu, shape, options),
       dispatch: await pipe(dispatch.spec, "f32"),
-      routeDispatch: await pipe(routeDispatch.spec, "f32"),
+      routeDispatch: await routeDispatchPipe(gpu, options),
       gateUp: gateUpPipes,
       down: downPipes,
       combine: await pipe(combine.spec, "f32"),
@@ -572,7 +573,13 @@ export class MoeBlock {
   routesAndDispatchesAt(tokens: number): boolean {
     const most = this.options.routeDispatchMaxTokens ??
       routeDispatch.MOE_ROUTE_DISPATCH_MAX_TOKENS;
-    return tokens >= 1 && tokens <= most && !this.routesInOnePassAt(tokens);
+    return this.pipes.routeDispatch !== null && tokens >= 1 && tokens <= most &&
+      !this.routesInOnePassAt(tokens);
+  }
+
+  /** Whether the step set by setTokens routes and dispatches in one workgroup. */
+  get routesAndDispatches(): boolean {
+    return this.tokens > 0 && this.routesAndDispatchesAt(this.tokens);
   }
 
   /**
@@ -642,7 +649,7 @@ export class MoeBlock {
         ...routed,
       }, this.routerGrid);
     } else if (oneWorkgroup) {
-      run("router", pipes.routeDispatch, params.routeDispatch, {
+      run("router", pipes.routeDispatch!, params.routeDispatch, {
         logits: io.routerLogits,
         ...routed,
         ...dispatched,
@@ -718,6 +725,32 @@ export class MoeBlock {
   destroy(): void {
     for (const b of Object.values(this.scratch)) b?.destroy();
     for (const b of Object.values(this.params)) b.destroy();
+  }
+}
+
+/**
+ * moe_route_dispatch's pipeline, or null where it is off (routeDispatchMaxTokens 0), its
+ * workgroup memory passes the device's limit, or it does not compile here (said once).
+ */
+async function routeDispatchPipe(gpu: Gpu, options: MoeBlockOptions): Promise<Pipe | null> {
+  const most = options.routeDispatchMaxTokens ?? routeDispatch.MOE_ROUTE_DISPATCH_MAX_TOKENS;
+  const limit = routeDispatch.MOE_ROUTE_DISPATCH_TOKENS_LIMIT;
+  if (!Number.isInteger(most) || most < 0 || most > limit) {
+    throw new Error(
+      `moe block: routeDispatchMaxTokens ${most} must be an integer in 0..${limit} (one ` +
+        `workgroup routes its tokens one after another)`,
+    );
+  }
+  if (most === 0) return null;
+  const v = routeDispatch.spec.variants[0];
+  if (unsupportedReason(gpu, v) !== null) return null;
+  try {
+    return await getPipeline(gpu, routeDispatch.spec, v) as unknown as Pipe;
+  } catch (err) {
+    console.error(
+      `moe block: routing and dispatch in one workgroup left out: ${(err as Error).message}`,
+    );
+    return null;
   }
 }
 

@@ -31,8 +31,10 @@ const params = defineParams({
   norm_topk: "u32",
 });
 
-/** Most tokens of a step the MoE block routes and dispatches in one workgroup. */
+/** Most tokens of a step the MoE block routes and dispatches in one workgroup by default. */
 export const MOE_ROUTE_DISPATCH_MAX_TOKENS = 1;
+/** The most it may be asked to take: its tokens' top-k run one after another. */
+export const MOE_ROUTE_DISPATCH_TOKENS_LIMIT = 64;
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_route_dispatch",
@@ -46,6 +48,8 @@ export const spec: KernelSpec<typeof params.fields> = {
   variants: [{
     name: "f32",
     dtype: "f32",
+    // moe_dispatch's arrays and the router's (MAX_E logits, the reductions' scratch)
+    workgroupBytes: 28736,
     consts: {
       WG: dispatch.spec.variants[0].consts!.WG,
       MAX_E: router.MOE_MAX_EXPERTS,

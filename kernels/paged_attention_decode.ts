@@ -15,7 +15,9 @@
  * ```
  *
  * The group is padded to GMAX = 8 query heads (zero queries), so a split holds at most
- * SCORES / GMAX = 512 keys whatever G is; G > 8 is refused.
+ * SCORES / GMAX = 512 keys whatever G is; G > 8 is refused. The tensor-core forms have no score
+ * buffer: SCORES / GMAX caps their splits at 512 keys (`f16-tcdw`) or 1024 (`f16-tcdw2`,
+ * `f16-tcdw4`).
  *
  * The tensor-core variant `f16-tcdw` (shaders/paged_attention_decode_tcdw.wgsl) takes the G
  * query heads of a kv head as the rows of 16 x 16 x 16 f16 subgroup-matrix products, one
@@ -56,7 +58,7 @@ const params = defineParams({
   block_size: "u32",
   /** Row stride of block_tables. */
   max_blocks: "u32",
-  /** Keys per split (at most SCORES / GMAX; see planDecodeSplits). */
+  /** Keys per split (at most the variant's SCORES / GMAX; see planDecodeSplits). */
   split_tokens: "u32",
   /** Splits per sequence; num_splits * split_tokens must cover every contextLen. */
   num_splits: "u32",
@@ -400,6 +402,8 @@ interface CaseShape extends AttentionShape {
   readonly kStd?: number;
   /** The tensor-core variants' tolerance (default TC_TOLERANCE). */
   readonly tcTolerance?: Tolerance;
+  /** Only these variants (splits past 512 keys: the several-subgroup tensor-core forms). */
+  readonly only?: readonly string[];
 }
 
 /** The FMA forms: f32 math on the (f16) K/V as stored. */
@@ -471,7 +475,7 @@ function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
       return { part_o: r.partO, part_lse: r.partLse };
     },
     tolerance: (v) => v.subgroupMatrix ? c.tcTolerance ?? TC_TOLERANCE : FMA_TOLERANCE,
-    variants: caseVariants({
+    variants: c.only ?? caseVariants({
       num_q_heads: numQHeads,
       num_kv_heads: numKvHeads,
       head_dim: headDim,
@@ -575,6 +579,28 @@ export const cases: KernelCase<typeof params.fields>[] = [
     kStd: 8,
     // (the emulation's worst element used 0.5 to 1 of a 5e-3 bound)
     tcTolerance: { atol: 1e-2, rtol: 1e-2 },
+  }),
+  // The model's plans for the several-subgroup forms: splits of up to 1024 keys (688 at 64 x
+  // 8192), an empty split, a partial last step, 16 query heads a kv head, rows that rescale.
+  decodeCase({
+    label: "16 heads a kv head, ctx 2000,3000, splits of 1024 (an empty one)",
+    numQHeads: 32,
+    numKvHeads: 2,
+    headDim: 128,
+    blockSize: 16,
+    contexts: [2000, 3000],
+    splitTokens: 1024,
+    only: ["f16-tcdw2", "f16-tcdw4"],
+  }),
+  decodeCase({
+    label: "Qwen3-30B-A3B decode ctx 1500,700,1376, splits of 688, blocks of 32, rescales",
+    ...QWEN3_30B,
+    blockSize: 32,
+    contexts: [1500, 700, 1376],
+    splitTokens: 688,
+    kStd: 8,
+    tcTolerance: { atol: 1e-2, rtol: 1e-2 },
+    only: ["f16-tcdw2", "f16-tcdw4"],
   }),
   decodeCase({
     label: "Mixtral-8x7B decode 32 x 2048",

@@ -2,7 +2,8 @@
 // the head's dims: the f16-tcdw2 variant of paged_attention_decode (same params, grid, staging
 // and outputs as f16-tcdw, paged_attention_decode_tcdw.wgsl, whose comments say why K and V go
 // through workgroup memory as 16-byte words, V over K). Subgroup sg holds q's left matrices and
-// O's result matrices of dims 64 sg .. 64 sg + 63 only, so each invocation keeps half of
+// O's result matrices of dims 64 sg .. 64 sg + 63 only (f16-tcdw2; f16-tcdw4, four subgroups
+// of 32 dims each, works the same way), so each invocation keeps half of
 // f16-tcdw's q, O and next-step words in registers, and each subgroup's chain of S products is 4
 // long instead of 8: the two halves of S = Q K^T meet in workgroup memory, where the softmax adds
 // them. Why: on the H200 (2026-12-01) f16-tcdw with its loads served from cache still took 212
@@ -246,7 +247,7 @@ fn main(
     }
   }
 
-  // Each row's sum over its four invocations, through wg.row_f to the matrices' view (the last
+  // Each row's sum over its RL invocations, through wg.row_f to the matrices' view (the last
   // step's alphas are read before the barrier).
   var l4 = l_run + subgroupShuffleXor(l_run, 1u);
   l4 += subgroupShuffleXor(l4, 2u);

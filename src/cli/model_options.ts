@@ -136,7 +136,7 @@ export const TENSOR_CORE_OPTIONS = {
     min: 0,
     help: "MoE steps of 1 to this many tokens that do not route in one pass take the router's " +
       "top-k and the dispatch in one workgroup, where moe_router and moe_dispatch take two " +
-      "(default 1; 0 never)",
+      "(default 1, at most 64; 0 never)",
   },
   moeCombineNorm: {
     type: "boolean",

@@ -77,7 +77,8 @@ const SPEC = {
     type: "number",
     integer: true,
     min: 1,
-    help: "decode attention: about this many (split, seq, kv head) workgroups a step (3072)",
+    help:
+      "decode attention: about this many (split, seq, kv head) workgroups a step (default 3072 on the tensor-core forms, 2048 on the others)",
   },
   splitMinTokens: {
     type: "number",

@@ -129,7 +129,8 @@ export interface GpuModelOptions {
   readonly prefillAttention?: PrefillAttentionForm;
   /**
    * Decode attention's split plan (planDecodeSplits): about this many (split, seq, kv head)
-   * workgroups a step (default 3072), and at least `minTokens` keys a split (default 64). With
+   * workgroups a step (default 3072 on the tensor-core forms, 2048 on the others), and at least
+   * `minTokens` keys a split (default 64). With
    * f16-tcdw2 (2026-12-01, perf-attention at 64 x 8192) 3072 workgroups (12 splits of 688 keys)
    * read 72% of the roof, 4096 (16 of 512) 67%, 2560 (10 of 832) 64% and 2048 (8 of 1024)
    * 67%: the H200 holds about 1536 of them at once, and 3072 is two full waves; at 128 x 1024
@@ -345,6 +346,12 @@ export const DEEP_DECODE_KEYS = 8192;
  * 8192 to 48.53.
  */
 const TC_DECODE_VARIANT = "f16-tcdw2";
+/** Decode attention's split plan by default: about this many workgroups a step. */
+const DECODE_SPLIT_WORKGROUPS = 2048;
+/** ... on the tensor-core forms (two full waves of f16-tcdw2's workgroups on the H200). */
+const DECODE_SPLIT_WORKGROUPS_TC = 3072;
+/** The tensor-core form deep steps fall back to where f16-tcdw2 cannot run (lanes not consecutive). */
+const TC_DECODE_FALLBACK = "f16-tcdw";
 
 /**
  * Why the tensor-core decode attention `variant` cannot run here, or null: it needs f16 KV,
@@ -680,7 +687,7 @@ export class GpuModel implements ForwardModel {
       manyRowsByKind: { ...rowForms?.byKind, ...options.manyRowsByKind },
       moeDecodeForms: options.moeDecodeForms ?? {},
       decodeSplit: {
-        workgroups: options.decodeSplit?.workgroups ?? 3072,
+        workgroups: options.decodeSplit?.workgroups,
         minTokens: options.decodeSplit?.minTokens ?? 64,
       },
     };
@@ -891,7 +898,10 @@ export class GpuModel implements ForwardModel {
         this.calls.decodeDeepVariant === this.calls.decodeVariant
           ? ""
           : ` (${this.calls.decodeDeepVariant} from ${DEEP_DECODE_KEYS} keys a step)`
-      } (splits for ~${this.opts.decodeSplit.workgroups} workgroups, >= ${this.opts.decodeSplit.minTokens} keys)`,
+      } (splits for ~${
+        this.opts.decodeSplit.workgroups ??
+          `${DECODE_SPLIT_WORKGROUPS_TC} (tensor cores) / ${DECODE_SPLIT_WORKGROUPS}`
+      } workgroups, >= ${this.opts.decodeSplit.minTokens} keys)`,
       prefillAttention: `${this.calls.prefill.spec.name} ${this.calls.prefillVariant}`,
     };
   }
@@ -1044,6 +1054,8 @@ export class GpuModel implements ForwardModel {
         MOE_STAGE_LABEL[stage],
         stage === "router" && this.moe?.routesInOnePass
           ? "moe_router_fused"
+          : stage === "router" && this.moe?.routesAndDispatches
+          ? "moe_route_dispatch"
           : stage === "combine" && normed
           ? "moe_combine_norm"
           : MOE_STAGE_KERNEL[stage],
@@ -1104,7 +1116,8 @@ export class GpuModel implements ForwardModel {
         batch.seqs.map((s) => s.contextLen),
         { numQHeads: nq, numKvHeads: nkv },
         variant,
-        this.opts.decodeSplit.workgroups,
+        this.opts.decodeSplit.workgroups ??
+          (variant.subgroupMatrix ? DECODE_SPLIT_WORKGROUPS_TC : DECODE_SPLIT_WORKGROUPS),
         this.opts.decodeSplit.minTokens,
       );
       splits = split.numSplits;
@@ -1480,20 +1493,24 @@ async function createCalls(
 ) {
   const packed = packedF16 ? "-packed" : "";
   const tcForm = decodeAttention.startsWith("tcdw");
-  const tcVariant = tcForm ? `f16-${decodeAttention}` : TC_DECODE_VARIANT;
-  const tcdWhy = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, tcVariant);
-  if (tcForm && tcdWhy) {
-    throw new Error(`model: decode attention "${decodeAttention}" cannot run here: ${tcdWhy}`);
+  const tcRuns = (v: string) => tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, v) === null;
+  if (tcForm) {
+    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, `f16-${decodeAttention}`);
+    if (why) {
+      throw new Error(`model: decode attention "${decodeAttention}" cannot run here: ${why}`);
+    }
   }
   const decodeVariant = decodeAttention === "lanes"
     ? lanesDecodeVariant(gpu, dtype)
     : tcForm
-    ? tcVariant
+    ? `f16-${decodeAttention}`
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
-  // steps of DEEP_DECODE_KEYS keys or more: tcdw2 where it runs, when the caller chose no form
-  const decodeDeepVariant = decodeAttentionDefault && decodeAttention === "tiled" && !tcdWhy
-    ? TC_DECODE_VARIANT
-    : decodeVariant;
+  // steps of DEEP_DECODE_KEYS keys or more, when the caller chose no form: tcdw2 where it runs,
+  // else tcdw where that runs
+  const deepTc = decodeAttentionDefault && decodeAttention === "tiled"
+    ? [TC_DECODE_VARIANT, TC_DECODE_FALLBACK].find(tcRuns)
+    : undefined;
+  const decodeDeepVariant = deepTc ?? decodeVariant;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.
   // GPUs with subgroups take the decode forms (lane groups meeting through shuffles).
   const gemvVariant = gemvForms === "rows"

@@ -268,6 +268,9 @@ test("steps of 1 to routeDispatchMaxTokens tokens route and dispatch in one work
     }
     probe.destroy();
   }
+  const refused = await MoeBlock.create(gpu, blockShape(40, "f32"), { routeDispatchMaxTokens: 65 })
+    .then(() => "", (err: Error) => err.message);
+  assert.match(refused, /routeDispatchMaxTokens 65 must be an integer in 0\.\.64/);
   // the one-pass router's steps keep it (f16, 2 tokens and more)
   const f16 = await MoeBlock.create(gpu, blockShape(40, "f16"), { routeDispatchMaxTokens: 4 });
   assert.ok(f16.routesAndDispatchesAt(1));

@@ -8,6 +8,7 @@ import {
   sampleRouting,
   spec,
 } from "../../kernels/moe_dispatch.ts";
+import * as routeDispatch from "../../kernels/moe_route_dispatch.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 import { dispatchOnce } from "./dispatch_once.ts";
 
@@ -106,6 +107,29 @@ test("dispatch params refuse more work items than a grid dimension holds", () =>
     /work items exceed a grid dimension/,
   );
   assert.is(moeMaxWorkItems(8 * 1024, 128, 64), 128 + 128 - 1);
+});
+
+test("moe_route_dispatch declares its workgroup memory: the dispatch's arrays and the router's", () => {
+  const v = routeDispatch.spec.variants[0];
+  const { WG: wg, MAX_E: e, MAX_K: k } = v.consts!;
+  assert.is(wg, spec.variants[0].consts!.WG);
+  // expert_count, expert_next, expert_first_item, lane_bits, the scan's two arrays
+  const dispatchBytes = 3 * e * 4 + e * (wg / 32) * 4 + 2 * wg * 4;
+  // router_logit, top_exp, workgroup_max's and workgroup_sum's scratch
+  const routerBytes = e * 4 + k * 4 + 2 * wg * 4;
+  assert.is(v.workgroupBytes, dispatchBytes + routerBytes);
+  assert.is(v.workgroupBytes, 28736);
+  assert.throws(
+    () =>
+      routeDispatch.moeRouteDispatchParams({ tokens: 2, experts: 8, topK: 2, normTopk: true }, {
+        tokens: 1,
+        topK: 2,
+        experts: 8,
+        gridXGateUp: 1,
+        gridXDown: 1,
+      }),
+    /disagree/,
+  );
 });
 
 test.run();
