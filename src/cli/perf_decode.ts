@@ -11,7 +11,7 @@ import process from "node:process";
 import { readFileSync } from "node:fs";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { type DecodeAttentionForm, GpuModel } from "../model/gpu_model.ts";
-import { rooflineBytes, stepCost } from "../model/step_cost.ts";
+import { rooflineBytes } from "../model/step_cost.ts";
 import { GPU_MD_DECODE } from "../model/peer_reference.ts";
 import { readRoof } from "./bandwidth_roof.ts";
 import { SyntheticDecode } from "../perf/synthetic_steps.ts";
@@ -221,10 +221,10 @@ await runCli(async () => {
         continue;
       }
       const r = await timeDecode(model, steps, o.warmup, o.steps);
-      const cost = stepCost(model.config, model.weights.dtype, {
+      const cost = model.stepCost({
         seqs: Array.from({ length: batch }, () => ({ queryLen: 1, contextLen: ctx })),
         sampledRows: batch,
-      }, model.stepForms(batch));
+      });
       const roofMs = (rooflineBytes(cost) / bw.bytesPerSecond) * 1e3;
       const ref = GPU_MD_DECODE.find((p) => p.batch === batch && p.ctx === ctx);
       const measuredPeer = peer.find((p) => p.batch === batch && p.ctx === ctx);
@@ -289,10 +289,10 @@ await runCli(async () => {
     await model.forward(steps.next()).sampled;
     model.profile = false;
     const spans = await model.lastStepSpans();
-    const cost = stepCost(model.config, model.weights.dtype, {
+    const cost = model.stepCost({
       seqs: Array.from({ length: pb }, () => ({ queryLen: 1, contextLen: pc + 2 })),
       sampledRows: pb,
-    }, model.stepForms(pb));
+    });
     reportStepProfile(
       spans,
       cost,

@@ -8,7 +8,6 @@ import process from "node:process";
 import { readFileSync } from "node:fs";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { GpuModel } from "../model/gpu_model.ts";
-import { stepCost } from "../model/step_cost.ts";
 import { GPU_MD_PREFILL } from "../model/peer_reference.ts";
 import { syntheticPrefill } from "../perf/synthetic_steps.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
@@ -159,7 +158,7 @@ await runCli(async () => {
     const flops = steps.reduce(
       (f, b) =>
         f +
-        stepCost(model.config, model.weights.dtype, {
+        model.stepCost({
           seqs: Array.from({ length: b }, () => ({ queryLen: tokens, contextLen: tokens })),
           sampledRows: b,
         }).totalFlops,
@@ -215,10 +214,10 @@ await runCli(async () => {
     await model.forward(syntheticPrefill(model, pb, pt)).sampled;
     model.profile = false;
     const spans = await model.lastStepSpans();
-    const cost = stepCost(model.config, model.weights.dtype, {
+    const cost = model.stepCost({
       seqs: Array.from({ length: pb }, () => ({ queryLen: pt, contextLen: pt })),
       sampledRows: pb,
-    }, model.stepForms(pb * pt));
+    });
     reportStepProfile(
       spans,
       cost,

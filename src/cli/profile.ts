@@ -9,7 +9,7 @@ import { writeFileSync } from "node:fs";
 import process from "node:process";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { Engine } from "../engine/engine.ts";
-import { rooflineBytes, stepCost } from "../model/step_cost.ts";
+import { rooflineBytes } from "../model/step_cost.ts";
 import { chromeTrace } from "../report/chrome_trace.ts";
 import { summarizeSpans } from "../report/kernel_timings.ts";
 import { formatTable } from "../util/table.ts";
@@ -117,12 +117,7 @@ await runCli(async () => {
     ]),
   ));
   const last = steps[steps.length - 1];
-  const cost = stepCost(
-    model.config,
-    model.weights.dtype,
-    last.shape,
-    model.stepForms(last.shape.seqs.reduce((s, q) => s + q.queryLen, 0)),
-  );
+  const cost = model.stepCost(last.shape);
   const roofBytes = rooflineBytes(cost);
   const lastUs = last.spans.reduce((s, x) => s + x.us, 0);
   console.log(

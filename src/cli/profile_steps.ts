@@ -12,7 +12,7 @@
  */
 import type { Engine } from "../engine/engine.ts";
 import type { GpuModel } from "../model/gpu_model.ts";
-import { stepCost, type StepShape } from "../model/step_cost.ts";
+import type { StepShape } from "../model/step_cost.ts";
 import type { ProfiledStep } from "../report/kernel_timings.ts";
 import { Rng } from "../util/rng.ts";
 
@@ -106,12 +106,7 @@ export async function profileSteps(
     return {
       spans,
       shape: shapeOf,
-      cost: stepCost(
-        model.config,
-        model.weights.dtype,
-        shapeOf,
-        model.stepForms(shapeOf.seqs.reduce((s, q) => s + q.queryLen, 0)),
-      ).byLabel,
+      cost: model.stepCost(shapeOf).byLabel,
     };
   };
   const out: ProfiledShapeStep[] = [];

@@ -70,7 +70,7 @@ import { GpuWeights, type StorageDtype } from "./gpu_weights.ts";
 import { kvBlockBytes, KvBuffers } from "./kv_buffers.ts";
 import { KernelCall } from "./kernel_call.ts";
 import type { ForwardModel, StepBatch, StepOutput } from "./step_batch.ts";
-import type { StepForms } from "./step_cost.ts";
+import { type StepCost, stepCost, type StepForms, type StepShape } from "./step_cost.ts";
 
 /** How the model is built. */
 export interface GpuModelOptions {
@@ -833,8 +833,14 @@ export class GpuModel implements ForwardModel {
     return this.encodeParts;
   }
 
-  /** The fused forms a step of `tokens` tokens takes (its cost by label: stepCost). */
-  stepForms(tokens: number): StepForms {
+  /** Bytes and FLOPs of a step of this shape by label, with the fused forms it takes here. */
+  stepCost(shape: StepShape): StepCost {
+    const tokens = shape.seqs.reduce((s, q) => s + q.queryLen, 0);
+    return stepCost(this.config, this.weights.dtype, shape, this.stepForms(tokens));
+  }
+
+  /** The fused forms a step of `tokens` tokens takes (they move costs between labels). */
+  private stepForms(tokens: number): StepForms {
     return {
       routerInOnePass: this.moe?.routesInOnePassAt(tokens) ?? false,
       routeDispatch: this.moe?.routesAndDispatchesAt(tokens) ?? false,

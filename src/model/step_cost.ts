@@ -54,11 +54,11 @@ export function expectedExpertsTouched(experts: number, topK: number, tokens: nu
 }
 
 /**
- * Which fused forms a step takes (GpuModel.stepForms), where they move a cost from one label to
- * another: `routerInOnePass`, the router's GEMV into `moe router` (moe_router_fused);
- * `routeDispatch`, the MoE dispatch into `moe router` (moe_route_dispatch); `combineNorm`, the
- * input RMSNorm of each layer after a MoE layer into `moe combine` (moe_combine_norm). Default:
- * none.
+ * Which fused forms a step takes (GpuModel.stepCost passes them), where they move a cost from
+ * one label to another: `routerInOnePass`, the router's GEMV into `moe router`
+ * (moe_router_fused); `routeDispatch`, the MoE dispatch into `moe router` (moe_route_dispatch);
+ * `combineNorm`, the input RMSNorm of each layer after a MoE layer into `moe combine`
+ * (moe_combine_norm). Default: none.
  */
 export interface StepForms {
   readonly routerInOnePass: boolean;
