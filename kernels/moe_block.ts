@@ -45,7 +45,7 @@ import * as routerFused from "./moe_router_fused.ts";
 import * as dispatch from "./moe_dispatch.ts";
 import * as routeDispatch from "./moe_route_dispatch.ts";
 import { laneGroupColumns } from "./lane_group_variants.ts";
-import type { MoeStage } from "./moe_cost.ts";
+import { MOE_STAGE_KERNEL, type MoeStage } from "./moe_cost.ts";
 export type { MoeStage } from "./moe_cost.ts";
 import * as gateUp from "./moe_gemm_gate_up.ts";
 import * as down from "./moe_gemm_down.ts";
@@ -580,6 +580,18 @@ export class MoeBlock {
   /** Whether the step set by setTokens routes and dispatches in one workgroup. */
   get routesAndDispatches(): boolean {
     return this.tokens > 0 && this.routesAndDispatchesAt(this.tokens);
+  }
+
+  /**
+   * The kernel that runs `stage` in the step set by setTokens (a profile's span names it),
+   * `normed` when encode is given MoeBlockIo.norm and, for the router, wRouter where the step
+   * routes in one pass.
+   */
+  kernelOf(stage: MoeStage, normed: boolean): string {
+    if (stage === "router" && this.routesInOnePass) return "moe_router_fused";
+    if (stage === "router" && this.routesAndDispatches) return "moe_route_dispatch";
+    if (stage === "combine" && normed) return "moe_combine_norm";
+    return MOE_STAGE_KERNEL[stage];
   }
 
   /**

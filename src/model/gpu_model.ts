@@ -63,7 +63,7 @@ import {
   MOE_TCS_ROWS_PER_EXPERT,
   MoeBlock,
 } from "../../kernels/moe_block.ts";
-import { MOE_STAGE_KERNEL, MOE_STAGE_LABEL, type MoeStage } from "../../kernels/moe_cost.ts";
+import { MOE_STAGE_LABEL, type MoeStage } from "../../kernels/moe_cost.ts";
 import { Checkpoint } from "./checkpoint.ts";
 import { type ModelConfig, resolveModelConfig } from "./config.ts";
 import { GpuWeights, type StorageDtype } from "./gpu_weights.ts";
@@ -1056,16 +1056,7 @@ export class GpuModel implements ForwardModel {
     const H = cfg.hiddenSize, hd = cfg.headDim, nq = cfg.numHeads, nkv = cfg.numKvHeads;
     // profiled: each MoE stage its own span (`moe gate_up`, ...); else all in the step's pass
     const moePass = (stage: MoeStage, normed: boolean) =>
-      step.pass(
-        MOE_STAGE_LABEL[stage],
-        stage === "router" && this.moe?.routesInOnePass
-          ? "moe_router_fused"
-          : stage === "router" && this.moe?.routesAndDispatches
-          ? "moe_route_dispatch"
-          : stage === "combine" && normed
-          ? "moe_combine_norm"
-          : MOE_STAGE_KERNEL[stage],
-      );
+      step.pass(MOE_STAGE_LABEL[stage], this.moe!.kernelOf(stage, normed));
 
     if (batch.blockCopies.length) {
       c.blockCopy.setParams({
