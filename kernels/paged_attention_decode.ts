@@ -402,8 +402,6 @@ interface CaseShape extends AttentionShape {
   readonly kStd?: number;
   /** The tensor-core variants' tolerance (default TC_TOLERANCE). */
   readonly tcTolerance?: Tolerance;
-  /** Only these variants (splits past 512 keys: the several-subgroup tensor-core forms). */
-  readonly only?: readonly string[];
 }
 
 /** The FMA forms: f32 math on the (f16) K/V as stored. */
@@ -418,10 +416,16 @@ const FMA_TOLERANCE: Tolerance = { atol: 2e-5, rtol: 1e-4 };
  */
 const TC_TOLERANCE: Tolerance = { atol: 3e-3, rtol: 3e-3 };
 
-/** The variants that can take a case's params (undefined: all of them). */
+/**
+ * The variants that can take a case's params (undefined: all of them): the tensor-core ones
+ * where tcDecodeReason allows, each where its splits may be split_tokens long.
+ */
 function caseVariants(p: Parameters<typeof tcDecodeReason>[0]) {
-  if (tcDecodeReason(p) === null) return undefined;
-  return spec.variants.filter((v) => !v.subgroupMatrix).map((v) => v.name);
+  const tc = tcDecodeReason(p) === null;
+  const take = spec.variants.filter((v) =>
+    (tc || !v.subgroupMatrix) && p.split_tokens * v.consts!.GMAX <= v.consts!.SCORES
+  );
+  return take.length === spec.variants.length ? undefined : take.map((v) => v.name);
 }
 
 function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
@@ -475,7 +479,7 @@ function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
       return { part_o: r.partO, part_lse: r.partLse };
     },
     tolerance: (v) => v.subgroupMatrix ? c.tcTolerance ?? TC_TOLERANCE : FMA_TOLERANCE,
-    variants: c.only ?? caseVariants({
+    variants: caseVariants({
       num_q_heads: numQHeads,
       num_kv_heads: numKvHeads,
       head_dim: headDim,
@@ -590,7 +594,6 @@ export const cases: KernelCase<typeof params.fields>[] = [
     blockSize: 16,
     contexts: [2000, 3000],
     splitTokens: 1024,
-    only: ["f16-tcdw2", "f16-tcdw4"],
   }),
   decodeCase({
     label: "Qwen3-30B-A3B decode ctx 1500,700,1376, splits of 688, blocks of 32, rescales",
@@ -600,7 +603,6 @@ export const cases: KernelCase<typeof params.fields>[] = [
     splitTokens: 688,
     kStd: 8,
     tcTolerance: { atol: 1e-2, rtol: 1e-2 },
-    only: ["f16-tcdw2", "f16-tcdw4"],
   }),
   decodeCase({
     label: "Mixtral-8x7B decode 32 x 2048",
