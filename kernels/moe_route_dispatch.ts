@@ -21,15 +21,8 @@ import { defineParams, type ParamValues } from "./params.ts";
 import * as router from "./moe_router.ts";
 import * as dispatch from "./moe_dispatch.ts";
 
-const params = defineParams({
-  tokens: "u32",
-  top_k: "u32",
-  experts: "u32",
-  block_m: "u32",
-  grid_x_gate_up: "u32",
-  grid_x_down: "u32",
-  norm_topk: "u32",
-});
+// the dispatch's params and the router's norm_topk
+const params = defineParams({ ...dispatch.spec.params.fields, norm_topk: "u32" });
 
 /** Most tokens of a step the MoE block routes and dispatches in one workgroup by default. */
 export const MOE_ROUTE_DISPATCH_MAX_TOKENS = 1;
