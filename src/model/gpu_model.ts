@@ -133,7 +133,8 @@ export interface GpuModelOptions {
    * `minTokens` keys a split (default 64). With
    * f16-tcdw2 (2026-12-01, perf-attention at 64 x 8192) 3072 workgroups (12 splits of 688 keys)
    * read 72% of the roof, 4096 (16 of 512) 67%, 2560 (10 of 832) 64% and 2048 (8 of 1024)
-   * 67%: the H200 holds about 1536 of them at once, and 3072 is two full waves; at 128 x 1024
+   * 67%: read as waves (inferred from the sweep), the H200 holds about 1536 of them at once and
+   * 3072 is two full ones; at 128 x 1024
    * 3072 and 2048 read 56%, 4096 53%. Earlier, on the
    * H200 (2026-12-01, one call, f16-tcdw with V over K) 2048 against 1024 took 32 x 1024 decode
    * steps from 29.84 to 29.27 ms, 64 x 1024 35.08 -> 34.50, 128 x 1024 40.37 -> 39.72, 8 x 8192
