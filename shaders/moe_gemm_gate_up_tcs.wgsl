@@ -7,8 +7,13 @@
 // declared vec4<u32>, 8 f16 a word), write them to workgroup memory, and the matrices load
 // from there. One workgroup (one subgroup of 32: matrix offsets stay workgroup-uniform) takes
 // CW = 16 act columns of a work item (16 gate and 16 up weight rows) and walks the item's rows
-// 16 at a time; each step covers BK = 64 of hidden, and the next step's words are loaded
-// before this step's products. hidden must be a multiple of 64, inter of 16.
+// 16 at a time; each step covers BK = 64 of hidden. The words go through two register sets, one
+// for the even steps and one for the odd: each set is loaded again as soon as it is staged, so a
+// set's loads are in flight for two steps' products and the other set's staging. On the H200
+// (2026-12-01, profile of one 64 x 1024 decode step) that took the kernel from 13.8-13.9 ms a step
+// (one set, loaded a step ahead) to 13.4, and at 128 x 1024 from 14.3 to 13.9 in one call; the
+// same in moe_gemm_down_tcs made that kernel slower (8.4 -> 8.7 ms at 128 x 1024), so it keeps
+// one set. hidden must be a multiple of 64, inter of 16.
 // 128 of hidden a step (256-byte runs of each weight row, twice the bytes in flight, 15.1 KB of
 // workgroup memory against 9.0) took 64 x 1024 decode steps from 36.8 to 38.5 ms on the H200
 // (both expert GEMMs so staged, 2026-12-01).
@@ -64,38 +69,52 @@ fn main(
       a_at[i] = (t0 + 4u * i + lr) * h8 + lk;
       a_live[i] = t0 + 4u * i + lr < r_end;
     }
-    var wv = array<vec4<u32>, 8>();
-    var av = array<vec4<u32>, 4>();
+    // two register sets of words: x holds the even steps, y the odd ones; each set's next words
+    // are loaded as soon as it is staged, two steps before they are staged (a set is never
+    // copied: a copy waits for the loads it moves, and a lab form that moved its second set into
+    // the first each step ran no faster than one set)
+    var wx = array<vec4<u32>, 8>();
+    var ax = array<vec4<u32>, 4>();
+    var wy = array<vec4<u32>, 8>();
+    var ay = array<vec4<u32>, 4>();
+    let last = h8 - BK / 8u; // the last step's first word
     for (var i = 0u; i < 8u; i++) {
-      wv[i] = w[w_at[i]];
+      wx[i] = w[w_at[i]];
     }
     for (var i = 0u; i < 4u; i++) {
       if (a_live[i]) {
-        av[i] = a[a_at[i]];
+        ax[i] = a[a_at[i]];
+      }
+    }
+    for (var i = 0u; i < 8u; i++) {
+      wy[i] = w[w_at[i] + min(BK / 8u, last)];
+    }
+    for (var i = 0u; i < 4u; i++) {
+      if (a_live[i]) {
+        ay[i] = a[a_at[i] + min(BK / 8u, last)];
       }
     }
     var g = subgroup_matrix_result<f32, 16, 16>();
     var u = subgroup_matrix_result<f32, 16, 16>();
-    for (var k8 = 0u; k8 < h8; k8 += BK / 8u) {
-      // the previous step's matrices are loaded: stage this step's words
+    for (var k8 = 0u; k8 < h8; k8 += 2u * (BK / 8u)) {
+      // the previous step's matrices are loaded: stage this step's words (set x)
       workgroupBarrier();
       for (var i = 0u; i < 8u; i++) {
-        put8b((4u * i + lr) * LD + 8u * lk, wv[i]);
+        put8b((4u * i + lr) * LD + 8u * lk, wx[i]);
       }
       for (var i = 0u; i < 4u; i++) {
         if (a_live[i]) {
-          put8a((4u * i + lr) * LD + 8u * lk, av[i]);
+          put8a((4u * i + lr) * LD + 8u * lk, ax[i]);
         }
       }
       workgroupBarrier();
-      // the next step's words (the last step loads itself again: in cache, never used)
-      let kn = min(k8 + BK / 8u, h8 - BK / 8u);
+      // (past the last step the loads take the last step's words again: in cache, never used)
       for (var i = 0u; i < 8u; i++) {
-        wv[i] = w[w_at[i] + kn];
+        wx[i] = w[w_at[i] + min(k8 + 2u * (BK / 8u), last)];
       }
       for (var i = 0u; i < 4u; i++) {
         if (a_live[i]) {
-          av[i] = a[a_at[i] + kn];
+          ax[i] = a[a_at[i] + min(k8 + 2u * (BK / 8u), last)];
         }
       }
       let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);
@@ -118,6 +137,47 @@ fn main(
       let u3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 48u, LD);
       g = subgroupMatrixMultiplyAccumulate(a3, g3, g);
       u = subgroupMatrixMultiplyAccumulate(a3, u3, u);
+      // the odd step (set y), where there is one: a uniform branch, the same in every lane
+      if (k8 + BK / 8u < h8) {
+        workgroupBarrier();
+        for (var i = 0u; i < 8u; i++) {
+          put8b((4u * i + lr) * LD + 8u * lk, wy[i]);
+        }
+        for (var i = 0u; i < 4u; i++) {
+          if (a_live[i]) {
+            put8a((4u * i + lr) * LD + 8u * lk, ay[i]);
+          }
+        }
+        workgroupBarrier();
+        for (var i = 0u; i < 8u; i++) {
+          wy[i] = w[w_at[i] + min(k8 + 3u * (BK / 8u), last)];
+        }
+        for (var i = 0u; i < 4u; i++) {
+          if (a_live[i]) {
+            ay[i] = a[a_at[i] + min(k8 + 3u * (BK / 8u), last)];
+          }
+        }
+        let b0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);
+        let h0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 0u, LD);
+        let v0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD, LD);
+        g = subgroupMatrixMultiplyAccumulate(b0, h0, g);
+        u = subgroupMatrixMultiplyAccumulate(b0, v0, u);
+        let b1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 16u, LD);
+        let h1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u, LD);
+        let v1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 16u, LD);
+        g = subgroupMatrixMultiplyAccumulate(b1, h1, g);
+        u = subgroupMatrixMultiplyAccumulate(b1, v1, u);
+        let b2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 32u, LD);
+        let h2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 32u, LD);
+        let v2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 32u, LD);
+        g = subgroupMatrixMultiplyAccumulate(b2, h2, g);
+        u = subgroupMatrixMultiplyAccumulate(b2, v2, u);
+        let b3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 48u, LD);
+        let h3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 48u, LD);
+        let v3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 48u, LD);
+        g = subgroupMatrixMultiplyAccumulate(b3, h3, g);
+        u = subgroupMatrixMultiplyAccumulate(b3, v3, u);
+      }
     }
     // the gate sums through wg.s into registers (element lid + 32 i), then the up sums
     subgroupMatrixStore<row_major>(&wg.s, 0u, g, 16u);
