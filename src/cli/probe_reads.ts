@@ -1,0 +1,161 @@
+/**
+ * `deno task probe-reads`: how fast the memory system serves the MoE decode GEMMs' weight
+ * loads alone (src/perf/read_patterns.ts), per address pattern and config, in GB/s and as a
+ * share of the measured read roof. README ("Writing a tensor-core kernel") quotes its H200
+ * figures: the staged GEMMs' loads read 90% of the roof with no workgroup memory and 78% beside
+ * the real kernel's 8 KB; 2 KB weight tiles 97% and 85%.
+ *
+ * Per pattern and config: one untimed dispatch, a check that the lanes' XOR results cover
+ * every word of the matrix once (configs without touch loads), then `--reps` timed dispatches
+ * in one pass each; the upper median. The weights buffer (one layer: `--experts` experts of
+ * the pattern's matrix) is filled on the host with a fixed sequence.
+ *
+ * ```sh
+ * deno task probe-reads --patterns gu.rows,gu.tiles --configs wg0k,wg8k,wg8k.w16 --json r.json
+ * ```
+ */
+import process from "node:process";
+import { describeGpu, openGpu } from "../gpu/device.ts";
+import { createStorage, readBuffer, uploadBuffer } from "../gpu/buffers.ts";
+import { PassTimer } from "../gpu/timestamps.ts";
+import {
+  compileReadPattern,
+  configLabel,
+  parseConfig,
+  QWEN3_MOE_MATRICES,
+  READ_PATTERNS,
+  readPatternXor,
+} from "../perf/read_patterns.ts";
+import { readRoof, roofLine } from "./bandwidth_roof.ts";
+import { parseArgs, UsageError } from "./args.ts";
+import { runCli } from "./run_cli.ts";
+import { runRecord } from "./run_record.ts";
+import { formatTable } from "../util/table.ts";
+import { upperMedian } from "../util/sample_stats.ts";
+import { writeJsonAtomic } from "../util/atomic_file.ts";
+import { userPath } from "../util/user_path.ts";
+
+const SPEC = {
+  patterns: {
+    type: "list",
+    default: READ_PATTERNS.map((p) => p.name),
+    help: `address patterns (${READ_PATTERNS.map((p) => p.name).join(", ")})`,
+  },
+  configs: {
+    type: "list",
+    default: ["wg0k", "wg4k", "wg8k", "wg12k", "wg8k.w16", "wg8k.t3"],
+    help: "configs: wgNk (a dummy workgroup array of N KB), w8 / w16 (words a lane a step), " +
+      "tN (touch loads N steps ahead), joined by dots",
+  },
+  experts: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "experts in the layer (default 128 on a GPU, 2 on a CPU adapter)",
+  },
+  reps: { type: "number", integer: true, min: 1, default: 7, help: "timed dispatches" },
+  json: { type: "string", help: "write the rows as JSON" },
+} as const;
+
+await runCli(async () => {
+  const opts = parseArgs(
+    "probe-reads",
+    "GB/s of the MoE decode GEMMs' weight loads alone, per address pattern and config.",
+    SPEC,
+    process.argv.slice(2),
+  );
+  const patterns = opts.patterns.map((name) => {
+    const p = READ_PATTERNS.find((q) => q.name === name);
+    if (!p) throw new UsageError(`--patterns: no pattern '${name}'`);
+    return p;
+  });
+  const configs = opts.configs.map((label) => {
+    try {
+      return parseConfig(label);
+    } catch (err) {
+      throw new UsageError(`--configs: ${(err as Error).message}`);
+    }
+  });
+  const gpu = await openGpu();
+  console.log(describeGpu(gpu));
+  const experts = opts.experts ?? (gpu.adapter.type === "cpu" ? 2 : 128);
+  const roof = await readRoof(gpu);
+  console.log(roofLine(roof));
+  const d = gpu.device;
+  const rows: Record<string, string | number | null>[] = [];
+  for (const matrix of ["gu", "dn"] as const) {
+    const ps = patterns.filter((p) => p.matrix === matrix);
+    if (ps.length === 0) continue;
+    const m = { experts, ...QWEN3_MOE_MATRICES[matrix] };
+    const u32s = m.experts * m.rows * m.words * 4;
+    const words = new Uint32Array(u32s);
+    for (let i = 0; i < u32s; i++) words[i] = Math.imul(i + 1, 0x9e3779b1) >>> 0;
+    const expected = readPatternXor(words);
+    const w = uploadBuffer(d, `probe-reads.${matrix}`, words);
+    for (const p of ps) {
+      for (const c of configs) {
+        const label = `${p.name}.${configLabel(c)}`;
+        const rp = await compileReadPattern(gpu, p, m, c);
+        const out = createStorage(d, "probe-reads.out", rp.lanes * 4);
+        const bind = d.createBindGroup({
+          layout: rp.pipeline.getBindGroupLayout(0),
+          entries: [{ binding: 0, resource: { buffer: w } }, {
+            binding: 1,
+            resource: { buffer: out },
+          }],
+        });
+        const timer = new PassTimer(gpu, opts.reps + 1);
+        const enc = d.createCommandEncoder();
+        for (let r = 0; r <= opts.reps; r++) {
+          const pass = enc.beginComputePass({ timestampWrites: timer.next(label) });
+          pass.setPipeline(rp.pipeline);
+          pass.setBindGroup(0, bind);
+          pass.dispatchWorkgroups(rp.grid[0], rp.grid[1]);
+          pass.end();
+        }
+        timer.resolve(enc);
+        d.queue.submit([enc.finish()]);
+        const spans = (await timer.read()).slice(1).map((s) => s.us);
+        const lanes = new Uint32Array(await readBuffer(d, out, rp.lanes * 4));
+        out.destroy();
+        timer.destroy();
+        const covered = c.touch ? null : readPatternXor(lanes) === expected;
+        const us = spans.length ? upperMedian(spans) : null;
+        const gbps = us ? rp.bytes / (us * 1e-6) / 1e9 : null;
+        rows.push({
+          pattern: p.name,
+          config: configLabel(c),
+          us: us === null ? null : Math.round(us * 10) / 10,
+          gbps: gbps === null ? null : Math.round(gbps),
+          roof_share: gbps && roof
+            ? Math.round((gbps * 1e9 / roof.bytesPerSecond) * 1000) / 1000
+            : null,
+          covered: covered === null ? "-" : covered ? "yes" : "NO",
+        });
+      }
+    }
+    w.destroy();
+  }
+  console.log(formatTable(
+    ["pattern", "config", "µs", "GB/s", "% of roof", "every word once"],
+    rows.map((r) => [
+      String(r.pattern),
+      String(r.config),
+      r.us === null ? "-" : String(r.us),
+      r.gbps === null ? "-" : String(r.gbps),
+      r.roof_share === null ? "-" : `${(Number(r.roof_share) * 100).toFixed(1)}%`,
+      String(r.covered),
+    ]),
+  ));
+  for (const p of patterns) console.log(`${p.name}: ${p.what}`);
+  if (opts.json) {
+    writeJsonAtomic(userPath(opts.json), {
+      ...runRecord(gpu),
+      experts,
+      roof_gbps: roof ? roof.bytesPerSecond / 1e9 : null,
+      rows,
+    });
+  }
+  gpu.destroy();
+  return rows.some((r) => r.covered === "NO") ? 1 : 0;
+});

@@ -1,0 +1,228 @@
+/**
+ * Loads-only kernels that read a layer's MoE expert weights the way the staged decode GEMMs
+ * (moe_gemm_*_tcs) do, to tell the memory system's part of their time from their own:
+ * one subgroup of 32 a workgroup, a grid of column tiles x experts, each lane loading WORDS
+ * words of 16 bytes a step with a barrier a step, the words of the next step loaded before
+ * this step's are used (then folded into an XOR each lane writes once). A pattern says where
+ * a lane's load i of step s lands; a config adds a workgroup array (so that an SM holds as many
+ * workgroups as the real kernel's workgroup memory allows), 16 words a lane a step, or 4-byte
+ * "touch" loads of the words some steps ahead (meant to bring them into L2 early).
+ *
+ * Every word of the matrix is read exactly once without touch loads, so the XOR of all the
+ * lanes' results equals the XOR of the buffer's words (readPatternXor): the check that a
+ * pattern's addresses cover the matrix.
+ */
+import type { Gpu } from "../gpu/device.ts";
+import { assembleWgsl, compileWgsl } from "../gpu/wgsl.ts";
+
+/** The expert matrix a pattern reads: rows x words of 16 bytes, `experts` of them. */
+export interface ExpertMatrix {
+  readonly experts: number;
+  readonly rows: number;
+  readonly words: number;
+}
+
+/** Qwen3-30B-A3B's gate/up ([1536, 2048] f16 an expert) and down ([2048, 768]) weights. */
+export const QWEN3_MOE_MATRICES = {
+  gu: { rows: 1536, words: 256 },
+  dn: { rows: 2048, words: 96 },
+} as const;
+
+export interface ReadPattern {
+  readonly name: string;
+  readonly what: string;
+  readonly matrix: "gu" | "dn";
+  /** Workgroups along x an expert (column tiles). */
+  readonly tiles: (m: ExpertMatrix) => number;
+  /** Steps a workgroup walks (8 words a lane each). */
+  readonly steps: (m: ExpertMatrix) => number;
+  /** WGSL: word index of load i (0..7) at step s for lane lid of tile t of expert e. */
+  readonly addr: (m: ExpertMatrix) => string;
+}
+
+/** Rows a staged gate/up workgroup reads: 16 gate rows, then the 16 up rows `inter` below. */
+const guRow = (inter: number) =>
+  `select(${inter}u + t * 16u + 4u * i + lid / 8u - 16u, t * 16u + 4u * i + lid / 8u, 4u * i + lid / 8u < 16u)`;
+
+export const READ_PATTERNS: readonly ReadPattern[] = [
+  {
+    name: "gu.rows",
+    what: "gate/up as stored: 32 rows x 128 bytes a step (16 gate, 16 up), rows 4 KB apart",
+    matrix: "gu",
+    tiles: (m) => m.rows / 32,
+    steps: (m) => m.words / 8,
+    addr: (m) => `(e * ${m.rows}u + ${guRow(m.rows / 2)}) * ${m.words}u + s * 8u + lid % 8u`,
+  },
+  {
+    name: "gu.runs256",
+    what: "gate/up as stored, 16 rows x 256 bytes a step",
+    matrix: "gu",
+    tiles: (m) => m.rows / 32,
+    steps: (m) => m.words / 8,
+    addr: (m) =>
+      `(e * ${m.rows}u + t * 32u + (s / ${
+        m.words / 16
+      }u) * 16u + 2u * i + lid / 16u) * ${m.words}u + (s % ${m.words / 16}u) * 16u + lid % 16u`,
+  },
+  {
+    name: "gu.runs512",
+    what: "gate/up as stored, 8 rows x 512 bytes a step",
+    matrix: "gu",
+    tiles: (m) => m.rows / 32,
+    steps: (m) => m.words / 8,
+    addr: (m) =>
+      `(e * ${m.rows}u + t * 32u + (s / ${m.words / 32}u) * 8u + i) * ${m.words}u + (s % ${
+        m.words / 32
+      }u) * 32u + lid`,
+  },
+  {
+    name: "gu.tiles",
+    what: "gate/up stored in 2 KB tiles (16 rows x 64 of k, a band's tiles consecutive): the " +
+      "gate tile, then the up tile a step",
+    matrix: "gu",
+    tiles: (m) => m.rows / 32,
+    steps: (m) => m.words / 8,
+    addr: (m) =>
+      `select(((e * ${m.rows / 16}u + ${m.rows / 32}u + t) * ${
+        m.words / 8
+      }u + s) * 128u + (i - 4u) * 32u + lid, ((e * ${m.rows / 16}u + t) * ${
+        m.words / 8
+      }u + s) * 128u + i * 32u + lid, i < 4u)`,
+  },
+  {
+    name: "dn.rows",
+    what: "down as stored: 32 rows x 128 bytes a step, rows 1.5 KB apart",
+    matrix: "dn",
+    tiles: (m) => m.rows / 32,
+    steps: (m) => m.words / 8,
+    addr: (m) => `(e * ${m.rows}u + t * 32u + 4u * i + lid / 8u) * ${m.words}u + s * 8u + lid % 8u`,
+  },
+  {
+    name: "dn.tiles",
+    what:
+      "down stored in 4 KB tiles (32 rows x 64 of k, a band's tiles consecutive): a tile a step",
+    matrix: "dn",
+    tiles: (m) => m.rows / 32,
+    steps: (m) => m.words / 8,
+    addr: (m) => `((e * ${m.rows / 32}u + t) * ${m.words / 8}u + s) * 256u + i * 32u + lid`,
+  },
+];
+
+/** What a run adds to a pattern's loads. */
+export interface ReadConfig {
+  /** Bytes of a dummy workgroup array (0: none). */
+  readonly workgroupBytes: number;
+  /** Words of 16 bytes a lane a step: 8, or 16 (two of the pattern's steps at once). */
+  readonly words: 8 | 16;
+  /** Touch loads of the words this many steps ahead (0: none). */
+  readonly touch: number;
+}
+
+export function configLabel(c: ReadConfig): string {
+  return `wg${Math.round(c.workgroupBytes / 1024)}k.w${c.words}${c.touch ? `.t${c.touch}` : ""}`;
+}
+
+/** Parses `wg8k.w16.t3`-style labels (each part optional; defaults wg0k, w8, no touch). */
+export function parseConfig(label: string): ReadConfig {
+  let workgroupBytes = 0, words: 8 | 16 = 8, touch = 0;
+  for (const part of label.split(".").filter((p) => p)) {
+    let m: RegExpExecArray | null;
+    if ((m = /^wg(\d+)k$/.exec(part))) workgroupBytes = Number(m[1]) * 1024;
+    else if ((m = /^w(8|16)$/.exec(part))) words = Number(m[1]) as 8 | 16;
+    else if ((m = /^t(\d+)$/.exec(part))) touch = Number(m[1]);
+    else throw new Error(`read config '${label}': '${part}' is not wgNk, w8, w16 or tN`);
+  }
+  if (workgroupBytes > 40 * 1024) {
+    throw new Error(`read config '${label}': at most 40 KB of workgroup array`);
+  }
+  return { workgroupBytes, words, touch };
+}
+
+/** The WGSL of one pattern under one config. */
+export function readPatternWgsl(p: ReadPattern, m: ExpertMatrix, c: ReadConfig): string {
+  const steps = (p.steps(m) * 8) / c.words;
+  if (!Number.isInteger(steps) || steps < 1) {
+    throw new Error(`${p.name}: ${p.steps(m)} steps of 8 words do not make steps of ${c.words}`);
+  }
+  const padWords = Math.floor(c.workgroupBytes / 4);
+  const pad = padWords >= 32;
+  const per = c.words / 8;
+  const load = (set: string, step: string) =>
+    `for (var i = 0u; i < ${c.words}u; i++) { ${set}[i] = w[at(e, t, lid, i % 8u, (${step}) * ${per}u + i / 8u)]; }`;
+  const touch = c.touch
+    ? `let st = min(s + ${c.touch}u, ${steps - 1}u);
+    for (var i = 0u; i < 8u; i++) { tacc ^= tv[i]; tv[i] = w[at(e, t, lid, i, st * ${per}u)].x; }`
+    : "";
+  return `
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+${pad ? `struct Wg { pad: array<u32, ${padWords}u> }\nvar<workgroup> wg: Wg;` : ""}
+fn at(e: u32, t: u32, lid: u32, i: u32, s: u32) -> u32 { return ${p.addr(m)}; }
+@compute @workgroup_size(32)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let e = wid.y;
+  let t = wid.x;
+  ${pad ? "wg.pad[lid] = 0u;" : ""}
+  var cur = array<vec4<u32>, ${c.words}>();
+  var nx = array<vec4<u32>, ${c.words}>();
+  ${load("cur", "0u")}
+  var acc = vec4<u32>(0u);
+  var tv = array<u32, 8>();
+  var tacc = 0u;
+  for (var s = 0u; s < ${steps}u; s++) {
+    ${touch}
+    if (s + 1u < ${steps}u) {
+      ${load("nx", "s + 1u")}
+    }
+    for (var i = 0u; i < ${c.words}u; i++) { acc ^= cur[i]; }
+    workgroupBarrier();
+    cur = nx;
+  }
+  var r = acc.x ^ acc.y ^ acc.z ^ acc.w ^ tacc;
+  ${pad ? "r ^= wg.pad[(lid + 1u) % 32u];" : ""}
+  out[(e * ${p.tiles(m)}u + t) * 32u + lid] = r;
+}`;
+}
+
+/** A compiled pattern: its pipeline and grid. */
+export interface ReadPatternPipeline {
+  readonly pipeline: GPUComputePipeline;
+  readonly grid: readonly [number, number];
+  /** Lanes that write a result (the `out` buffer's u32 count). */
+  readonly lanes: number;
+  /** Bytes of weights the pattern reads (once each). */
+  readonly bytes: number;
+}
+
+export async function compileReadPattern(
+  gpu: Gpu,
+  p: ReadPattern,
+  m: ExpertMatrix,
+  c: ReadConfig,
+): Promise<ReadPatternPipeline> {
+  const label = `${p.name}.${configLabel(c)}`;
+  const module = await compileWgsl(
+    gpu.device,
+    assembleWgsl([{ file: label, text: readPatternWgsl(p, m, c) }]),
+    label,
+  );
+  const pipeline = gpu.device.createComputePipeline({
+    label,
+    layout: "auto",
+    compute: { module, entryPoint: "main" },
+  });
+  const tiles = p.tiles(m);
+  return {
+    pipeline,
+    grid: [tiles, m.experts],
+    lanes: tiles * m.experts * 32,
+    bytes: m.experts * m.rows * m.words * 16,
+  };
+}
+
+/** XOR of every u32 of `words` (what the lanes' results XOR to without touch loads). */
+export function readPatternXor(words: Uint32Array): number {
+  let x = 0;
+  for (let i = 0; i < words.length; i++) x ^= words[i];
+  return x >>> 0;
+}

@@ -1,0 +1,105 @@
+/**
+ * probe-reads as a user runs it (one expert, one timed dispatch: lavapipe reads slowly), its
+ * coverage check (every word of the matrix read once, else a pattern's addresses are wrong:
+ * one with a wrong address fails it), and its config labels.
+ */
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { tmpdir } from "node:os";
+import process from "node:process";
+import { sharedGpu } from "../shared_gpu.ts";
+import { runTask } from "./cli_run.ts";
+import { createStorage, readBuffer, uploadBuffer } from "../../src/gpu/buffers.ts";
+import {
+  compileReadPattern,
+  configLabel,
+  parseConfig,
+  QWEN3_MOE_MATRICES,
+  READ_PATTERNS,
+  type ReadPattern,
+  readPatternXor,
+} from "../../src/perf/read_patterns.ts";
+
+test("probe-reads times each pattern and finds every word read once", () => {
+  const out = join(tmpdir(), `probe-reads-${process.pid}.json`);
+  const r = runTask("probe_reads", [
+    "--experts",
+    "1",
+    "--reps",
+    "1",
+    "--patterns",
+    "gu.tiles,dn.rows",
+    "--configs",
+    "wg8k.w16,wg0k.t2",
+    "--json",
+    out,
+  ]);
+  assert.is(r.code, 0, r.stderr);
+  const rows = JSON.parse(readFileSync(out, "utf8")).rows;
+  assert.equal(
+    rows.map((x: { pattern: string; config: string; covered: string }) => [
+      x.pattern,
+      x.config,
+      x.covered,
+    ]),
+    [
+      ["gu.tiles", "wg8k.w16", "yes"],
+      ["gu.tiles", "wg0k.w8.t2", "-"],
+      ["dn.rows", "wg8k.w16", "yes"],
+      ["dn.rows", "wg0k.w8.t2", "-"],
+    ],
+  );
+  for (const x of rows) assert.ok(x.us > 0, JSON.stringify(x));
+  assert.match(r.stdout, /gu\.tiles: gate\/up stored in 2 KB tiles/);
+});
+
+test("a pattern that reads a word twice and another never fails the coverage check", async () => {
+  const gpu = await sharedGpu();
+  const d = gpu.device;
+  const rows = READ_PATTERNS.find((p) => p.name === "dn.rows")!;
+  // lane 1's words read lane 0's instead
+  const wrong: ReadPattern = {
+    ...rows,
+    name: "dn.wrong",
+    addr: (m) => rows.addr(m).replace("lid % 8u", "select(lid % 8u, 0u, lid % 8u == 1u)"),
+  };
+  const m = { experts: 1, ...QWEN3_MOE_MATRICES.dn };
+  const words = new Uint32Array(m.rows * m.words * 4).map((_, i) => (i * 2654435761) >>> 0);
+  const w = uploadBuffer(d, "probe-reads test w", words);
+  const expected = readPatternXor(words);
+  const results: boolean[] = [];
+  for (const p of [rows, wrong]) {
+    const rp = await compileReadPattern(gpu, p, m, parseConfig("wg4k"));
+    const out = createStorage(d, "probe-reads test out", rp.lanes * 4);
+    const bind = d.createBindGroup({
+      layout: rp.pipeline.getBindGroupLayout(0),
+      entries: [{ binding: 0, resource: { buffer: w } }, { binding: 1, resource: { buffer: out } }],
+    });
+    const enc = d.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(rp.pipeline);
+    pass.setBindGroup(0, bind);
+    pass.dispatchWorkgroups(rp.grid[0], rp.grid[1]);
+    pass.end();
+    d.queue.submit([enc.finish()]);
+    const lanes = new Uint32Array(await readBuffer(d, out, rp.lanes * 4));
+    results.push(readPatternXor(lanes) === expected);
+    out.destroy();
+  }
+  w.destroy();
+  assert.equal(results, [true, false]);
+});
+
+test("configs parse from their labels and bad ones are refused by name", () => {
+  assert.equal(parseConfig("wg8k.w16.t3"), { workgroupBytes: 8192, words: 16, touch: 3 });
+  assert.is(configLabel(parseConfig("")), "wg0k.w8");
+  assert.throws(() => parseConfig("wg8k.w12"), /'w12' is not wgNk, w8, w16 or tN/);
+  assert.throws(() => parseConfig("wg64k"), /at most 40 KB/);
+  const r = runTask("probe_reads", ["--patterns", "gu.nope"]);
+  assert.is(r.code, 2);
+  assert.match(r.stderr, /no pattern 'gu\.nope'/);
+});
+
+test.run();
