@@ -82,6 +82,12 @@ export interface Variant {
    * (maxComputeWorkgroupStorageSize: 16 KiB by default, 32 KiB on lavapipe, 48 KiB on the H200).
    */
   readonly workgroupBytes?: number;
+  /**
+   * The MoE expert weights (the spec's `expertWeights` binding) are stored in tiles of 16 rows x
+   * 64 columns (kernels/expert_tiles.ts), not row by row; the prelude says so to
+   * lib/expert_tiles.wgsl (`EXPERT_TILES`), and validation uploads the case's weights so.
+   */
+  readonly expertTiles?: boolean;
 }
 
 /** Workgroup-count grid of one dispatch. */
@@ -96,6 +102,15 @@ export interface KernelSpec<F extends ParamFields> {
   /** Bindings 1..n in order (binding 0 is always `params: Params`, a uniform). */
   readonly bindings: readonly BindingSpec[];
   readonly variants: readonly Variant[];
+  /**
+   * The binding that holds MoE expert weight matrices ([experts, rows, cols] row by row, or in
+   * tiles for variants with `expertTiles`) and their shape for given params.
+   */
+  readonly expertWeights?: {
+    readonly binding: string;
+    rows(params: ParamValues<F>): number;
+    cols(params: ParamValues<F>): number;
+  };
   /** Workgroup counts for given params on a variant. */
   grid(params: ParamValues<F>, variant: Variant, gpu: Gpu): Grid;
 }
@@ -178,6 +193,7 @@ export function preludeOf<F extends ParamFields>(
     lines.push("diagnostic(off, chromium.subgroup_matrix_uniformity);");
   }
   lines.push(`alias T = ${variant.dtype};`);
+  lines.push(`const EXPERT_TILES: bool = ${variant.expertTiles === true};`);
   const consts = { ...variant.consts, ...extraConsts };
   for (const [k, v] of Object.entries(consts)) {
     if (!Number.isInteger(v) || v < 0) throw new Error(`const ${k} = ${v} must be a u32`);

@@ -31,6 +31,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
   ],
   variants: moeTcVariants("moe_gemm_down_tcs.wgsl", 32, "moe_gemm_down_tcp.wgsl", 64),
+  expertWeights: { binding: "w", rows: (p) => p.hidden, cols: (p) => p.inter },
   grid: (p, v) => [p.hidden / (v.consts?.CW ?? 64), Math.max(1, p.max_items), 1],
 };
 

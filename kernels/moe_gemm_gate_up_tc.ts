@@ -19,6 +19,7 @@ import { moeGemmGateUpRef } from "./moe_gemm_gate_up.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import { MOE_BLOCK_M, type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
+import { expertTilesFit, tiledVariant } from "./expert_tiles.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
 
@@ -33,6 +34,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "act", type: "T", access: "read_write", shape: "[rows + 128, inter]" },
   ],
   variants: moeTcVariants("moe_gemm_gate_up_tcs.wgsl", 16, "moe_gemm_gate_up_tcp.wgsl", 32),
+  expertWeights: { binding: "w", rows: (p) => 2 * p.inter, cols: (p) => p.hidden },
   grid: (p, v) => [p.inter / (v.consts?.CW ?? 32), Math.max(1, p.max_items), 1],
 };
 
@@ -60,7 +62,7 @@ export function moeTcVariants(
     wideWords: true,
     consts: { WN: wn, WM: wm, BK: bk, CW: wn * prefillColumns },
   });
-  return [
+  const rows: Variant[] = [
     { name: "f16-tc", dtype: "f16", subgroupMatrix: matrix },
     {
       name: "f16-tcs",
@@ -75,6 +77,8 @@ export function moeTcVariants(
     prefill(4, 16),
     prefill(4, 16, 2),
   ];
+  // each form again reading the expert weights in tiles (kernels/expert_tiles.ts)
+  return [...rows, ...rows.map(tiledVariant)];
 }
 
 /** The prefill forms of the tensor-core expert GEMMs (see moeTcVariants). */
@@ -105,7 +109,8 @@ export function moeTcpFits(variant: Variant, width: number, k: number): boolean 
  */
 export function moeTcTakes(variant: Variant, blockM: number, width: number, k: number): boolean {
   return moeTcItemRows(variant) >= blockM &&
-    (!variant.name.startsWith("f16-tcp") || moeTcpFits(variant, width, k));
+    (!variant.name.startsWith("f16-tcp") || moeTcpFits(variant, width, k)) &&
+    (!variant.expertTiles || expertTilesFit(width, k));
 }
 
 /** Whether an expert shape fits the tensor-core expert GEMMs (gate/up and down). */

@@ -9,6 +9,7 @@
  * ```
  */
 import type { Gpu } from "../src/gpu/device.ts";
+import { tileExpertMatrices } from "./expert_tiles.ts";
 import { readBuffer, uploadBuffer } from "../src/gpu/buffers.ts";
 import { PassTimer } from "../src/gpu/timestamps.ts";
 import { BufferUsage } from "../src/gpu/device.ts";
@@ -124,7 +125,11 @@ export async function validateCase<F extends ParamFields>(
   const buffers: Record<string, GPUBuffer> = {};
   const created: GPUBuffer[] = [];
   for (const b of spec.bindings) {
-    const data = inputs[b.name];
+    let data = inputs[b.name];
+    const ew = spec.expertWeights;
+    if (data && variant.expertTiles && ew?.binding === b.name && data instanceof Float32Array) {
+      data = tileExpertMatrices(data, ew.rows(kcase.params), ew.cols(kcase.params));
+    }
     if (data) {
       const upload = half && usesT(b.type) && data instanceof Float32Array ? f16Of(data) : data;
       buffers[b.name] = uploadBuffer(device, `${spec.name}.${b.name}`, upload);

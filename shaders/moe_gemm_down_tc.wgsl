@@ -7,6 +7,7 @@
 // workgroup memory, masked. hidden must be a multiple of 64, inter of 16, items at most 64
 // rows; act holds 64 rows past the last item (the gate/up GEMM's padding).
 //#include "lib/moe_work_item.wgsl"
+//#include "lib/expert_tiles.wgsl"
 
 var<workgroup> c_tile: array<f32, 64u * 64u>; // [64 rows][64 columns]
 
@@ -27,6 +28,8 @@ fn main(
   let inter = params.inter;
   let n0 = wid.x * 64u;
   let b_at = (e * hd + n0) * inter;
+  // w's row stride in a 16 x 16 block (16 rows further on is 16 * inter further on either way)
+  let ws = tile_stride(inter);
   var acc00 = subgroup_matrix_result<f32, 16, 16>();
   var acc01 = subgroup_matrix_result<f32, 16, 16>();
   var acc02 = subgroup_matrix_result<f32, 16, 16>();
@@ -47,10 +50,10 @@ fn main(
   let a1_at = (r0 + 16u) * inter;
   let a2_at = (r0 + 32u) * inter;
   let a3_at = (r0 + 48u) * inter;
-  var b0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 0u * inter + 0u, inter);
-  var b1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 16u * inter + 0u, inter);
-  var b2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 32u * inter + 0u, inter);
-  var b3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 48u * inter + 0u, inter);
+  var b0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 0u * inter + 0u, ws);
+  var b1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 16u * inter + 0u, ws);
+  var b2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 32u * inter + 0u, ws);
+  var b3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 48u * inter + 0u, ws);
   var a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&act, a0_at + 0u, inter);
   var a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&act, a1_at + 0u, inter);
   var a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&act, a2_at + 0u, inter);
@@ -65,10 +68,10 @@ fn main(
     let ca2 = a2;
     let ca3 = a3;
     let kn = min(k0 + 16u, inter - 16u);
-    b0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 0u * inter + kn, inter);
-    b1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 16u * inter + kn, inter);
-    b2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 32u * inter + kn, inter);
-    b3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 48u * inter + kn, inter);
+    b0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 0u * inter + tile_col(kn), ws);
+    b1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 16u * inter + tile_col(kn), ws);
+    b2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 32u * inter + tile_col(kn), ws);
+    b3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, b_at + 48u * inter + tile_col(kn), ws);
     a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&act, a0_at + kn, inter);
     a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&act, a1_at + kn, inter);
     a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&act, a2_at + kn, inter);

@@ -12,6 +12,7 @@
 // past the last item (the gate/up GEMM's padding); subgroups of exactly 32, consecutive.
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
+//#include "lib/expert_tiles.wgsl"
 
 const SW: u32 = 256u;
 const KW: u32 = BK / 8u; // words of a row a step
@@ -69,7 +70,7 @@ fn main(
   var b_st = array<u32, NB>();
   for (var i = 0u; i < NB; i++) {
     let q = lid + THREADS * i;
-    b_at[i] = (e * hd + n0 + q / KW) * k8 + q % KW;
+    b_at[i] = (e * hd * params.inter + tile_row(n0 + q / KW, params.inter)) / 8u + q % KW;
     b_st[i] = (q / KW) * LD + 8u * (q % KW);
   }
   var av = array<vec4<u32>, NA>();
@@ -86,7 +87,7 @@ fn main(
     av[i] = act[a_at[i] + s1];
   }
   for (var i = 0u; i < NB; i++) {
-    bv[i] = w[b_at[i] + s1];
+    bv[i] = w[b_at[i] + tile_word(s1)];
   }
   var acc00 = subgroup_matrix_result<f32, 16, 16>();
   var acc01 = subgroup_matrix_result<f32, 16, 16>();
@@ -124,7 +125,7 @@ fn main(
         av[i] = act[a_at[i] + s2];
       }
       for (var i = 0u; i < NB; i++) {
-        bv[i] = w[b_at[i] + s2];
+        bv[i] = w[b_at[i] + tile_word(s2)];
       }
     }
     // this step's products: 16 of k at a time

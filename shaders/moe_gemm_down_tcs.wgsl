@@ -9,6 +9,7 @@
 // multiple of 32; act holds 64 rows past the last item (the gate/up GEMM's padding).
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
+//#include "lib/expert_tiles.wgsl"
 
 const BK: u32 = 64u; // inter a step
 const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
@@ -43,7 +44,7 @@ fn main(
   let zero = vec4<u32>(0u);
   var w_at = array<u32, 8>();
   for (var i = 0u; i < 8u; i++) {
-    w_at[i] = (e * hd + n0 + 4u * i + lr) * i8;
+    w_at[i] = (e * hd * params.inter + tile_row(n0 + 4u * i + lr, params.inter)) / 8u;
   }
   for (var t0 = it.y; t0 < r_end; t0 += 16u) {
     var a_at = array<u32, 4>();
@@ -58,7 +59,7 @@ fn main(
     var wv = array<vec4<u32>, 8>();
     var av = array<vec4<u32>, 4>();
     for (var i = 0u; i < 8u; i++) {
-      wv[i] = select(zero, w[w_at[i] + min(wk, i8 - 1u)], wk < i8);
+      wv[i] = select(zero, w[w_at[i] + tile_word(min(wk, i8 - 1u))], wk < i8);
     }
     for (var i = 0u; i < 4u; i++) {
       if (a_live[i]) {
@@ -83,7 +84,7 @@ fn main(
       wk += BK / 8u;
       let at = min(wk, i8 - 1u);
       for (var i = 0u; i < 8u; i++) {
-        wv[i] = select(zero, w[w_at[i] + at], wk < i8);
+        wv[i] = select(zero, w[w_at[i] + tile_word(at)], wk < i8);
       }
       for (var i = 0u; i < 4u; i++) {
         if (a_live[i]) {

@@ -9,6 +9,7 @@
 // are computed and not stored. hidden must be a multiple of 16, inter of 32, items at most
 // 64 rows (MOE_BLOCK_M).
 //#include "lib/moe_work_item.wgsl"
+//#include "lib/expert_tiles.wgsl"
 
 var<workgroup> g_tile: array<f32, 64u * 32u>; // [64 rows][32 act columns]: gate sums
 var<workgroup> u_tile: array<f32, 64u * 32u>; // up sums
@@ -31,6 +32,8 @@ fn main(
   let c0 = wid.x * 32u;
   let g_at = (e * 2u * inter + c0) * hd;
   let u_at = g_at + inter * hd;
+  // w's row stride in a 16 x 16 block (16 rows further on is 16 * hd further on either way)
+  let ws = tile_stride(hd);
   var g00 = subgroup_matrix_result<f32, 16, 16>();
   var u00 = subgroup_matrix_result<f32, 16, 16>();
   var g01 = subgroup_matrix_result<f32, 16, 16>();
@@ -51,10 +54,10 @@ fn main(
   let a1_at = (r0 + 16u) * hd;
   let a2_at = (r0 + 32u) * hd;
   let a3_at = (r0 + 48u) * hd;
-  var bg0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, g_at + 0u * hd + 0u, hd);
-  var bu0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, u_at + 0u * hd + 0u, hd);
-  var bg1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, g_at + 16u * hd + 0u, hd);
-  var bu1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, u_at + 16u * hd + 0u, hd);
+  var bg0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, g_at + 0u * hd + 0u, ws);
+  var bu0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, u_at + 0u * hd + 0u, ws);
+  var bg1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, g_at + 16u * hd + 0u, ws);
+  var bu1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, u_at + 16u * hd + 0u, ws);
   var a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, a0_at + 0u, hd);
   var a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, a1_at + 0u, hd);
   var a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, a2_at + 0u, hd);
@@ -70,10 +73,10 @@ fn main(
     let ca3 = a3;
     // the next slice (the last one loads itself again: in cache, and never used)
     let kn = min(k0 + 16u, hd - 16u);
-    bg0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, g_at + 0u * hd + kn, hd);
-    bu0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, u_at + 0u * hd + kn, hd);
-    bg1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, g_at + 16u * hd + kn, hd);
-    bu1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, u_at + 16u * hd + kn, hd);
+    bg0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, g_at + 0u * hd + tile_col(kn), ws);
+    bu0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, u_at + 0u * hd + tile_col(kn), ws);
+    bg1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, g_at + 16u * hd + tile_col(kn), ws);
+    bu1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&w, u_at + 16u * hd + tile_col(kn), ws);
     a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, a0_at + kn, hd);
     a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, a1_at + kn, hd);
     a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&a, a2_at + kn, hd);

@@ -19,6 +19,7 @@
 // (both expert GEMMs so staged, 2026-12-01).
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
+//#include "lib/expert_tiles.wgsl"
 
 const BK: u32 = 64u; // hidden a step
 const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
@@ -57,7 +58,7 @@ fn main(
   for (var i = 0u; i < 8u; i++) {
     let j = 4u * i + lr;
     let row = select(inter + c0 + j - 16u, c0 + j, j < 16u);
-    w_at[i] = (e * 2u * inter + row) * h8 + lk;
+    w_at[i] = (e * 2u * inter * params.hidden + tile_row(row, params.hidden)) / 8u + lk;
   }
   for (var t0 = it.y; t0 < r_end; t0 += 16u) {
     var a_at = array<u32, 4>();
@@ -87,7 +88,7 @@ fn main(
       }
     }
     for (var i = 0u; i < 8u; i++) {
-      wy[i] = w[w_at[i] + min(BK / 8u, last)];
+      wy[i] = w[w_at[i] + tile_word(min(BK / 8u, last))];
     }
     for (var i = 0u; i < 4u; i++) {
       if (a_live[i]) {
@@ -110,7 +111,7 @@ fn main(
       workgroupBarrier();
       // (past the last step the loads take the last step's words again: in cache, never used)
       for (var i = 0u; i < 8u; i++) {
-        wx[i] = w[w_at[i] + min(k8 + 2u * (BK / 8u), last)];
+        wx[i] = w[w_at[i] + tile_word(min(k8 + 2u * (BK / 8u), last))];
       }
       for (var i = 0u; i < 4u; i++) {
         if (a_live[i]) {
@@ -150,7 +151,7 @@ fn main(
         }
         workgroupBarrier();
         for (var i = 0u; i < 8u; i++) {
-          wy[i] = w[w_at[i] + min(k8 + 3u * (BK / 8u), last)];
+          wy[i] = w[w_at[i] + tile_word(min(k8 + 3u * (BK / 8u), last))];
         }
         for (var i = 0u; i < 4u; i++) {
           if (a_live[i]) {

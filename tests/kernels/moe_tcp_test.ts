@@ -1,3 +1,4 @@
+import { expertTilesFit } from "../../kernels/expert_tiles.ts";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { readFileSync } from "node:fs";
@@ -63,8 +64,12 @@ test("a prefill form fits a shape whose width its columns divide and whose k its
       gateUpTc.moeTcpFits(gu(n), c.params.inter, c.params.hidden) &&
       (!long || gateUpTc.moeTcItemRows(gu(n)) >= 128)
     );
+    // and the same forms reading the weights in tiles, where the shape is whole tiles
+    const tiled = expertTilesFit(c.params.inter, c.params.hidden)
+      ? fits.map((n) => `${n}-t16`)
+      : [];
     const names = c.variants ?? gateUpTc.spec.variants.map((v) => v.name);
-    assert.equal(names.filter((n) => n.startsWith("f16-tcp")), fits, c.label);
+    assert.equal(names.filter((n) => n.startsWith("f16-tcp")), [...fits, ...tiled], c.label);
   }
 });
 
