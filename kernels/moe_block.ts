@@ -55,6 +55,7 @@ import * as gatherF16 from "./moe_gather_f16.ts";
 import * as gateUpTc from "./moe_gemm_gate_up_tc.ts";
 import * as downTc from "./moe_gemm_down_tc.ts";
 import { MOE_TC_PAD_ROWS } from "./moe_tc_routing.ts";
+import { expertTilesFit } from "./expert_tiles.ts";
 
 /** Shape of one MoE block (all layers of a model share it). */
 export interface MoeBlockShape {
@@ -70,6 +71,17 @@ export interface MoeBlockShape {
   readonly dtype: "f16" | "f32";
   /** The RMSNorm epsilon of MoeBlockIo.norm (default 1e-6). */
   readonly rmsNormEps?: number;
+  /**
+   * The expert weights are stored in tiles (kernels/expert_tiles.ts), not row by row: every
+   * expert GEMM form the block takes is its `-t16` twin. f16 only, hidden and inter multiples
+   * of 64; a form without a twin (the staged and subgroup FMA forms) is refused by name.
+   */
+  readonly expertTiles?: boolean;
+}
+
+/** The name of form `name` for the block's layout of the expert weights. */
+function layoutForm(shape: MoeBlockShape, name: string): string {
+  return shape.expertTiles && !name.endsWith("-t16") ? `${name}-t16` : name;
 }
 
 /** The buffers of one layer's call. */
@@ -338,11 +350,31 @@ export class MoeBlock {
       gridXGateUp: 1,
       gridXDown: 1,
     });
+    if (shape.expertTiles) {
+      if (shape.dtype !== "f16") throw new Error("moe block: expert weights in tiles are f16 only");
+      if (!expertTilesFit(hidden, inter) || !expertTilesFit(inter, hidden)) {
+        throw new Error(
+          `moe block: expert weights in tiles need hidden and inter multiples of 64 (have ${hidden}, ${inter})`,
+        );
+      }
+    }
     const names = options.gemm && options.gemm !== "auto"
-      ? [options.gemm]
+      ? [layoutForm(shape, options.gemm)]
       : gateUp.spec.variants.filter((v) =>
-        v.dtype === shape.dtype && unsupportedReason(gpu, v) === null
+        v.dtype === shape.dtype && !!v.expertTiles === !!shape.expertTiles &&
+        unsupportedReason(gpu, v) === null
       ).map((v) => v.name);
+    for (const name of names) {
+      if (!gateUp.spec.variants.some((v) => v.name === name)) {
+        throw new Error(
+          `moe block: GEMM form ${name} does not exist${
+            shape.expertTiles
+              ? " (with the expert weights in tiles: the form has no tiled twin)"
+              : ""
+          }`,
+        );
+      }
+    }
     if (names.length === 0) throw new Error(`moe block: no ${shape.dtype} GEMM variant runs here`);
     const pipe = <F extends ParamFields>(spec: Parameters<typeof getPipeline<F>>[1], v: string) =>
       getPipeline(gpu, spec, variantByName(spec, v)) as unknown as Promise<Pipe>;
@@ -368,7 +400,7 @@ export class MoeBlock {
       throw new Error(`moe block: no ${shape.dtype} GEMM variant compiles here`);
     }
     for (const [option, form] of Object.entries(options.decodeForms ?? {})) {
-      const name = `${shape.dtype}-${form}`;
+      const name = layoutForm(shape, `${shape.dtype}-${form}`);
       const v = gateUp.spec.variants.find((x) => x.name === name);
       if (!form || (v && laneGroupColumns(v) !== null && gateUpPipes.has(name))) continue;
       throw new Error(
@@ -488,7 +520,7 @@ export class MoeBlock {
         if (form && laneGroupColumns(variantByName(gateUp.spec, order[0])) !== null) {
           order.unshift(`${s.dtype}-${form}`);
         }
-        return order.find((n) => names.includes(n)) ?? names[0];
+        return order.map((n) => layoutForm(s, n)).find((n) => names.includes(n)) ?? names[0];
       };
       this.gateUpName = pick("gate_up");
       this.downName = pick("down");
@@ -808,7 +840,12 @@ async function tensorCorePipes(
   let gather: Pipe, prefill: TcPair;
   try {
     gather = await getPipeline(gpu, gatherF16.spec, gatherF16.spec.variants[0]) as unknown as Pipe;
-    prefill = await prefillPair(gpu, shape, options.tensorCorePrefill ?? v.name, v.name);
+    prefill = await prefillPair(
+      gpu,
+      shape,
+      layoutForm(shape, options.tensorCorePrefill ?? v.name),
+      layoutForm(shape, v.name),
+    );
   } catch (err) {
     console.error(`moe block: tensor-core expert GEMMs left out: ${(err as Error).message}`);
     return null;
@@ -817,7 +854,7 @@ async function tensorCorePipes(
     return { gather, prefill, decode: null };
   }
   try {
-    return { gather, prefill, decode: await tcPair(gpu, "f16-tcs") };
+    return { gather, prefill, decode: await tcPair(gpu, layoutForm(shape, "f16-tcs")) };
   } catch (err) {
     console.error(`moe block: tensor-core decode forms left out: ${(err as Error).message}`);
     return { gather, prefill, decode: null };

@@ -9,13 +9,14 @@
  */
 import type { Variant } from "./kernel.ts";
 import { laneGroupColumns, laneGroupVariants } from "./lane_group_variants.ts";
+import { tiledVariant } from "./expert_tiles.ts";
 
 /**
  * The decode variants over one shader file, f16 and f32: `dec`, `dec-w32` (a whole 32-wide
  * subgroup per column: more loads in flight where few experts are touched) and `dec8`.
  */
 export function moeDecodeVariants(shader: string): Variant[] {
-  return laneGroupVariants(shader, [
+  const forms = laneGroupVariants(shader, [
     ["dec", { WG: 128, LG: 8, GC: 1, RT: 4, UNR: 4 }],
     ["dec-w32", { WG: 128, LG: 32, GC: 1, RT: 4, UNR: 2 }],
     ["dec8", { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 }],
@@ -29,7 +30,13 @@ export function moeDecodeVariants(shader: string): Variant[] {
     // columns instead of 4 (gate/up past 4 rows an expert: 128 x 1024 step 103.7 -> 94.2 ms)
     ["dec-w32-wg256", { WG: 256, LG: 32, GC: 1, RT: 4, UNR: 2 }],
   ]);
+  // the f16 forms again reading the expert weights in tiles (kernels/expert_tiles.ts)
+  return [...forms, ...forms.filter((v) => v.dtype === "f16").map(tiledVariant)];
 }
+
+/** The decode forms of MOE_PRODUCTION_VARIANTS reading the expert weights in tiles. */
+const TILED_DECODE = ["dec", "dec-w32", "dec-w32c2", "dec-w32-wg256", "dec8", "dec8c4"]
+  .map((f) => `f16-${f}-t16`);
 
 /**
  * Output columns one workgroup of a grouped-GEMM variant owns: (WG / LG) * GC for the
@@ -56,4 +63,5 @@ export const MOE_PRODUCTION_VARIANTS: readonly string[] = [
   "f16-dec-w32-wg256",
   "f16-dec8",
   "f16-dec8c4",
+  ...TILED_DECODE,
 ];

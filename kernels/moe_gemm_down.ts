@@ -11,6 +11,7 @@
  * invocations, 8 x 8 outputs each), f16-sg decode-shaped, f16/f32-staged
  * (its tensor-core form was removed with gate/up's). hidden and inter must be multiples of 4.
  */
+import { expertTilesFit, tiledVariant } from "./expert_tiles.ts";
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
@@ -46,9 +47,12 @@ export const spec: KernelSpec<typeof params.fields> = {
     WORK_ITEMS_READ,
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
   ],
+  expertWeights: { binding: "w", rows: (p) => p.hidden, cols: (p) => p.inter },
   variants: [
     { name: "f32", dtype: "f32" },
     { name: "f16", dtype: "f16" },
+    // the generic form reading the expert weights in tiles (kernels/expert_tiles.ts)
+    tiledVariant({ name: "f16", dtype: "f16" }),
     {
       name: "f16-sg",
       dtype: "f16",
@@ -192,7 +196,11 @@ function downCase(
       touched * hidden * inter * (v.dtype === "f16" ? 2 : 4) + rows * inter * 4 +
       rows * hidden * 4,
     flops: rows * 2 * hidden * inter,
-    variants,
+    // the tiled forms only where the weights are whole tiles
+    variants: variants ??
+      (expertTilesFit(hidden, inter)
+        ? undefined
+        : spec.variants.filter((v) => !v.expertTiles).map((v) => v.name)),
   };
 }
 
@@ -206,6 +214,9 @@ export const cases = [
   downCase(41, 4, 2, 132, 20, "skewed"),
   // inter / 4 = 66: the decode forms' unrolled loop (1-4 times by form), then their one-step tail.
   downCase(9, 8, 2, 36, 264, "skewed"),
+  // whole tiles of 16 rows x 64 columns (the decode forms' tiled twins), with the unrolled
+  // loop's tail (inter / 4 = 48)
+  downCase(9, 8, 2, 64, 192, "skewed"),
   downCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", PRODUCTION),
   downCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", PRODUCTION),
   downCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),

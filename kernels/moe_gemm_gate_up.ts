@@ -16,6 +16,7 @@
  * took 1.9 ms for one Qwen3-30B-A3B token and never returned for 64.
  * hidden and inter must be multiples of 4.
  */
+import { expertTilesFit, tiledVariant } from "./expert_tiles.ts";
 import type { KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
@@ -51,9 +52,12 @@ export const spec: KernelSpec<typeof params.fields> = {
     WORK_ITEMS_READ,
     { name: "act", type: "f32", access: "read_write", shape: "[rows, inter]" },
   ],
+  expertWeights: { binding: "w", rows: (p) => 2 * p.inter, cols: (p) => p.hidden },
   variants: [
     { name: "f32", dtype: "f32" },
     { name: "f16", dtype: "f16" },
+    // the generic form reading the expert weights in tiles (kernels/expert_tiles.ts)
+    tiledVariant({ name: "f16", dtype: "f16" }),
     {
       name: "f16-sg",
       dtype: "f16",
@@ -212,7 +216,11 @@ function gateUpCase(
       touched * 2 * inter * hidden * (v.dtype === "f16" ? 2 : 4) + rows * hidden * 4 +
       rows * inter * 4 + rows * 4,
     flops: rows * 2 * inter * (2 * hidden + 2),
-    variants,
+    // the tiled forms only where the weights are whole tiles
+    variants: variants ??
+      (expertTilesFit(2 * inter, hidden)
+        ? undefined
+        : spec.variants.filter((v) => !v.expertTiles).map((v) => v.name)),
   };
 }
 
@@ -226,6 +234,9 @@ export const cases = [
   gateUpCase(41, 4, 2, 36, 68, "skewed"),
   // hidden / 4 = 66: the decode forms' unrolled loop (1-4 times by form), then their one-step tail.
   gateUpCase(9, 8, 2, 264, 40, "skewed"),
+  // whole tiles of 16 rows x 64 columns (the decode forms' tiled twins), with the unrolled
+  // loop's tail (hidden / 4 = 48)
+  gateUpCase(9, 8, 2, 192, 64, "skewed"),
   gateUpCase(1, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", PRODUCTION),
   gateUpCase(64, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", PRODUCTION),
   gateUpCase(1024, 128, 8, 2048, 768, "spread", "qwen3-30b-a3b", ["f16"]),

@@ -8,6 +8,10 @@
 const CPW: u32 = (WG / LG) * GC; // weight rows (output columns) a workgroup owns
 const WC: u32 = GC; // weight rows a lane group reads
 
+fn w_index(wo: u32, kk: u32) -> u32 {
+  return wo + kk;
+}
+
 fn row_in(i: u32) -> vec4<f32> {
   return x[i];
 }

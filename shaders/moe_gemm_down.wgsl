@@ -17,20 +17,22 @@
 // rows * inter * 4 read, rows * hidden * 4 written.
 //#include "lib/tile_64x128.wgsl"
 //#include "lib/moe_work_item.wgsl"
+//#include "lib/expert_tiles.wgsl"
 
 // The tiles' row-group slot XOR at k, as this shader stores them.
 fn tile_swizzle(k: u32) -> u32 {
   return 2u * (k / 4u);
 }
 
-// Column 4 * kq..+3 of the 4 weight rows from w row wrow (0 beyond hidden or inter).
+// Column 4 * kq..+3 of the 4 weight rows from w row wrow, the buffer one matrix of experts x
+// rows, row by row or in tiles (lib/expert_tiles.wgsl) (0 beyond hidden or inter).
 fn load_w(wrow: u32, valid: bool, kq: u32, k4: u32) -> array<vec4<T>, 4> {
   var v = array<vec4<T>, 4>();
   if (valid && kq < k4) {
-    v[0] = w[wrow * k4 + kq];
-    v[1] = w[(wrow + 1u) * k4 + kq];
-    v[2] = w[(wrow + 2u) * k4 + kq];
-    v[3] = w[(wrow + 3u) * k4 + kq];
+    v[0] = w[tile_row(wrow, 4u * k4) / 4u + tile_quad(kq)];
+    v[1] = w[tile_row(wrow + 1u, 4u * k4) / 4u + tile_quad(kq)];
+    v[2] = w[tile_row(wrow + 2u, 4u * k4) / 4u + tile_quad(kq)];
+    v[3] = w[tile_row(wrow + 3u, 4u * k4) / 4u + tile_quad(kq)];
   }
   return v;
 }

@@ -7,8 +7,14 @@
 //#include "lib/lane_group_sum.wgsl"
 //#include "lib/lane_group_dots.wgsl"
 //#include "lib/moe_work_item.wgsl"
+//#include "lib/expert_tiles.wgsl"
 const CPW: u32 = (WG / LG) * GC; // output columns a workgroup owns
 const WC: u32 = GC; // weight rows a lane group reads
+
+// vec4 kk (4 weights) of the expert weight row at wo, row by row or in tiles
+fn w_index(wo: u32, kk: u32) -> u32 {
+  return wo + tile_quad(kk);
+}
 
 fn row_in(i: u32) -> vec4<f32> {
   return act[i];
@@ -32,7 +38,7 @@ fn main(
   // Columns past hidden read a valid row and are never written.
   var wo = array<u32, WC>();
   for (var c = 0u; c < GC; c++) {
-    wo[c] = (e * hidden + min(c0 + c, hidden - 1u)) * k4;
+    wo[c] = (e * hidden * params.inter + tile_row(min(c0 + c, hidden - 1u), params.inter)) / 4u;
   }
   for (var r0 = info.y; r0 < info.z; r0 += RT) {
     let nr = min(RT, info.z - r0);

@@ -8,8 +8,14 @@
 //#include "lib/lane_group_sum.wgsl"
 //#include "lib/lane_group_dots.wgsl"
 //#include "lib/moe_work_item.wgsl"
+//#include "lib/expert_tiles.wgsl"
 const CPW: u32 = (WG / LG) * GC; // act columns a workgroup owns
 const WC: u32 = 2u * GC; // weight rows a lane group reads: GC gate rows, then GC up rows
+
+// vec4 kk (4 weights) of the expert weight row at wo, row by row or in tiles
+fn w_index(wo: u32, kk: u32) -> u32 {
+  return wo + tile_quad(kk);
+}
 
 fn row_in(i: u32) -> vec4<f32> {
   return x[i];
@@ -33,7 +39,7 @@ fn main(
   // Columns past inter read a valid row and are never written.
   var wo = array<u32, WC>();
   for (var c = 0u; c < GC; c++) {
-    wo[c] = (e * 2u * inter + min(c0 + c, inter - 1u)) * k4;
+    wo[c] = (e * 2u * inter * params.hidden + tile_row(min(c0 + c, inter - 1u), params.hidden)) / 4u;
     wo[GC + c] = wo[c] + inter * k4;
   }
   for (var r0 = info.y; r0 < info.z; r0 += RT) {

@@ -32,3 +32,11 @@ fn tile_word(word: u32) -> u32 {
   }
   return word;
 }
+
+// The offset of a row's vec4 `quad` (4 weights) from the row's tile_row / 4.
+fn tile_quad(quad: u32) -> u32 {
+  if (EXPERT_TILES) {
+    return (quad / 16u) * 256u + quad % 16u;
+  }
+  return quad;
+}

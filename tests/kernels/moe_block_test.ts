@@ -17,6 +17,7 @@ import { moeRouterParams, moeRouterRef } from "../../kernels/moe_router.ts";
 import { spec as gateUpSpec } from "../../kernels/moe_gemm_gate_up.ts";
 import { supportedVariants, unsupportedReason, variantByName } from "../../kernels/kernel.ts";
 import { rmsnormRef } from "../../kernels/rmsnorm.ts";
+import { tileExpertMatrices } from "../../kernels/expert_tiles.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 
 // Tiny shapes of the brief: hidden 64, 8 experts top-2, expert width 32.
@@ -91,7 +92,7 @@ async function runBlock(
   });
   pass.end();
   d.queue.submit([enc.finish()]);
-  const out = new Float32Array(await readBuffer(d, res, tokens * H * 4));
+  const out = new Float32Array(await readBuffer(d, res, tokens * shape.hidden * 4));
   const args = new Uint32Array(await readBuffer(d, block.scratch.dispatchArgs, 24));
   block.destroy();
   for (const b of made) b.destroy();
@@ -110,7 +111,8 @@ function assertClose(got: Float32Array, want: Float32Array, what: string) {
 
 async function gemmVariants(): Promise<{ gpu: Gpu; names: string[] }> {
   const gpu = await sharedGpu();
-  const names = supportedVariants(gpu, gateUpSpec).map((v) => v.name);
+  // the forms that read row-by-row weights (their tiled twins: the expert-tiles test below)
+  const names = supportedVariants(gpu, gateUpSpec).filter((v) => !v.expertTiles).map((v) => v.name);
   assert.ok(names.length >= 2, `only ${names.join(", ")} GEMM variants run here`);
   return { gpu, names };
 }
@@ -201,6 +203,51 @@ test("decodeForms replaces a stage's decode form by name; a form that is none is
     refused,
     /decodeForms\.down 'staged' is no decode GEMM form that runs here \(.*f32-dec8/,
   );
+});
+
+test("with the expert weights in tiles every form the block takes matches the CPU block on row-by-row weights", async () => {
+  const gpu = await sharedGpu();
+  // hidden 192 and inter 128: several 64-column tiles a row (with 64 a row is one tile, and
+  // tiles lie as rows do)
+  const H3 = 192, I2 = 128;
+  const shape: MoeBlockShape = {
+    ...blockShape(40, "f16"),
+    hidden: H3,
+    inter: I2,
+    expertTiles: true,
+  };
+  const tiled = supportedVariants(gpu, gateUpSpec).filter((v) => v.expertTiles);
+  assert.ok(tiled.length >= 2, `only ${tiled.map((v) => v.name).join(", ")} run here`);
+  for (const gemm of ["auto", ...tiled.map((v) => v.name.replace(/-t16$/, ""))]) {
+    for (const tokens of [1, 37]) {
+      const rng = Rng.fromSeed(`moe block tiles ${tokens}`);
+      const logits = makeLogits(rng, tokens, "spread");
+      const x = rng.fillNormal(new Float32Array(tokens * H3));
+      const wGateUp = roundToF16InPlace(
+        rng.fillNormal(new Float32Array(E * 2 * I2 * H3), 1 / Math.sqrt(H3)),
+      );
+      const wDown = roundToF16InPlace(
+        rng.fillNormal(new Float32Array(E * H3 * I2), 1 / Math.sqrt(I2)),
+      );
+      const residual = rng.fillNormal(new Float32Array(tokens * H3));
+      const stored = {
+        wGateUp: tileExpertMatrices(wGateUp, 2 * I2, H3),
+        wDown: tileExpertMatrices(wDown, H3, I2),
+      };
+      const { out } = await runBlock(gpu, shape, gemm, tokens, [logits], [x], [stored], residual);
+      const want = moeBlockRef(
+        { routerLogits: logits, x, wGateUp, wDown, residual },
+        shape,
+        tokens,
+      );
+      assertClose(out, want, `${gemm} tokens=${tokens}`);
+    }
+  }
+  // a form without a tiled twin, and shapes that are not whole tiles, are refused by name
+  const staged = await MoeBlock.create(gpu, shape, { gemm: "f16-staged" }).catch((e) => e.message);
+  assert.match(staged, /f16-staged-t16 does not exist \(with the expert weights in tiles/);
+  const narrow = await MoeBlock.create(gpu, { ...shape, inter: 32 }).catch((e) => e.message);
+  assert.match(narrow, /tiles need hidden and inter multiples of 64 \(have 192, 32\)/);
 });
 
 test("two MoE layers encoded in one pass update the residual like two CPU blocks in a row", async () => {
@@ -331,7 +378,7 @@ test("given the router weight, f16 steps of 2 to fusedRouterMaxTokens tokens rou
       });
       pass.end();
       d.queue.submit([enc.finish()]);
-      const out = new Float32Array(await readBuffer(d, res, tokens * H * 4));
+      const out = new Float32Array(await readBuffer(d, res, tokens * shape.hidden * 4));
       const gotLogits = new Float32Array(await readBuffer(d, logitsBuf, tokens * E * 4));
       const what = `one-pass router ${dtype} tokens=${tokens}`;
       assertClose(gotLogits, logits, `${what}: logits`);
@@ -383,7 +430,7 @@ test("given the next layer's norm, the combine also writes that RMSNorm of the n
     });
     pass.end();
     d.queue.submit([enc.finish()]);
-    const out = new Float32Array(await readBuffer(d, res, tokens * H * 4));
+    const out = new Float32Array(await readBuffer(d, res, tokens * shape.hidden * 4));
     const gotNormed = new Float32Array(await readBuffer(d, normed, tokens * H * 4));
     const want = moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens);
     assertClose(out, want, `combine norm ${dtype}: residual`);
