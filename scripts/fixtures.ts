@@ -81,6 +81,18 @@ export function ensureFixture(
 ): { dir: string; generated: boolean } {
   const recipe = fixtureRecipes()[name];
   if (!recipe) throw new Error(`no fixture recipe "${name}" in fixtures/recipes.json`);
+  return ensureRecipeFixture(name, recipe, outRoot);
+}
+
+/**
+ * ensureFixture for a recipe that is not in fixtures/recipes.json (a test's own shape, written
+ * under `outRoot`).
+ */
+export function ensureRecipeFixture(
+  name: string,
+  recipe: FixtureRecipe,
+  outRoot: string,
+): { dir: string; generated: boolean } {
   const dir = fixtureDir(name, outRoot);
   const stamp = recipeHash(recipe);
   const stampPath = join(dir, "recipe.sha256");

@@ -150,6 +150,12 @@ export const TENSOR_CORE_OPTIONS = {
       "from memory) or tcp1, tcp2, tcp4 (both staged through workgroup memory by 1, 2 or 4 " +
       "subgroups), tcp4x2 (tcp4 over 128-row work items, 8 subgroups) (default: tcp4x2)",
   },
+  moeExpertTiles: {
+    type: "boolean",
+    help: "store the MoE expert weights in tiles of 16 rows x 64 columns and run the expert " +
+      "GEMMs' tiled twins (f16, hidden and expert width multiples of 64; default false: " +
+      "row by row)",
+  },
   prefillAttention: {
     type: "string",
     values: ["tc", "tc2", "tcs", "tcs2", "tcs4", "fma"],
@@ -184,6 +190,7 @@ export function tensorCoreOptions(
     readonly moeRouteDispatchTokens?: number;
     readonly moeCombineNorm?: boolean;
     readonly moeTensorCorePrefill?: string;
+    readonly moeExpertTiles?: boolean;
     readonly prefillAttention?: string;
   },
 ): {
@@ -201,6 +208,7 @@ export function tensorCoreOptions(
   moeRouteDispatchTokens?: number;
   fuseCombineNorm?: boolean;
   moeTensorCorePrefill?: MoeTensorCorePrefillForm;
+  moeExpertTiles?: boolean;
   prefillAttention?: PrefillAttentionForm;
 } {
   return {
@@ -211,6 +219,7 @@ export function tensorCoreOptions(
     moeRouteDispatchTokens: o.moeRouteDispatchTokens,
     fuseCombineNorm: o.moeCombineNorm,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,
+    moeExpertTiles: o.moeExpertTiles,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
     tensorCoreDecodeRows: o.tensorCoreDecodeRows,

@@ -297,6 +297,15 @@ export interface GpuModelOptions {
    */
   readonly moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   /**
+   * Store the MoE expert weights in tiles of 16 rows x 64 columns (kernels/expert_tiles.ts)
+   * instead of row by row, and run the expert GEMMs' tiled twins (default false). f16 only,
+   * hidden and expert width multiples of 64. Lab copies of the staged decode GEMMs reading
+   * their weights so ran 4% closer to the read roof on the H200 (64 x 1024 decode steps 30.33
+   * -> 29.12 ms); the model with this option has not yet run there. Synthetic weights are drawn
+   * per stored position, so the two layouts draw different (equally random) experts.
+   */
+  readonly moeExpertTiles?: boolean;
+  /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
    * environment sets WEBFPM_F16_PACKED=1. On the H200 it moved no decode point by more than
@@ -587,16 +596,27 @@ export class GpuModel implements ForwardModel {
     if (dtype === "f16" && !gpu.f16) {
       throw new Error("dtype f16 asked for, but the adapter has no shader-f16");
     }
+    const expertTiles = options.moeExpertTiles ?? false;
+    if (expertTiles && !config.layerKinds.includes("moe")) {
+      throw new Error(`moeExpertTiles: ${config.name} has no MoE layers (no expert weights)`);
+    }
     const t0 = performance.now();
     let weights: GpuWeights;
     if (config.synthetic) {
       onProgress?.(`drawing ${config.name} weights on the GPU (${dtype})`);
-      weights = await GpuWeights.synthetic(gpu, config, dtype);
+      weights = await GpuWeights.synthetic(gpu, config, dtype, expertTiles);
     } else {
       onProgress?.(`loading ${spec} (${dtype})`);
       const ckpt = Checkpoint.open(spec);
       try {
-        weights = await GpuWeights.fromCheckpoint(gpu, config, ckpt, dtype);
+        weights = await GpuWeights.fromCheckpoint(
+          gpu,
+          config,
+          ckpt,
+          dtype,
+          undefined,
+          expertTiles,
+        );
       } finally {
         ckpt.close();
       }
@@ -679,6 +699,7 @@ export class GpuModel implements ForwardModel {
       moeRouteDispatchTokens: options.moeRouteDispatchTokens ?? MOE_ROUTE_DISPATCH_MAX_TOKENS,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
+      moeExpertTiles: weights.expertTiles,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
@@ -721,6 +742,7 @@ export class GpuModel implements ForwardModel {
         maxTokens: opts.maxNumTokens,
         dtype,
         rmsNormEps: config.rmsNormEps,
+        expertTiles: weights.expertTiles,
       }, {
         packedF16: opts.packedF16,
         decodeForms: opts.moeDecodeForms,

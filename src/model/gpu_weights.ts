@@ -9,6 +9,11 @@
  * const synthetic = await GpuWeights.synthetic(gpu, syntheticConfig("synthetic:qwen3-30b-a3b"), "f16");
  * ```
  */
+import {
+  EXPERT_TILE_ROWS,
+  expertTilesFit,
+  tileExpertMatrices,
+} from "../../kernels/expert_tiles.ts";
 import { paced } from "../gpu/event_pacing.ts";
 import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage } from "../gpu/device.ts";
@@ -60,6 +65,8 @@ interface Piece {
   /** Synthetic fill: base + scale * unit-variance noise. */
   readonly base: number;
   readonly scale: number;
+  /** An expert matrix stored in tiles (kernels/expert_tiles.ts): its rows and columns. */
+  readonly tiles?: { readonly rows: number; readonly cols: number };
 }
 
 interface BufferPlan {
@@ -82,6 +89,8 @@ export class GpuWeights {
     /** Values that did not fit f16 (inf after conversion), summed over tensors. */
     readonly f16Overflow: F16Overflow,
     private readonly buffers: GPUBuffer[],
+    /** The MoE expert weights are stored in tiles (kernels/expert_tiles.ts). */
+    readonly expertTiles: boolean,
   ) {}
 
   /** Streams every tensor of a checkpoint into GPU buffers (converted to `dtype`). */
@@ -91,10 +100,11 @@ export class GpuWeights {
     ckpt: Checkpoint,
     dtype: StorageDtype,
     onProgress?: (doneBytes: number, totalBytes: number) => void,
+    expertTiles = false,
   ): Promise<GpuWeights> {
     checkCheckpointTensors(config, ckpt);
     const overflow: F16Overflow = { count: 0, maxAbs: 0 };
-    return await build(gpu, config, dtype, overflow, async (buffer, plan) => {
+    return await build(gpu, config, dtype, overflow, expertTiles, async (buffer, plan) => {
       for (const piece of plan.pieces) {
         await uploadTensor(gpu, ckpt, piece, buffer, dtype, overflow);
         onProgress?.(piece.elements, 0);
@@ -103,11 +113,18 @@ export class GpuWeights {
   }
 
   /** Draws every weight on the GPU (deterministic per tensor name): no host traffic. */
-  static async synthetic(gpu: Gpu, config: ModelConfig, dtype: StorageDtype): Promise<GpuWeights> {
+  static async synthetic(
+    gpu: Gpu,
+    config: ModelConfig,
+    dtype: StorageDtype,
+    expertTiles = false,
+  ): Promise<GpuWeights> {
     const fill = await KernelCall.create(gpu, fillRandom.spec, [dtype]);
     const overflow: F16Overflow = { count: 0, maxAbs: 0 };
     let queued = 0;
-    const weights = await build(gpu, config, dtype, overflow, async (buffer, plan) => {
+    // (the noise is drawn per stored position: in tiles the experts get other, equally random,
+    // weights than row by row)
+    const weights = await build(gpu, config, dtype, overflow, expertTiles, async (buffer, plan) => {
       for (const piece of plan.pieces) {
         submitRandomFill(gpu, fill, dtype, buffer, {
           offset: piece.offset / (dtype === "f16" ? 2 : 4),
@@ -145,6 +162,7 @@ export class GpuWeights {
       bytes: number;
       overflow: F16Overflow;
       buffers: GPUBuffer[];
+      expertTiles?: boolean;
     },
   ): GpuWeights {
     return new GpuWeights(
@@ -157,6 +175,7 @@ export class GpuWeights {
       parts.bytes,
       parts.overflow,
       parts.buffers,
+      parts.expertTiles ?? false,
     );
   }
 }
@@ -174,6 +193,7 @@ async function build(
   config: ModelConfig,
   dtype: StorageDtype,
   overflow: F16Overflow,
+  expertTiles: boolean,
   fill: (buffer: GPUBuffer, plan: BufferPlan) => Promise<void>,
 ): Promise<GpuWeights> {
   const es = dtype === "f16" ? 2 : 4;
@@ -247,6 +267,13 @@ async function build(
     const kind = config.layerKinds[l];
     if (kind === "moe") {
       const E = config.numExperts, I = config.moeIntermediateSize;
+      if (expertTiles && (dtype !== "f16" || !expertTilesFit(I, H) || !expertTilesFit(H, I))) {
+        throw new Error(
+          `weights: expert weights in tiles need f16 and hidden and expert width multiples of 64 (have ${dtype}, ${H}, ${I})`,
+        );
+      }
+      const gu = expertTiles ? { rows: I, cols: H } : undefined;
+      const dn = expertTiles ? { rows: H, cols: I } : undefined;
       const router = await make(
         single(routerTensorName(config, l), routerTensorName(config, l), E * H, 0, linear(H)),
       );
@@ -255,9 +282,18 @@ async function build(
       for (let e = 0; e < E; e++) {
         const t = expertTensorNames(config, l, e);
         const base = e * 2 * I * H * es;
+        // in tiles the gate rows and the up rows are whole bands of the expert's matrix, at the
+        // same places as row by row
         gateUpPieces.push(
-          { tensor: t.gate, offset: base, elements: I * H, base: 0, scale: linear(H) },
-          { tensor: t.up, offset: base + I * H * es, elements: I * H, base: 0, scale: linear(H) },
+          { tensor: t.gate, offset: base, elements: I * H, base: 0, scale: linear(H), tiles: gu },
+          {
+            tensor: t.up,
+            offset: base + I * H * es,
+            elements: I * H,
+            base: 0,
+            scale: linear(H),
+            tiles: gu,
+          },
         );
         downPieces.push({
           tensor: t.down,
@@ -265,6 +301,7 @@ async function build(
           elements: H * I,
           base: 0,
           scale: linear(I),
+          tiles: dn,
         });
       }
       const gateUp = await make({
@@ -316,6 +353,7 @@ async function build(
     bytes,
     overflow,
     buffers,
+    expertTiles,
   });
 }
 
@@ -338,9 +376,12 @@ async function uploadTensor(
   }
   const es = dtype === "f16" ? 2 : 4;
   const srcBytes = info.byteLength / info.numel;
-  for (const chunk of ckpt.chunks(piece.tensor, CHUNK_BYTES)) {
+  // in tiles: whole bands of 16 rows a chunk, each band reordered on its own
+  const band = piece.tiles ? EXPERT_TILE_ROWS * piece.tiles.cols * srcBytes : 0;
+  const chunkBytes = band ? Math.max(1, Math.floor(CHUNK_BYTES / band)) * band : CHUNK_BYTES;
+  for (const chunk of ckpt.chunks(piece.tensor, chunkBytes)) {
     const firstElement = chunk.offset / srcBytes;
-    let data: ArrayBufferView;
+    let data: Uint16Array | Float32Array;
     if (dtype === "f16") {
       const converted = tensorToF16Bits(chunk.bytes, info.dtype);
       mergeF16Overflow(overflow, converted.overflow);
@@ -348,6 +389,7 @@ async function uploadTensor(
     } else {
       data = tensorToF32(chunk.bytes, info.dtype);
     }
+    if (piece.tiles) data = tileExpertMatrices(data, EXPERT_TILE_ROWS, piece.tiles.cols);
     writeBuffer(gpu.device, buffer, piece.offset + firstElement * es, data);
   }
   await paced(gpu.device.queue.onSubmittedWorkDone());
