@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { GpuModel, type GpuModelOptions } from "../../src/model/gpu_model.ts";
 import { ensureFixture, ensureRecipeFixture, fixtureRecipes } from "../../scripts/fixtures.ts";
 import { sharedGpu } from "../shared_gpu.ts";
-import { maxAbsDiff, runStep, type StepPart } from "./gpu_model_step.ts";
+import { maxAbsDiff, prefillThenDecode } from "./gpu_model_step.ts";
 
 function wideFixture(): string {
   const base = fixtureRecipes()["tiny-qwen3-moe"];
@@ -36,29 +36,7 @@ async function logits(dir: string, options: GpuModelOptions): Promise<Float32Arr
     ...options,
   });
   try {
-    const prompt = Array.from({ length: 20 }, (_, i) => 100 + 37 * i);
-    const tables = [[1, 2, 3, 4], [5, 6, 7, 8]];
-    const out = [
-      (await runStep(
-        model,
-        tables.map((table, s) => ({
-          tokens: prompt.map((t) => t + s),
-          start: 0,
-          table,
-          rows: "last" as const,
-        })),
-      )).logits,
-    ];
-    for (let step = 0; step < 3; step++) {
-      const parts: StepPart[] = tables.map((table, s) => ({
-        tokens: [{ ref: s }],
-        start: 20 + step,
-        table,
-        rows: "last",
-      }));
-      out.push((await runStep(model, parts)).logits);
-    }
-    return out;
+    return await prefillThenDecode(model, [[1, 2, 3, 4], [5, 6, 7, 8]], 3, true);
   } finally {
     model.destroy();
   }

@@ -106,6 +106,40 @@ export async function runStep(
   return { batch, logits, sampled, partRows, extraRows };
 }
 
+/**
+ * A prompt of 20 tokens prefilled for each block table's sequence (sequence s's tokens shifted
+ * by s), then `decodeSteps` decode steps fed from the GPU: the last rows' logits of the
+ * prefill (first, with `withPrefill`) and of each decode step.
+ */
+export async function prefillThenDecode(
+  model: GpuModel,
+  tables: readonly (readonly number[])[],
+  decodeSteps: number,
+  withPrefill = false,
+): Promise<Float32Array[]> {
+  const prompt = Array.from({ length: 20 }, (_, i) => 100 + 37 * i);
+  const prefill = await runStep(
+    model,
+    tables.map((table, s) => ({
+      tokens: prompt.map((t) => t + s),
+      start: 0,
+      table: [...table],
+      rows: "last" as const,
+    })),
+  );
+  const out = withPrefill ? [prefill.logits] : [];
+  for (let step = 0; step < decodeSteps; step++) {
+    const parts: StepPart[] = tables.map((table, s) => ({
+      tokens: [{ ref: s }],
+      start: prompt.length + step,
+      table: [...table],
+      rows: "last",
+    }));
+    out.push((await runStep(model, parts)).logits);
+  }
+  return out;
+}
+
 /** Row `r` of a [rows, vocab] matrix. */
 export function row(m: Float32Array, vocab: number, r: number): Float32Array {
   return m.subarray(r * vocab, (r + 1) * vocab);

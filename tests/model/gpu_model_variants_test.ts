@@ -5,7 +5,7 @@ import { ensureFixture } from "../../scripts/fixtures.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 import { unsupportedReason } from "../../kernels/kernel.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
-import { maxAbsDiff, runStep, type StepPart } from "./gpu_model_step.ts";
+import { maxAbsDiff, prefillThenDecode, runStep } from "./gpu_model_step.ts";
 
 /** tiny-qwen3-moe in f32 with room for these tests, and `options`. */
 async function loadTiny(options: GpuModelOptions): Promise<GpuModel> {
@@ -30,28 +30,7 @@ async function decodeLogits(options: GpuModelOptions, seqs = 2): Promise<Float32
       const v = model.linearVariants;
       assert.match(v.decodeAttention, /^\S+-packed /, `decode attention ${v.decodeAttention}`);
     }
-    const prompt = Array.from({ length: 20 }, (_, i) => 100 + 37 * i);
-    const tables = [[1, 2, 3, 4], [5, 6, 7, 8]].slice(0, seqs);
-    await runStep(
-      model,
-      tables.map((table, s) => ({
-        tokens: prompt.map((t) => t + s),
-        start: 0,
-        table,
-        rows: "last" as const,
-      })),
-    );
-    const out: Float32Array[] = [];
-    for (let step = 0; step < 3; step++) {
-      const parts: StepPart[] = tables.map((table, s) => ({
-        tokens: [{ ref: s }],
-        start: 20 + step,
-        table,
-        rows: "last",
-      }));
-      out.push((await runStep(model, parts)).logits);
-    }
-    return out;
+    return await prefillThenDecode(model, [[1, 2, 3, 4], [5, 6, 7, 8]].slice(0, seqs), 3);
   } finally {
     model.destroy();
   }
