@@ -99,6 +99,8 @@ function tcCase(
 export const cases = [
   tcCase(1, 8, 2, 64, 32, "spread"),
   tcCase(37, 8, 2, 64, 64, "skewed"),
+  // two 64-column tiles a weight row (at 64 a row is one tile, and tiles lie as rows do)
+  tcCase(37, 8, 2, 64, 128, "skewed"),
   tcCase(301, 4, 2, 192, 96, "skewed"),
   tcCase(256, 128, 8, 2048, 768, "spread", 8),
   tcCase(256, 128, 8, 2048, 768, "spread"),

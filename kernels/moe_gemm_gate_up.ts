@@ -216,9 +216,9 @@ function gateUpCase(
       touched * 2 * inter * hidden * (v.dtype === "f16" ? 2 : 4) + rows * hidden * 4 +
       rows * inter * 4 + rows * 4,
     flops: rows * 2 * inter * (2 * hidden + 2),
-    // the tiled forms only where the weights are whole tiles
+    // the tiled forms only where the weights are whole tiles, the up rows starting a band
     variants: variants ??
-      (expertTilesFit(2 * inter, hidden)
+      (expertTilesFit(inter, hidden)
         ? undefined
         : spec.variants.filter((v) => !v.expertTiles).map((v) => v.name)),
   };

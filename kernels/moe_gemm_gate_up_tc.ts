@@ -205,6 +205,8 @@ function tcCase(
 export const cases = [
   tcCase(1, 8, 2, 64, 32, "spread"),
   tcCase(37, 8, 2, 64, 64, "skewed"),
+  // three 64-column tiles a weight row: an odd number of the staged form's k steps
+  tcCase(37, 8, 2, 192, 64, "skewed"),
   // full 64-row items and short ones, three act-column tiles
   tcCase(301, 4, 2, 128, 96, "skewed"),
   // Qwen3-30B-A3B's expert shape: 2048 rows over 8 stored experts (full items)

@@ -97,6 +97,25 @@ function f16Of(data: Float32Array): Uint16Array {
   return bits;
 }
 
+/**
+ * The expert weights of shared inputs in tiles (the -t16 forms), by array (of f16 bits where
+ * the forms store f16): several forms of a case share them.
+ */
+const tiled = new WeakMap<object, Uint16Array | Float32Array>();
+
+function tiledOf(
+  data: HostArray | Uint16Array,
+  rows: number,
+  cols: number,
+): Uint16Array | Float32Array {
+  if (!(data instanceof Uint16Array || data instanceof Float32Array)) {
+    throw new Error("expert weights in tiles: the weights are not f16 bits or f32 values");
+  }
+  let t = tiled.get(data);
+  if (!t) tiled.set(data, t = tileExpertMatrices(data, rows, cols));
+  return t;
+}
+
 /** How validateCase times a case, and what it may reuse. */
 export interface ValidateOptions {
   /** Timed dispatches (median reported); 0: no timing. Default 5. */
@@ -125,13 +144,15 @@ export async function validateCase<F extends ParamFields>(
   const buffers: Record<string, GPUBuffer> = {};
   const created: GPUBuffer[] = [];
   for (const b of spec.bindings) {
-    let data = inputs[b.name];
+    const data = inputs[b.name];
     const ew = spec.expertWeights;
-    if (data && variant.expertTiles && ew?.binding === b.name && data instanceof Float32Array) {
-      data = tileExpertMatrices(data, ew.rows(kcase.params), ew.cols(kcase.params));
-    }
     if (data) {
-      const upload = half && usesT(b.type) && data instanceof Float32Array ? f16Of(data) : data;
+      let upload: HostArray | Uint16Array = half && usesT(b.type) && data instanceof Float32Array
+        ? f16Of(data)
+        : data;
+      if (variant.expertTiles && ew?.binding === b.name) {
+        upload = tiledOf(upload, ew.rows(kcase.params), ew.cols(kcase.params));
+      }
       buffers[b.name] = uploadBuffer(device, `${spec.name}.${b.name}`, upload);
     } else if (kcase.outputs[b.name] !== undefined) {
       const bytes = kcase.outputs[b.name] * (half && usesT(b.type) ? 2 : 4);

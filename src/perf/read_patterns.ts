@@ -99,6 +99,18 @@ export const READ_PATTERNS: readonly ReadPattern[] = [
   },
   {
     name: "dn.tiles",
+    what: "down stored in 2 KB tiles (16 rows x 64 of k, a band's tiles consecutive, as " +
+      "--moe-expert-tiles stores them): a tile of each of two bands a step",
+    matrix: "dn",
+    tiles: (m) => m.rows / 32,
+    steps: (m) => m.words / 8,
+    addr: (m) =>
+      `((e * ${m.rows / 16}u + 2u * t + i / 4u) * ${
+        m.words / 8
+      }u + s) * 128u + (i % 4u) * 32u + lid`,
+  },
+  {
+    name: "dn.tiles32",
     what:
       "down stored in 4 KB tiles (32 rows x 64 of k, a band's tiles consecutive): a tile a step",
     matrix: "dn",

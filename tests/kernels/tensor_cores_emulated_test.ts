@@ -57,6 +57,8 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp4x2", MAX_BYTES, { WN: 1, CW: 64 }],
   // the same forms reading their expert weights in tiles
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcs-t16"],
+  ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tc-t16"],
+  ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tc-t16"],
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcs-t16"],
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcp4x2-t16", MAX_BYTES, {
     WN: 1,
