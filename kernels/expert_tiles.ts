@@ -32,6 +32,14 @@ export function tiledIndex(row: number, col: number, cols: number): number {
     r * EXPERT_TILE_COLS + c;
 }
 
+/**
+ * Whether a MoE block's expert weights can be stored in tiles: gate/up [2 * inter, hidden] with
+ * the up rows starting a band, and down [hidden, inter].
+ */
+export function moeExpertsFitTiles(hidden: number, inter: number): boolean {
+  return expertTilesFit(hidden, inter) && expertTilesFit(inter, hidden);
+}
+
 /** Row-by-row matrices [n, rows, cols] (n from the length) in tiles; throws where they do not fit. */
 export function tileExpertMatrices<A extends Float32Array | Uint16Array>(
   data: A,

@@ -55,7 +55,7 @@ import * as gatherF16 from "./moe_gather_f16.ts";
 import * as gateUpTc from "./moe_gemm_gate_up_tc.ts";
 import * as downTc from "./moe_gemm_down_tc.ts";
 import { MOE_TC_PAD_ROWS } from "./moe_tc_routing.ts";
-import { expertTilesFit } from "./expert_tiles.ts";
+import { moeExpertsFitTiles } from "./expert_tiles.ts";
 
 /** Shape of one MoE block (all layers of a model share it). */
 export interface MoeBlockShape {
@@ -352,29 +352,26 @@ export class MoeBlock {
     });
     if (shape.expertTiles) {
       if (shape.dtype !== "f16") throw new Error("moe block: expert weights in tiles are f16 only");
-      if (!expertTilesFit(hidden, inter) || !expertTilesFit(inter, hidden)) {
+      if (!moeExpertsFitTiles(hidden, inter)) {
         throw new Error(
           `moe block: expert weights in tiles need hidden and inter multiples of 64 (have ${hidden}, ${inter})`,
         );
       }
     }
-    const names = options.gemm && options.gemm !== "auto"
-      ? [layoutForm(shape, options.gemm)]
+    const asked = options.gemm && options.gemm !== "auto" ? layoutForm(shape, options.gemm) : null;
+    if (asked && !gateUp.spec.variants.some((v) => v.name === asked)) {
+      throw new Error(
+        `moe block: GEMM form ${asked} does not exist${
+          shape.expertTiles ? " (with the expert weights in tiles: the form has no tiled twin)" : ""
+        }`,
+      );
+    }
+    const names = asked
+      ? [asked]
       : gateUp.spec.variants.filter((v) =>
         v.dtype === shape.dtype && !!v.expertTiles === !!shape.expertTiles &&
         unsupportedReason(gpu, v) === null
       ).map((v) => v.name);
-    for (const name of names) {
-      if (!gateUp.spec.variants.some((v) => v.name === name)) {
-        throw new Error(
-          `moe block: GEMM form ${name} does not exist${
-            shape.expertTiles
-              ? " (with the expert weights in tiles: the form has no tiled twin)"
-              : ""
-          }`,
-        );
-      }
-    }
     if (names.length === 0) throw new Error(`moe block: no ${shape.dtype} GEMM variant runs here`);
     const pipe = <F extends ParamFields>(spec: Parameters<typeof getPipeline<F>>[1], v: string) =>
       getPipeline(gpu, spec, variantByName(spec, v)) as unknown as Promise<Pipe>;
@@ -684,7 +681,7 @@ export class MoeBlock {
       work_items: sc.workItems,
       dispatch_args: sc.dispatchArgs,
     };
-    const oneWorkgroup = this.routesAndDispatchesAt(this.tokens);
+    const oneWorkgroup = this.routesAndDispatches;
     if (io.wRouter && this.routesInOnePass) {
       run("router", pipes.routerFused!, params.routerFused, {
         x: io.x,

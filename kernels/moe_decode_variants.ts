@@ -34,10 +34,6 @@ export function moeDecodeVariants(shader: string): Variant[] {
   return [...forms, ...forms.filter((v) => v.dtype === "f16").map(tiledVariant)];
 }
 
-/** The decode forms of MOE_PRODUCTION_VARIANTS reading the expert weights in tiles. */
-const TILED_DECODE = ["dec", "dec-w32", "dec-w32c2", "dec-w32-wg256", "dec8", "dec8c4"]
-  .map((f) => `f16-${f}-t16`);
-
 /**
  * Output columns one workgroup of a grouped-GEMM variant owns: (WG / LG) * GC for the
  * decode forms, RPW for the staged and subgroup forms, `tiled` for the tiled form.
@@ -46,12 +42,8 @@ export function moeColumnsPerWorkgroup(v: Variant, tiled: number): number {
   return laneGroupColumns(v) ?? v.consts?.RPW ?? tiled;
 }
 
-/**
- * The variants both grouped GEMMs validate at production shapes: f16 only (the storage type on
- * GPUs with shader-f16), every form the model may choose (moeGemmVariantFor) and the others
- * that have a production use.
- */
-export const MOE_PRODUCTION_VARIANTS: readonly string[] = [
+/** MOE_PRODUCTION_VARIANTS of the row-by-row layout. */
+const ROW_PRODUCTION_VARIANTS = [
   "f16",
   "f16-sg",
   "f16-staged",
@@ -63,5 +55,15 @@ export const MOE_PRODUCTION_VARIANTS: readonly string[] = [
   "f16-dec-w32-wg256",
   "f16-dec8",
   "f16-dec8c4",
-  ...TILED_DECODE,
+];
+
+/**
+ * The variants both grouped GEMMs validate at production shapes: f16 only (the storage type on
+ * GPUs with shader-f16), every form the model may choose (moeGemmVariantFor) and the others
+ * that have a production use.
+ */
+export const MOE_PRODUCTION_VARIANTS: readonly string[] = [
+  ...ROW_PRODUCTION_VARIANTS,
+  // the decode forms' tiled twins
+  ...ROW_PRODUCTION_VARIANTS.filter((n) => n.startsWith("f16-dec")).map((n) => `${n}-t16`),
 ];

@@ -12,7 +12,7 @@
  * (its tensor-core form was removed with gate/up's). hidden and inter must be multiples of 4.
  */
 import { expertTilesFit, tiledVariant } from "./expert_tiles.ts";
-import type { KernelCase } from "./case.ts";
+import { fitting, type KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import {
@@ -197,10 +197,9 @@ function downCase(
       rows * hidden * 4,
     flops: rows * 2 * hidden * inter,
     // the tiled forms only where the weights are whole tiles
-    variants: variants ??
-      (expertTilesFit(hidden, inter)
-        ? undefined
-        : spec.variants.filter((v) => !v.expertTiles).map((v) => v.name)),
+    ...(variants
+      ? { variants }
+      : fitting(spec.variants, (v) => !v.expertTiles || expertTilesFit(hidden, inter))),
   };
 }
 

@@ -17,7 +17,7 @@
  * hidden and inter must be multiples of 4.
  */
 import { expertTilesFit, tiledVariant } from "./expert_tiles.ts";
-import type { KernelCase } from "./case.ts";
+import { fitting, type KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import {
@@ -217,10 +217,9 @@ function gateUpCase(
       rows * inter * 4 + rows * 4,
     flops: rows * 2 * inter * (2 * hidden + 2),
     // the tiled forms only where the weights are whole tiles, the up rows starting a band
-    variants: variants ??
-      (expertTilesFit(inter, hidden)
-        ? undefined
-        : spec.variants.filter((v) => !v.expertTiles).map((v) => v.name)),
+    ...(variants
+      ? { variants }
+      : fitting(spec.variants, (v) => !v.expertTiles || expertTilesFit(inter, hidden))),
   };
 }
 

@@ -143,9 +143,9 @@ export async function validateCase<F extends ParamFields>(
 
   const buffers: Record<string, GPUBuffer> = {};
   const created: GPUBuffer[] = [];
+  const ew = spec.expertWeights;
   for (const b of spec.bindings) {
     const data = inputs[b.name];
-    const ew = spec.expertWeights;
     if (data) {
       let upload: HostArray | Uint16Array = half && usesT(b.type) && data instanceof Float32Array
         ? f16Of(data)

@@ -609,14 +609,7 @@ export class GpuModel implements ForwardModel {
       onProgress?.(`loading ${spec} (${dtype})`);
       const ckpt = Checkpoint.open(spec);
       try {
-        weights = await GpuWeights.fromCheckpoint(
-          gpu,
-          config,
-          ckpt,
-          dtype,
-          undefined,
-          expertTiles,
-        );
+        weights = await GpuWeights.fromCheckpoint(gpu, config, ckpt, dtype, expertTiles);
       } finally {
         ckpt.close();
       }

@@ -11,7 +11,7 @@
  */
 import {
   EXPERT_TILE_ROWS,
-  expertTilesFit,
+  moeExpertsFitTiles,
   tileExpertMatrices,
 } from "../../kernels/expert_tiles.ts";
 import { paced } from "../gpu/event_pacing.ts";
@@ -65,8 +65,8 @@ interface Piece {
   /** Synthetic fill: base + scale * unit-variance noise. */
   readonly base: number;
   readonly scale: number;
-  /** An expert matrix stored in tiles (kernels/expert_tiles.ts): its rows and columns. */
-  readonly tiles?: { readonly rows: number; readonly cols: number };
+  /** An expert matrix stored in tiles (kernels/expert_tiles.ts): its columns. */
+  readonly tileCols?: number;
 }
 
 interface BufferPlan {
@@ -99,8 +99,8 @@ export class GpuWeights {
     config: ModelConfig,
     ckpt: Checkpoint,
     dtype: StorageDtype,
-    onProgress?: (doneBytes: number, totalBytes: number) => void,
     expertTiles = false,
+    onProgress?: (doneBytes: number, totalBytes: number) => void,
   ): Promise<GpuWeights> {
     checkCheckpointTensors(config, ckpt);
     const overflow: F16Overflow = { count: 0, maxAbs: 0 };
@@ -162,7 +162,7 @@ export class GpuWeights {
       bytes: number;
       overflow: F16Overflow;
       buffers: GPUBuffer[];
-      expertTiles?: boolean;
+      expertTiles: boolean;
     },
   ): GpuWeights {
     return new GpuWeights(
@@ -175,7 +175,7 @@ export class GpuWeights {
       parts.bytes,
       parts.overflow,
       parts.buffers,
-      parts.expertTiles ?? false,
+      parts.expertTiles,
     );
   }
 }
@@ -196,6 +196,14 @@ async function build(
   expertTiles: boolean,
   fill: (buffer: GPUBuffer, plan: BufferPlan) => Promise<void>,
 ): Promise<GpuWeights> {
+  if (
+    expertTiles &&
+    (dtype !== "f16" || !moeExpertsFitTiles(config.hiddenSize, config.moeIntermediateSize))
+  ) {
+    throw new Error(
+      `weights: expert weights in tiles need f16 and hidden and expert width multiples of 64 (have ${dtype}, ${config.hiddenSize}, ${config.moeIntermediateSize})`,
+    );
+  }
   const es = dtype === "f16" ? 2 : 4;
   const H = config.hiddenSize, hd = config.headDim;
   const qRows = config.numHeads * hd, kvRows = config.numKvHeads * hd;
@@ -267,13 +275,8 @@ async function build(
     const kind = config.layerKinds[l];
     if (kind === "moe") {
       const E = config.numExperts, I = config.moeIntermediateSize;
-      if (expertTiles && (dtype !== "f16" || !expertTilesFit(I, H) || !expertTilesFit(H, I))) {
-        throw new Error(
-          `weights: expert weights in tiles need f16 and hidden and expert width multiples of 64 (have ${dtype}, ${H}, ${I})`,
-        );
-      }
-      const gu = expertTiles ? { rows: I, cols: H } : undefined;
-      const dn = expertTiles ? { rows: H, cols: I } : undefined;
+      const gu = expertTiles ? H : undefined;
+      const dn = expertTiles ? I : undefined;
       const router = await make(
         single(routerTensorName(config, l), routerTensorName(config, l), E * H, 0, linear(H)),
       );
@@ -285,14 +288,21 @@ async function build(
         // in tiles the gate rows and the up rows are whole bands of the expert's matrix, at the
         // same places as row by row
         gateUpPieces.push(
-          { tensor: t.gate, offset: base, elements: I * H, base: 0, scale: linear(H), tiles: gu },
+          {
+            tensor: t.gate,
+            offset: base,
+            elements: I * H,
+            base: 0,
+            scale: linear(H),
+            tileCols: gu,
+          },
           {
             tensor: t.up,
             offset: base + I * H * es,
             elements: I * H,
             base: 0,
             scale: linear(H),
-            tiles: gu,
+            tileCols: gu,
           },
         );
         downPieces.push({
@@ -301,7 +311,7 @@ async function build(
           elements: H * I,
           base: 0,
           scale: linear(I),
-          tiles: dn,
+          tileCols: dn,
         });
       }
       const gateUp = await make({
@@ -377,7 +387,7 @@ async function uploadTensor(
   const es = dtype === "f16" ? 2 : 4;
   const srcBytes = info.byteLength / info.numel;
   // in tiles: whole bands of 16 rows a chunk, each band reordered on its own
-  const band = piece.tiles ? EXPERT_TILE_ROWS * piece.tiles.cols * srcBytes : 0;
+  const band = piece.tileCols ? EXPERT_TILE_ROWS * piece.tileCols * srcBytes : 0;
   const chunkBytes = band ? Math.max(1, Math.floor(CHUNK_BYTES / band)) * band : CHUNK_BYTES;
   for (const chunk of ckpt.chunks(piece.tensor, chunkBytes)) {
     const firstElement = chunk.offset / srcBytes;
@@ -389,7 +399,7 @@ async function uploadTensor(
     } else {
       data = tensorToF32(chunk.bytes, info.dtype);
     }
-    if (piece.tiles) data = tileExpertMatrices(data, EXPERT_TILE_ROWS, piece.tiles.cols);
+    if (piece.tileCols) data = tileExpertMatrices(data, EXPERT_TILE_ROWS, piece.tileCols);
     writeBuffer(gpu.device, buffer, piece.offset + firstElement * es, data);
   }
   await paced(gpu.device.queue.onSubmittedWorkDone());

@@ -32,10 +32,6 @@ export interface ReadPattern {
   readonly name: string;
   readonly what: string;
   readonly matrix: "gu" | "dn";
-  /** Workgroups along x an expert (column tiles). */
-  readonly tiles: (m: ExpertMatrix) => number;
-  /** Steps a workgroup walks (8 words a lane each). */
-  readonly steps: (m: ExpertMatrix) => number;
   /** WGSL: word index of load i (0..7) at step s for lane lid of tile t of expert e. */
   readonly addr: (m: ExpertMatrix) => string;
 }
@@ -49,16 +45,12 @@ export const READ_PATTERNS: readonly ReadPattern[] = [
     name: "gu.rows",
     what: "gate/up as stored: 32 rows x 128 bytes a step (16 gate, 16 up), rows 4 KB apart",
     matrix: "gu",
-    tiles: (m) => m.rows / 32,
-    steps: (m) => m.words / 8,
     addr: (m) => `(e * ${m.rows}u + ${guRow(m.rows / 2)}) * ${m.words}u + s * 8u + lid % 8u`,
   },
   {
     name: "gu.runs256",
     what: "gate/up as stored, 16 rows x 256 bytes a step",
     matrix: "gu",
-    tiles: (m) => m.rows / 32,
-    steps: (m) => m.words / 8,
     addr: (m) =>
       `(e * ${m.rows}u + t * 32u + (s / ${
         m.words / 16
@@ -68,8 +60,6 @@ export const READ_PATTERNS: readonly ReadPattern[] = [
     name: "gu.runs512",
     what: "gate/up as stored, 8 rows x 512 bytes a step",
     matrix: "gu",
-    tiles: (m) => m.rows / 32,
-    steps: (m) => m.words / 8,
     addr: (m) =>
       `(e * ${m.rows}u + t * 32u + (s / ${m.words / 32}u) * 8u + i) * ${m.words}u + (s % ${
         m.words / 32
@@ -80,8 +70,6 @@ export const READ_PATTERNS: readonly ReadPattern[] = [
     what: "gate/up stored in 2 KB tiles (16 rows x 64 of k, a band's tiles consecutive): the " +
       "gate tile, then the up tile a step",
     matrix: "gu",
-    tiles: (m) => m.rows / 32,
-    steps: (m) => m.words / 8,
     addr: (m) =>
       `select(((e * ${m.rows / 16}u + ${m.rows / 32}u + t) * ${
         m.words / 8
@@ -93,8 +81,6 @@ export const READ_PATTERNS: readonly ReadPattern[] = [
     name: "dn.rows",
     what: "down as stored: 32 rows x 128 bytes a step, rows 1.5 KB apart",
     matrix: "dn",
-    tiles: (m) => m.rows / 32,
-    steps: (m) => m.words / 8,
     addr: (m) => `(e * ${m.rows}u + t * 32u + 4u * i + lid / 8u) * ${m.words}u + s * 8u + lid % 8u`,
   },
   {
@@ -102,8 +88,6 @@ export const READ_PATTERNS: readonly ReadPattern[] = [
     what: "down stored in 2 KB tiles (16 rows x 64 of k, a band's tiles consecutive, as " +
       "--moe-expert-tiles stores them): a tile of each of two bands a step",
     matrix: "dn",
-    tiles: (m) => m.rows / 32,
-    steps: (m) => m.words / 8,
     addr: (m) =>
       `((e * ${m.rows / 16}u + 2u * t + i / 4u) * ${
         m.words / 8
@@ -114,11 +98,20 @@ export const READ_PATTERNS: readonly ReadPattern[] = [
     what:
       "down stored in 4 KB tiles (32 rows x 64 of k, a band's tiles consecutive): a tile a step",
     matrix: "dn",
-    tiles: (m) => m.rows / 32,
-    steps: (m) => m.words / 8,
     addr: (m) => `((e * ${m.rows / 32}u + t) * ${m.words / 8}u + s) * 256u + i * 32u + lid`,
   },
 ];
+
+/** Workgroups along x an expert: each takes 32 rows (the staged GEMMs' 16 gate and 16 up, or
+ * 32 down rows). */
+function tilesOf(m: ExpertMatrix): number {
+  return m.rows / 32;
+}
+
+/** Steps of 8 words a lane a workgroup walks: its 32 rows' words, 8 words x 32 lanes a step. */
+function stepsOf(m: ExpertMatrix): number {
+  return m.words / 8;
+}
 
 /** What a run adds to a pattern's loads. */
 export interface ReadConfig {
@@ -152,9 +145,9 @@ export function parseConfig(label: string): ReadConfig {
 
 /** The WGSL of one pattern under one config. */
 export function readPatternWgsl(p: ReadPattern, m: ExpertMatrix, c: ReadConfig): string {
-  const steps = (p.steps(m) * 8) / c.words;
+  const steps = (stepsOf(m) * 8) / c.words;
   if (!Number.isInteger(steps) || steps < 1) {
-    throw new Error(`${p.name}: ${p.steps(m)} steps of 8 words do not make steps of ${c.words}`);
+    throw new Error(`${p.name}: ${stepsOf(m)} steps of 8 words do not make steps of ${c.words}`);
   }
   const padWords = Math.floor(c.workgroupBytes / 4);
   const pad = padWords >= 32;
@@ -192,7 +185,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   var r = acc.x ^ acc.y ^ acc.z ^ acc.w ^ tacc;
   ${pad ? "r ^= wg.pad[(lid + 1u) % 32u];" : ""}
-  out[(e * ${p.tiles(m)}u + t) * 32u + lid] = r;
+  out[(e * ${tilesOf(m)}u + t) * 32u + lid] = r;
 }`;
 }
 
@@ -223,7 +216,7 @@ export async function compileReadPattern(
     layout: "auto",
     compute: { module, entryPoint: "main" },
   });
-  const tiles = p.tiles(m);
+  const tiles = tilesOf(m);
   return {
     pipeline,
     grid: [tiles, m.experts],
