@@ -6,7 +6,8 @@
  * staged decode GEMMs (moe_gemm_*_tcs: 16 or 32 rows x 64 columns) then reads 2 KB runs instead
  * of 128-byte runs a row apart. On the H200 (2026-12-01, lab copies of those GEMMs reading
  * their weights so) that took gate/up from 62% to 66% of the read roof and down from 54% to
- * 57%: 64 x 1024 decode steps 30.33 -> 29.12 ms, 64 x 8192 44.09 -> 42.94.
+ * 57%: 64 x 1024 decode steps 30.33 -> 29.12 ms in one call, 64 x 8192 42.94 against 44.09 in
+ * an earlier call.
  * lib/expert_tiles.wgsl is the shader side.
  *
  * ```ts
