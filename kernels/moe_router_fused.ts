@@ -180,6 +180,7 @@ export const cases = [
   fusedCase({ tokens: 3, experts: 60, hidden: 128, topK: 16, normTopk: true }, ""),
   fusedCase({ tokens: 1, experts: 128, hidden: 2048, topK: 8, normTopk: true }, "qwen3-30b-a3b"),
   fusedCase({ tokens: 9, experts: 128, hidden: 2048, topK: 8, normTopk: true }, "qwen3-30b-a3b"),
+  fusedCase({ tokens: 64, experts: 128, hidden: 2048, topK: 8, normTopk: true }, "qwen3-30b-a3b"),
   fusedCase(
     { tokens: 4, experts: 128, hidden: 2048, topK: 8, normTopk: true },
     "qwen3-30b-a3b normal",

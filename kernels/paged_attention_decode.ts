@@ -124,7 +124,11 @@ const TC_SPLIT_KEYS = 1024;
  * subgroup's chain of work, not the memory, bounds it), and with its softmax and products left
  * out it read 83%. f16-tcdw2 read 66% at 64 x 8192 and 46-55% at 64 and 128 x 1024 (splits of
  * 128 and 256 keys) and took those decode steps 0.9-1.3 ms faster; f16-tcdw4 (four subgroups
- * and four barriers' worth of waiting a step) read 54% at 64 x 8192.
+ * and four barriers' worth of waiting a step) read 54% at 64 x 8192. Steps of 32 keys (two
+ * 16-key halves staged and multiplied under one step's barriers, twice the words a lane in
+ * flight, 14.7 KB of workgroup memory) were much slower in a lab form (2026-12-01, same call):
+ * f16-tcdw2 with them read 39% at 64 x 8192 (against 67%), 40% at 8 x 131072 (64%) and 32%
+ * at 128 x 1024 (54%); with four subgroups 18-31%.
  */
 const TCDW2: Variant = {
   ...TCDW,

@@ -153,8 +153,8 @@ export const TENSOR_CORE_OPTIONS = {
   moeExpertTiles: {
     type: "boolean",
     help: "store the MoE expert weights in tiles of 16 rows x 64 columns and run the expert " +
-      "GEMMs' tiled twins (f16, hidden and expert width multiples of 64; default false: " +
-      "row by row)",
+      "GEMMs' tiled twins (f16, hidden and expert width multiples of 64; default: on where " +
+      "those hold on a GPU; --moe-expert-tiles=false: row by row)",
   },
   prefillAttention: {
     type: "string",

@@ -44,6 +44,7 @@ import { laneGroupColumns } from "../../kernels/lane_group_variants.ts";
 import * as gemm from "../../kernels/gemm.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
 import { MOE_TCP_VARIANTS } from "../../kernels/moe_gemm_gate_up_tc.ts";
+import { moeExpertsFitTiles } from "../../kernels/expert_tiles.ts";
 import * as castF16 from "../../kernels/cast_f16.ts";
 import * as splitkReduce from "../../kernels/splitk_reduce.ts";
 import * as qkNormRopeCache from "../../kernels/qk_norm_rope_cache.ts";
@@ -298,10 +299,13 @@ export interface GpuModelOptions {
   readonly moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   /**
    * Store the MoE expert weights in tiles of 16 rows x 64 columns (kernels/expert_tiles.ts)
-   * instead of row by row, and run the expert GEMMs' tiled twins (default false). f16 only,
-   * hidden and expert width multiples of 64. Lab copies of the staged decode GEMMs reading
-   * their weights so ran 4% closer to the read roof on the H200 (64 x 1024 decode steps 30.33
-   * -> 29.12 ms); the model with this option has not yet run there. Synthetic weights are drawn
+   * instead of row by row, and run the expert GEMMs' tiled twins. f16 only, hidden and expert
+   * width multiples of 64; default on where those hold on a GPU (not a CPU adapter, whose
+   * forms were never compared). On the H200 (2026-12-01, one call, perf-decode with and
+   * without) the tiles took 64 x 1024 decode steps from 30.05 to 29.07 ms, 128 x 1024 35.96 ->
+   * 34.98 and 64 x 8192 43.69 -> 42.72, and 8 x 1024 14.40 -> 14.52 and 8 x 8192 17.40 ->
+   * 17.57 (the lane-group forms at one row an expert: 1% slower); 1 x 1024 5.44 -> 5.47;
+   * prefill 8 x 2048 869.1 -> 859.4 ms, 64 x 512 1434.9 -> 1416.7. Synthetic weights are drawn
    * per stored position, so the two layouts draw different (equally random) experts.
    */
   readonly moeExpertTiles?: boolean;
@@ -596,8 +600,11 @@ export class GpuModel implements ForwardModel {
     if (dtype === "f16" && !gpu.f16) {
       throw new Error("dtype f16 asked for, but the adapter has no shader-f16");
     }
-    const expertTiles = options.moeExpertTiles ?? false;
-    if (expertTiles && !config.layerKinds.includes("moe")) {
+    const hasMoe = config.layerKinds.includes("moe");
+    const expertTiles = options.moeExpertTiles ??
+      (hasMoe && dtype === "f16" && gpu.adapter.type !== "cpu" &&
+        moeExpertsFitTiles(config.hiddenSize, config.moeIntermediateSize));
+    if (expertTiles && !hasMoe) {
       throw new Error(`moeExpertTiles: ${config.name} has no MoE layers (no expert weights)`);
     }
     const t0 = performance.now();
@@ -622,7 +629,7 @@ export class GpuModel implements ForwardModel {
     onProgress?.(
       `weights: ${(weights.bytes / 2 ** 30).toFixed(2)} GiB in ${
         ((performance.now() - t0) / 1000).toFixed(1)
-      } s`,
+      } s${weights.expertTiles ? " (expert weights in 16 x 64 tiles)" : ""}`,
     );
     return await GpuModel.create(gpu, config, weights, options);
   }
