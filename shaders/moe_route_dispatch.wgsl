@@ -5,7 +5,6 @@
 // a batch-1 decode step records 48 dispatches fewer (its host encode and submit are most of
 // what a batch-1 step's wall adds to its GPU time).
 // Bytes: tokens * E * 4 read, tokens * k * 8 written, then moe_dispatch's.
-//#include "lib/workgroup_max.wgsl"
 //#include "lib/workgroup_sum.wgsl"
 //#include "lib/router_top_k.wgsl"
 //#include "lib/moe_dispatch_steps.wgsl"

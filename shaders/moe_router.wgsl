@@ -1,7 +1,6 @@
 // MoE router, one workgroup per token: softmax over the token's router logits, then its
 // top-k experts with their weights (lib/router_top_k.wgsl).
 // Bytes: tokens * E * 4 read, tokens * k * 8 written.
-//#include "lib/workgroup_max.wgsl"
 //#include "lib/workgroup_sum.wgsl"
 //#include "lib/router_top_k.wgsl"
 

@@ -11,7 +11,6 @@
 // On the H200 a first form that read x from memory beside 8-byte weight words took 30 us a
 // layer in the profile at 1 token (the GEMV and moe_router 25).
 // Bytes: E * hidden * 2 + tokens * (hidden * 4 + E * 4 + k * 8).
-//#include "lib/workgroup_max.wgsl"
 //#include "lib/workgroup_sum.wgsl"
 //#include "lib/router_top_k.wgsl"
 
