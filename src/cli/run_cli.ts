@@ -9,6 +9,7 @@
 import process from "node:process";
 import { NoAdapterError } from "../gpu/device.ts";
 import { WgslCompileError } from "../gpu/wgsl.ts";
+import { ModelOptionError } from "../model/model_option_error.ts";
 import { UsageError } from "./args.ts";
 
 /** Exit code for bad usage or input rejected before any work, and for a missing adapter. */
@@ -29,7 +30,7 @@ export async function runCli(main: () => Promise<number> | number): Promise<neve
     } else if (err instanceof WgslCompileError) {
       console.error(`error: ${err.message}`);
       code = 1;
-    } else if (err instanceof InputError) {
+    } else if (err instanceof InputError || err instanceof ModelOptionError) {
       console.error(`error: ${err.message}`);
       code = EXIT_USAGE;
     } else {

@@ -68,6 +68,7 @@ import { MOE_STAGE_LABEL, type MoeStage } from "../../kernels/moe_cost.ts";
 import { Checkpoint } from "./checkpoint.ts";
 import { type ModelConfig, resolveModelConfig } from "./config.ts";
 import { GpuWeights, type StorageDtype } from "./gpu_weights.ts";
+import { ModelOptionError } from "./model_option_error.ts";
 import { kvBlockBytes, KvBuffers } from "./kv_buffers.ts";
 import { KernelCall } from "./kernel_call.ts";
 import type { ForwardModel, StepBatch, StepOutput } from "./step_batch.ts";
@@ -394,7 +395,7 @@ function lanesDecodeVariant(gpu: Gpu, dtype: StorageDtype): string {
     unsupportedReason(gpu, variantByName(pagedAttentionDecode.spec, n)) === null
   );
   if (!runs) {
-    throw new Error(
+    throw new ModelOptionError(
       `model: decode attention "lanes" needs subgroups of exactly 8 or 32, laid out as ` +
         `consecutive invocations (have ${gpu.subgroupMinSize}..${gpu.subgroupMaxSize})`,
     );
@@ -598,14 +599,16 @@ export class GpuModel implements ForwardModel {
     const config = resolveModelConfig(spec);
     const dtype = options.dtype ?? (gpu.f16 ? "f16" : "f32");
     if (dtype === "f16" && !gpu.f16) {
-      throw new Error("dtype f16 asked for, but the adapter has no shader-f16");
+      throw new ModelOptionError("dtype f16 asked for, but the adapter has no shader-f16");
     }
     const hasMoe = config.layerKinds.includes("moe");
     const expertTiles = options.moeExpertTiles ??
       (hasMoe && dtype === "f16" && gpu.adapter.type !== "cpu" &&
         moeExpertsFitTiles(config.hiddenSize, config.moeIntermediateSize));
     if (expertTiles && !hasMoe) {
-      throw new Error(`moeExpertTiles: ${config.name} has no MoE layers (no expert weights)`);
+      throw new ModelOptionError(
+        `moeExpertTiles: ${config.name} has no MoE layers (no expert weights)`,
+      );
     }
     const t0 = performance.now();
     let weights: GpuWeights;
@@ -648,14 +651,16 @@ export class GpuModel implements ForwardModel {
     const decodeRuns = unsupportedReason(gpu, variantByName(gemv.spec, `${dtype}-dec`)) === null;
     const gemvForms = options.gemvForms ?? (cpu ? "rows" : decodeRuns ? "decode" : "classic");
     if (gemvForms === "decode" && !decodeRuns) {
-      throw new Error(`model: gemvForms "decode" needs subgroups of 8 or more on this adapter`);
+      throw new ModelOptionError(
+        `model: gemvForms "decode" needs subgroups of 8 or more on this adapter`,
+      );
     }
     const decodeForms = gemvForms === "decode";
     const rowForms = decodeForms ? defaultRowForms(gpu, dtype) : null;
     const kvBytes = options.kvCacheBytes ?? (cpu ? 256 * 2 ** 20 : 16 * 2 ** 30);
     const maxModelLen = options.maxModelLen ?? config.maxPositionEmbeddings;
     if (maxModelLen > config.maxPositionEmbeddings) {
-      throw new Error(
+      throw new ModelOptionError(
         `max model length ${maxModelLen} exceeds the model's max_position_embeddings ${config.maxPositionEmbeddings}`,
       );
     }
@@ -714,7 +719,9 @@ export class GpuModel implements ForwardModel {
       },
     };
     if (options.linearFewRows && !decodeForms) {
-      throw new Error(`model: linearFewRows needs the decode GEMV forms (gemvForms "decode")`);
+      throw new ModelOptionError(
+        `model: linearFewRows needs the decode GEMV forms (gemvForms "decode")`,
+      );
     }
     const calls = await createCalls(
       gpu,
@@ -1484,7 +1491,7 @@ function submitLayers(asked: number | undefined): number {
   const env = process.env.WEBFPM_SUBMIT_LAYERS;
   const n = asked ?? (env ? Number(env) : 6);
   if (!Number.isInteger(n) || n < 0) {
-    throw new Error(
+    throw new ModelOptionError(
       `model: submitLayers ${asked ?? `WEBFPM_SUBMIT_LAYERS=${env}`} must be an integer >= 0`,
     );
   }
@@ -1517,7 +1524,9 @@ async function createCalls(
   if (tcForm) {
     const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, `f16-${decodeAttention}`);
     if (why) {
-      throw new Error(`model: decode attention "${decodeAttention}" cannot run here: ${why}`);
+      throw new ModelOptionError(
+        `model: decode attention "${decodeAttention}" cannot run here: ${why}`,
+      );
     }
   }
   const decodeVariant = decodeAttention === "lanes"
@@ -1561,7 +1570,7 @@ async function createCalls(
     fewRowsVariant && (laneGroupColumns(variantByName(gemv.spec, fewRowsVariant)) === null ||
       fewRt < 2)
   ) {
-    throw new Error(
+    throw new ModelOptionError(
       `model: linearFewRows '${rowForms.few}' is no several-row lane-group form (dec8, ` +
         "dec8-w32, dec8-w32c2, ...)",
     );
@@ -1605,7 +1614,7 @@ async function createCalls(
       ? unsupportedReason(gpu, gemmTc.spec.variants[0])
       : "the weights are not f16";
     if (why) {
-      throw new Error(
+      throw new ModelOptionError(
         `model: tensorCoreRows needs the tensor-core GEMM, which cannot run here: ${why}`,
       );
     }
@@ -1616,7 +1625,9 @@ async function createCalls(
       [number, number, boolean],
     ][]
   ) {
-    if (k % 4 !== 0) throw new Error(`model: ${kind} input width ${k} is not a multiple of 4`);
+    if (k % 4 !== 0) {
+      throw new ModelOptionError(`model: ${kind} input width ${k} is not a multiple of 4`);
+    }
     linear[kind] = {
       gemv: await KernelCall.create(
         gpu,
@@ -1741,13 +1752,15 @@ function prefillAttentionForm(
   }
   const why = reason(asked);
   if (why === null) return asked;
-  throw new Error(`model: prefillAttention "${asked}" cannot run here: ${why}`);
+  throw new ModelOptionError(`model: prefillAttention "${asked}" cannot run here: ${why}`);
 }
 
 /** GpuModelOptions.tensorCoreSplitMinK, checked. */
 function splitMinK(k: number | undefined): number {
   if (k !== undefined && (!Number.isInteger(k) || k < 64 || k % 64 !== 0)) {
-    throw new Error(`model: tensorCoreSplitMinK = ${k} must be a positive multiple of 64`);
+    throw new ModelOptionError(
+      `model: tensorCoreSplitMinK = ${k} must be a positive multiple of 64`,
+    );
   }
   // 0: each form's own default (see GpuModelOptions.tensorCoreSplitMinK)
   return k ?? 0;
@@ -1848,10 +1861,10 @@ function linearForm(gpu: Gpu, dtype: StorageDtype, form: string, option: string)
     const forms = gemv.spec.variants.filter((x) => x.dtype === dtype).map((x) =>
       x.name.slice(dtype.length + 1)
     );
-    throw new Error(`model: ${option} '${form}' is no GEMV form (${forms.join(", ")})`);
+    throw new ModelOptionError(`model: ${option} '${form}' is no GEMV form (${forms.join(", ")})`);
   }
   const why = unsupportedReason(gpu, v);
-  if (why) throw new Error(`model: ${option} '${form}' does not run here: ${why}`);
+  if (why) throw new ModelOptionError(`model: ${option} '${form}' does not run here: ${why}`);
   return name;
 }
 
@@ -1871,7 +1884,7 @@ function createScratch(
   const f32 = (label: string, elements: number) => {
     const bytes = elements * 4;
     if (bytes > limit) {
-      throw new Error(
+      throw new ModelOptionError(
         `model: scratch ${label} needs ${bytes} bytes (> binding limit ${limit}); lower --max-num-tokens`,
       );
     }

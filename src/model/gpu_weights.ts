@@ -15,6 +15,7 @@ import {
   tileExpertMatrices,
 } from "../../kernels/expert_tiles.ts";
 import { paced } from "../gpu/event_pacing.ts";
+import { ModelOptionError } from "./model_option_error.ts";
 import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage } from "../gpu/device.ts";
 import { writeBuffer } from "../gpu/buffers.ts";
@@ -200,7 +201,7 @@ async function build(
     expertTiles &&
     (dtype !== "f16" || !moeExpertsFitTiles(config.hiddenSize, config.moeIntermediateSize))
   ) {
-    throw new Error(
+    throw new ModelOptionError(
       `weights: expert weights in tiles need f16 and hidden and expert width multiples of 64 (have ${dtype}, ${config.hiddenSize}, ${config.moeIntermediateSize})`,
     );
   }
