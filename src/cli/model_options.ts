@@ -154,7 +154,7 @@ export const TENSOR_CORE_OPTIONS = {
     type: "boolean",
     help: "store the MoE expert weights in tiles of 16 rows x 64 columns and run the expert " +
       "GEMMs' tiled twins (f16, hidden and expert width multiples of 64; default: on where " +
-      "those hold on a GPU; --moe-expert-tiles=false: row by row)",
+      "those hold on a GPU with subgroups; --moe-expert-tiles=false: row by row)",
   },
   prefillAttention: {
     type: "string",

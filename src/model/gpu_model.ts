@@ -45,6 +45,7 @@ import * as gemm from "../../kernels/gemm.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
 import { MOE_TCP_VARIANTS } from "../../kernels/moe_gemm_gate_up_tc.ts";
 import { moeExpertsFitTiles } from "../../kernels/expert_tiles.ts";
+import * as moeGateUp from "../../kernels/moe_gemm_gate_up.ts";
 import * as castF16 from "../../kernels/cast_f16.ts";
 import * as splitkReduce from "../../kernels/splitk_reduce.ts";
 import * as qkNormRopeCache from "../../kernels/qk_norm_rope_cache.ts";
@@ -301,8 +302,8 @@ export interface GpuModelOptions {
   /**
    * Store the MoE expert weights in tiles of 16 rows x 64 columns (kernels/expert_tiles.ts)
    * instead of row by row, and run the expert GEMMs' tiled twins. f16 only, hidden and expert
-   * width multiples of 64; default on where those hold on a GPU (not a CPU adapter, whose
-   * forms were never compared). On the H200 (2026-12-01, one call, perf-decode with and
+   * width multiples of 64; default on where those hold on a GPU with subgroups
+   * (expertTilesByDefault; not on CPU adapters, whose forms were never compared). On the H200 (2026-12-01, one call, perf-decode with and
    * without) the tiles took 64 x 1024 decode steps from 30.05 to 29.07 ms, 128 x 1024 35.96 ->
    * 34.98 and 64 x 8192 43.69 -> 42.72, and 8 x 1024 14.40 -> 14.52 and 8 x 8192 17.40 ->
    * 17.57 (the lane-group forms at one row an expert: 1% slower); 1 x 1024 5.44 -> 5.47;
@@ -602,9 +603,7 @@ export class GpuModel implements ForwardModel {
       throw new ModelOptionError("dtype f16 asked for, but the adapter has no shader-f16");
     }
     const hasMoe = config.layerKinds.includes("moe");
-    const expertTiles = options.moeExpertTiles ??
-      (hasMoe && dtype === "f16" && gpu.adapter.type !== "cpu" &&
-        moeExpertsFitTiles(config.hiddenSize, config.moeIntermediateSize));
+    const expertTiles = options.moeExpertTiles ?? expertTilesByDefault(gpu, config, dtype);
     if (expertTiles && !hasMoe) {
       throw new ModelOptionError(
         `moeExpertTiles: ${config.name} has no MoE layers (no expert weights)`,
@@ -1764,6 +1763,18 @@ function splitMinK(k: number | undefined): number {
   }
   // 0: each form's own default (see GpuModelOptions.tensorCoreSplitMinK)
   return k ?? 0;
+}
+
+/**
+ * GpuModelOptions.moeExpertTiles's default: an f16 MoE model whose widths are whole tiles, on a
+ * GPU (not a CPU adapter) where the tiled lane-group decode forms run (subgroups). Without
+ * those the tiled layout would leave decode steps the generic FMA form where rows keep the
+ * staged one; neither was compared there.
+ */
+function expertTilesByDefault(gpu: Gpu, config: ModelConfig, dtype: StorageDtype): boolean {
+  return config.layerKinds.includes("moe") && dtype === "f16" && gpu.adapter.type !== "cpu" &&
+    moeExpertsFitTiles(config.hiddenSize, config.moeIntermediateSize) &&
+    unsupportedReason(gpu, variantByName(moeGateUp.spec, "f16-dec-t16")) === null;
 }
 
 /** Linear layers' tensor-core rows by default (GpuModelOptions.tensorCoreRows). */
