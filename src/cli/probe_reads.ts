@@ -8,7 +8,9 @@
  * Per pattern and config: one untimed dispatch, a check that the lanes' XOR results cover
  * every word of the matrix once (configs without touch loads), then `--reps` timed dispatches
  * in one pass each; the upper median. The weights buffer (one layer: `--experts` experts of
- * the pattern's matrix) is filled on the host with a fixed sequence.
+ * the pattern's matrix) is filled on the host with a fixed sequence whose f16 halves are all
+ * normal numbers. `sh` against `sw` and no staging tells what writing each 16-byte word as 8 f16
+ * stores (all a subgroup matrix can load from) costs against the loads alone.
  *
  * ```sh
  * deno task probe-reads --patterns gu.rows,gu.tiles --configs wg0k,wg8k,wg8k.w16 --json r.json
@@ -45,7 +47,8 @@ const SPEC = {
     type: "list",
     default: ["wg0k", "wg4k", "wg8k", "wg12k", "wg8k.w16", "wg8k.t3"],
     help: "configs: wgNk (a dummy workgroup array of N KB), w8 / w16 (words a lane a step), " +
-      "tN (touch loads N steps ahead), joined by dots",
+      "tN (touch loads N steps ahead), sh / sw (each step's words staged through workgroup " +
+      "memory as 8 f16 or as one 16-byte word, then read back), joined by dots",
   },
   experts: {
     type: "number",
@@ -78,6 +81,9 @@ await runCli(async () => {
   });
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
+  if (!gpu.f16 && configs.some((c) => c.stage === "sh")) {
+    throw new UsageError("--configs: sh stages f16 values, and this adapter has no shader-f16");
+  }
   const experts = opts.experts ?? (gpu.adapter.type === "cpu" ? 2 : 128);
   const roof = await readRoof(gpu);
   console.log(roofLine(roof));
@@ -89,7 +95,11 @@ await runCli(async () => {
     const m = { experts, ...QWEN3_MOE_MATRICES[matrix] };
     const u32s = m.experts * m.rows * m.words * 4;
     const words = new Uint32Array(u32s);
-    for (let i = 0; i < u32s; i++) words[i] = Math.imul(i + 1, 0x9e3779b1) >>> 0;
+    // each f16 half a normal finite number (exponent 1..15), so that staging them as f16 (sh)
+    // moves every bit
+    for (let i = 0; i < u32s; i++) {
+      words[i] = ((Math.imul(i + 1, 0x9e3779b1) & 0xbfffbfff) | 0x04000400) >>> 0;
+    }
     const expected = readPatternXor(words);
     const w = uploadBuffer(d, `probe-reads.${matrix}`, words);
     for (const p of ps) {

@@ -5,8 +5,12 @@
  * words of 16 bytes a step with a barrier a step, the words of the next step loaded before
  * this step's are used (then folded into an XOR each lane writes once). A pattern says where
  * a lane's load i of step s lands; a config adds a workgroup array (so that an SM holds as many
- * workgroups as the real kernel's workgroup memory allows), 16 words a lane a step, or 4-byte
- * "touch" loads of the words some steps ahead (meant to bring them into L2 early).
+ * workgroups as the real kernel's workgroup memory allows), 16 words a lane a step, 4-byte
+ * "touch" loads of the words some steps ahead (meant to bring them into L2 early), or staging:
+ * each step's words written to workgroup memory and read back before they are folded in, as 8
+ * f16 stores and loads a word (`sh`: how the staged kernels must write them, a subgroup matrix
+ * loading only from an array of f16) or as one 16-byte store and load (`sw`), so that the
+ * staging's cost can be told from the loads'.
  *
  * Every word of the matrix is read exactly once without touch loads, so the XOR of all the
  * lanes' results equals the XOR of the buffer's words (readPatternXor): the check that a
@@ -121,26 +125,66 @@ export interface ReadConfig {
   readonly words: 8 | 16;
   /** Touch loads of the words this many steps ahead (0: none). */
   readonly touch: number;
+  /**
+   * Each step's words staged through workgroup memory before use: "sh" as 8 f16 a word (the
+   * staged kernels' put8a / put8b), "sw" as one vec4<u32> a word, "" not at all.
+   */
+  readonly stage?: "" | "sh" | "sw";
 }
 
 export function configLabel(c: ReadConfig): string {
-  return `wg${Math.round(c.workgroupBytes / 1024)}k.w${c.words}${c.touch ? `.t${c.touch}` : ""}`;
+  return `wg${Math.round(c.workgroupBytes / 1024)}k.w${c.words}${c.touch ? `.t${c.touch}` : ""}${
+    c.stage ? `.${c.stage}` : ""
+  }`;
 }
 
-/** Parses `wg8k.w16.t3`-style labels (each part optional; defaults wg0k, w8, no touch). */
+/**
+ * Parses `wg8k.w16.t3`-style labels (each part optional; defaults wg0k, w8, no touch, no
+ * staging; `sh` / `sw` stage the words).
+ */
 export function parseConfig(label: string): ReadConfig {
   let workgroupBytes = 0, words: 8 | 16 = 8, touch = 0;
+  let stage: "" | "sh" | "sw" = "";
   for (const part of label.split(".").filter((p) => p)) {
     let m: RegExpExecArray | null;
     if ((m = /^wg(\d+)k$/.exec(part))) workgroupBytes = Number(m[1]) * 1024;
     else if ((m = /^w(8|16)$/.exec(part))) words = Number(m[1]) as 8 | 16;
     else if ((m = /^t(\d+)$/.exec(part))) touch = Number(m[1]);
-    else throw new Error(`read config '${label}': '${part}' is not wgNk, w8, w16 or tN`);
+    else if (part === "sh" || part === "sw") stage = part;
+    else throw new Error(`read config '${label}': '${part}' is not wgNk, w8, w16, tN, sh or sw`);
   }
   if (workgroupBytes > 40 * 1024) {
     throw new Error(`read config '${label}': at most 40 KB of workgroup array`);
   }
-  return { workgroupBytes, words, touch };
+  return stage ? { workgroupBytes, words, touch, stage } : { workgroupBytes, words, touch };
+}
+
+/** The WGSL that stages `cur` (c.words words a lane) and folds the words read back into acc. */
+function stageWgsl(c: ReadConfig): string {
+  const n = c.words;
+  if (c.stage === "sw") {
+    return `for (var i = 0u; i < ${n}u; i++) { wg.sw[i * 32u + lid] = cur[i]; }
+    workgroupBarrier();
+    for (var i = 0u; i < ${n}u; i++) { acc ^= wg.sw[i * 32u + lid]; }`;
+  }
+  const put = [0, 1, 2, 3].map((j) => {
+    const comp = "xyzw"[j];
+    return `let h${j} = bitcast<vec2<f16>>(v.${comp}); wg.sh[b + ${2 * j}u] = h${j}.x; ` +
+      `wg.sh[b + ${2 * j + 1}u] = h${j}.y;`;
+  }).join("\n      ");
+  const get = [0, 1, 2, 3].map((j) =>
+    `bitcast<u32>(vec2<f16>(wg.sh[b + ${2 * j}u], wg.sh[b + ${2 * j + 1}u]))`
+  ).join(", ");
+  return `for (var i = 0u; i < ${n}u; i++) {
+      let v = cur[i];
+      let b = 8u * (i * 32u + lid);
+      ${put}
+    }
+    workgroupBarrier();
+    for (var i = 0u; i < ${n}u; i++) {
+      let b = 8u * (i * 32u + lid);
+      acc ^= vec4<u32>(${get});
+    }`;
 }
 
 /** The WGSL of one pattern under one config. */
@@ -158,10 +202,15 @@ export function readPatternWgsl(p: ReadPattern, m: ExpertMatrix, c: ReadConfig):
     ? `let st = min(s + ${c.touch}u, ${steps - 1}u);
     for (var i = 0u; i < 8u; i++) { tacc ^= tv[i]; tv[i] = w[at(e, t, lid, i, st * ${per}u)].x; }`
     : "";
-  return `
+  const members = [
+    pad ? `pad: array<u32, ${padWords}u>,` : "",
+    c.stage === "sh" ? `sh: array<f16, ${8 * 32 * c.words}u>,` : "",
+    c.stage === "sw" ? `sw: array<vec4<u32>, ${32 * c.words}u>,` : "",
+  ].filter((x) => x);
+  return `${c.stage === "sh" ? "enable f16;" : ""}
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
-${pad ? `struct Wg { pad: array<u32, ${padWords}u> }\nvar<workgroup> wg: Wg;` : ""}
+${members.length ? `struct Wg { ${members.join(" ")} }\nvar<workgroup> wg: Wg;` : ""}
 fn at(e: u32, t: u32, lid: u32, i: u32, s: u32) -> u32 { return ${p.addr(m)}; }
 @compute @workgroup_size(32)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -179,7 +228,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (s + 1u < ${steps}u) {
       ${load("nx", "s + 1u")}
     }
-    for (var i = 0u; i < ${c.words}u; i++) { acc ^= cur[i]; }
+    ${c.stage ? stageWgsl(c) : `for (var i = 0u; i < ${c.words}u; i++) { acc ^= cur[i]; }`}
     workgroupBarrier();
     cur = nx;
   }

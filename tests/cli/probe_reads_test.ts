@@ -32,7 +32,7 @@ test("probe-reads times each pattern and finds every word read once", () => {
     "--patterns",
     "gu.tiles,dn.rows",
     "--configs",
-    "wg8k.w16,wg0k.t2",
+    "wg8k.w16,wg0k.t2,wg4k.sh,sw",
     "--json",
     out,
   ]);
@@ -47,8 +47,12 @@ test("probe-reads times each pattern and finds every word read once", () => {
     [
       ["gu.tiles", "wg8k.w16", "yes"],
       ["gu.tiles", "wg0k.w8.t2", "-"],
+      ["gu.tiles", "wg4k.w8.sh", "yes"],
+      ["gu.tiles", "wg0k.w8.sw", "yes"],
       ["dn.rows", "wg8k.w16", "yes"],
       ["dn.rows", "wg0k.w8.t2", "-"],
+      ["dn.rows", "wg4k.w8.sh", "yes"],
+      ["dn.rows", "wg0k.w8.sw", "yes"],
     ],
   );
   for (const x of rows) assert.ok(x.us > 0, JSON.stringify(x));
@@ -95,7 +99,9 @@ test("a pattern that reads a word twice and another never fails the coverage che
 test("configs parse from their labels and bad ones are refused by name", () => {
   assert.equal(parseConfig("wg8k.w16.t3"), { workgroupBytes: 8192, words: 16, touch: 3 });
   assert.is(configLabel(parseConfig("")), "wg0k.w8");
-  assert.throws(() => parseConfig("wg8k.w12"), /'w12' is not wgNk, w8, w16 or tN/);
+  assert.equal(parseConfig("w16.sh"), { workgroupBytes: 0, words: 16, touch: 0, stage: "sh" });
+  assert.is(configLabel(parseConfig("sw.wg4k")), "wg4k.w8.sw");
+  assert.throws(() => parseConfig("wg8k.w12"), /'w12' is not wgNk, w8, w16, tN, sh or sw/);
   assert.throws(() => parseConfig("wg64k"), /at most 40 KB/);
   const r = runTask("probe_reads", ["--patterns", "gu.nope"]);
   assert.is(r.code, 2);
