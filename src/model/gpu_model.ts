@@ -303,10 +303,11 @@ export interface GpuModelOptions {
    * Store the MoE expert weights in tiles of 16 rows x 64 columns (kernels/expert_tiles.ts)
    * instead of row by row, and run the expert GEMMs' tiled twins. f16 only, hidden and expert
    * width multiples of 64; default on where those hold on a GPU with subgroups
-   * (expertTilesByDefault; not on CPU adapters, whose forms were never compared). On the H200 (2026-12-01, one call, perf-decode with and
-   * without) the tiles took 64 x 1024 decode steps from 30.05 to 29.07 ms, 128 x 1024 35.96 ->
-   * 34.98 and 64 x 8192 43.69 -> 42.72, and 8 x 1024 14.40 -> 14.52 and 8 x 8192 17.40 ->
-   * 17.57 (the lane-group forms at one row an expert: 1% slower); 1 x 1024 5.44 -> 5.47;
+   * (expertTilesByDefault; not on CPU adapters, whose forms were never compared). On the H200
+   * (2026-12-01, one call, perf-decode with and without) the tiles took 64 x 1024 decode steps
+   * from 30.05 to 29.07 ms, 128 x 1024 35.96 -> 34.98 and 64 x 8192 43.69 -> 42.72, and 8 x
+   * 1024 14.40 -> 14.52 and 8 x 8192 17.40 -> 17.57 (the lane-group forms at one row an
+   * expert: 1% slower); 1 x 1024 5.44 -> 5.47;
    * prefill 8 x 2048 869.1 -> 859.4 ms, 64 x 512 1434.9 -> 1416.7. Synthetic weights are drawn
    * per stored position, so the two layouts draw different (equally random) experts.
    */
@@ -603,7 +604,8 @@ export class GpuModel implements ForwardModel {
       throw new ModelOptionError("dtype f16 asked for, but the adapter has no shader-f16");
     }
     const hasMoe = config.layerKinds.includes("moe");
-    const expertTiles = options.moeExpertTiles ?? expertTilesByDefault(gpu, config, dtype);
+    const expertTiles = options.moeExpertTiles ??
+      (hasMoe && expertTilesByDefault(gpu, config, dtype));
     if (expertTiles && !hasMoe) {
       throw new ModelOptionError(
         `moeExpertTiles: ${config.name} has no MoE layers (no expert weights)`,
@@ -1766,13 +1768,13 @@ function splitMinK(k: number | undefined): number {
 }
 
 /**
- * GpuModelOptions.moeExpertTiles's default: an f16 MoE model whose widths are whole tiles, on a
- * GPU (not a CPU adapter) where the tiled lane-group decode forms run (subgroups). Without
- * those the tiled layout would leave decode steps the generic FMA form where rows keep the
- * staged one; neither was compared there.
+ * GpuModelOptions.moeExpertTiles's default for a MoE model: f16 weights whose widths are whole
+ * tiles, on a GPU (not a CPU adapter) where the tiled lane-group decode forms run (subgroups).
+ * Without those the tiled layout would leave decode steps the generic FMA form where rows keep
+ * the staged one; neither was compared there.
  */
 function expertTilesByDefault(gpu: Gpu, config: ModelConfig, dtype: StorageDtype): boolean {
-  return config.layerKinds.includes("moe") && dtype === "f16" && gpu.adapter.type !== "cpu" &&
+  return dtype === "f16" && gpu.adapter.type !== "cpu" &&
     moeExpertsFitTiles(config.hiddenSize, config.moeIntermediateSize) &&
     unsupportedReason(gpu, variantByName(moeGateUp.spec, "f16-dec-t16")) === null;
 }
