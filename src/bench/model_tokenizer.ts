@@ -1,7 +1,10 @@
 /**
  * The tokenizer of the model being measured, for real-text prompts: `DIR/tokenizer.json`
  * for a checkpoint folder, the real Qwen3 tokenizer for `synthetic:qwen3-*`; anything
- * else has none (`tokenizer_unavailable:<why>`).
+ * else has none (`tokenizer_unavailable:<why>`). A tokenizer of the same spec that someone
+ * still holds is handed out again (loading the Qwen3 vocabulary takes about a second); the
+ * cache itself keeps none alive, since a held tokenizer makes every full collection
+ * slower (about 50 ms on lavapipe's host).
  *
  * ```ts
  * const tok = modelTokenizer("synthetic:qwen3-30b-a3b");
@@ -12,8 +15,18 @@ import { join } from "node:path";
 import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
 import { TextPoolError } from "./text_pool.ts";
 
+const held = new Map<string, WeakRef<ModelTokenizer>>();
+
 /** The tokenizer for `--model` (a folder or `synthetic:NAME`). */
 export function modelTokenizer(spec: string): ModelTokenizer {
+  const alive = held.get(spec)?.deref();
+  if (alive) return alive;
+  const tokenizer = loadModelTokenizer(spec);
+  held.set(spec, new WeakRef(tokenizer));
+  return tokenizer;
+}
+
+function loadModelTokenizer(spec: string): ModelTokenizer {
   try {
     if (spec.startsWith("synthetic:qwen3")) {
       return ModelTokenizer.fromFile(qwen3TokenizerJsonPath());

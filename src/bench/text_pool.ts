@@ -111,6 +111,42 @@ export function isCollectionBody(body: string): boolean {
   return createHash("sha256").update(body).digest()[0] % 2 === 0;
 }
 
+/** The collection pool of a body list. */
+export interface TextCollection {
+  /** The collection bodies, in dataset order. */
+  readonly collection: readonly string[];
+  /** Bodies in the dataset (both halves). */
+  readonly bodies: number;
+  /** The dataset's version. */
+  readonly version: string;
+}
+
+/** The collection pool of `corpus` (every body's sha256). */
+export function collectionOf(
+  corpus: { bodies: readonly string[]; version: string },
+): TextCollection {
+  return {
+    collection: corpus.bodies.filter(isCollectionBody),
+    bodies: corpus.bodies.length,
+    version: corpus.version,
+  };
+}
+
+let sharedCollection: WeakRef<TextCollection> | null = null;
+
+/**
+ * The dataset's collection pool, verified. A pool still held by someone (the text pool's
+ * loader and kvwarm's gate in one run) is handed out again rather than read, hashed and
+ * split a second time; the cache itself keeps nothing alive.
+ */
+export function loadCollection(): TextCollection {
+  const held = sharedCollection?.deref();
+  if (held) return held;
+  const loaded = collectionOf(loadTextBodies());
+  sharedCollection = new WeakRef(loaded);
+  return loaded;
+}
+
 /**
  * Builds the pool: collection bodies in dataset order, tokenized in chunks of whole
  * bodies joined by newlines, until at least `minTokens` tokens (or the whole
@@ -120,8 +156,7 @@ export function loadTextPool(
   tokenizer: PoolTokenizer,
   options: { readonly minTokens: number; readonly vocabSize: number },
 ): TextPool {
-  const { bodies, version } = loadTextBodies();
-  const collection = bodies.filter(isCollectionBody);
+  const { collection, bodies, version } = loadCollection();
   const parts: Int32Array[] = [];
   let total = 0;
   let used = 0;
@@ -166,7 +201,7 @@ export function loadTextPool(
       version,
       sha256: TEXT_DATASET_SHA256,
       collection_pool: "sha256(body)[0] even",
-      bodies: bodies.length,
+      bodies,
       collection_bodies: collection.length,
       bodies_used: used,
       tokens: total,

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   isCollectionBody,
+  loadCollection,
   loadTextBodies,
   loadTextPool,
   TEXT_DATASET_SHA256,
@@ -47,6 +48,17 @@ test("the pool is the first collection bodies, tokenized without special tokens"
     "held-out text stays out",
   );
   assert.ok(pool.tokens.every((t) => t >= 0 && t < 151936));
+});
+
+test("a collection or tokenizer someone still holds is handed out again, not loaded twice", () => {
+  const held = loadCollection();
+  assert.is(loadCollection(), held);
+  const { bodies } = loadTextBodies();
+  assert.equal([held.bodies, held.collection.length], [
+    bodies.length,
+    bodies.filter(isCollectionBody).length,
+  ]);
+  assert.is(modelTokenizer("synthetic:qwen3-30b-a3b"), tokenizer);
 });
 
 test("a tokenizer whose ids exceed the model's vocabulary is tokenizer_unavailable", () => {

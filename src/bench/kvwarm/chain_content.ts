@@ -12,9 +12,15 @@
  *                         chain 1: c1 c4 c2 ...     tokens(0, 60) starts with tokens(0, 40)
  * ```
  *
+ * Once the rungs are planned, {@link ChainContent.prepare} tokenizes what every chain will
+ * read and lets go of the pool and the tokenizer: held through the sweep they would make
+ * each point-boundary collection several times slower (the tokenizer's vocabulary alone:
+ * about 50 ms a collection on lavapipe's host, against 7 ms without it).
+ *
  * ```ts
  * const content = new ChainContent({ bodies, tokenizer, contentSeed: "0", rank: 0, vocabSize });
  * content.tokens(3, 4096); // chain 3's first 4096 tokens
+ * content.prepare([4096, 4096, 2048]); // chains 0-2 as the plan reads them; the rest is dropped
  * ```
  */
 import type { KvwarmChains } from "../artifact.ts";
@@ -53,21 +59,58 @@ interface ChainState {
 
 /** Chain token content (see the module doc above). */
 export class ChainContent {
-  readonly #o: ChainContentOptions;
+  readonly #o: Omit<ChainContentOptions, "bodies" | "tokenizer">;
+  /** The pool and the tokenizer, until {@link prepare} drops them. */
+  #source: Pick<ChainContentOptions, "bodies" | "tokenizer"> | null;
+  readonly #conversations: number;
+  readonly #tokenizerPath: string;
   readonly #encoded = new Map<number, Int32Array>();
   readonly #chains = new Map<number, ChainState>();
+  /** Prepared chains whose content failed, with the error their `tokens` throws. */
+  readonly #failed = new Map<number, Error>();
   #tokensTokenized = 0;
   #conversationsTokenized = 0;
 
   /** Chains over `options.bodies`; nothing is tokenized until a chain asks. */
   constructor(options: ChainContentOptions) {
     if (options.bodies.length === 0) throw new Error("the chain content pool is empty");
-    this.#o = options;
+    const { bodies, tokenizer, ...rest } = options;
+    this.#o = rest;
+    this.#source = { bodies, tokenizer };
+    this.#conversations = bodies.length;
+    this.#tokenizerPath = tokenizer.path;
   }
 
   /** Conversations in the pool. */
   get conversations(): number {
-    return this.#o.bodies.length;
+    return this.#conversations;
+  }
+
+  /** True once {@link prepare} has dropped the pool and the tokenizer. */
+  get prepared(): boolean {
+    return this.#source === null;
+  }
+
+  /**
+   * Tokenizes chain i up to `lengths[i]` tokens for every i, then drops the pool, the
+   * tokenizer and the per-conversation ids: afterwards a chain gives at most what it was
+   * prepared to (asking for more is a programming error and throws), and a chain whose
+   * content failed here throws that failure (a {@link TextPoolError}) when asked.
+   */
+  prepare(lengths: readonly number[]): void {
+    if (this.#source === null) throw new Error("chain content was prepared already");
+    lengths.forEach((length, chain) => {
+      try {
+        this.tokens(chain, length);
+        const s = this.#chain(chain);
+        s.length = length; // past it the chain was drawn in whole conversations only
+      } catch (err) {
+        if (!(err instanceof TextPoolError)) throw err;
+        this.#failed.set(chain, err);
+      }
+    });
+    this.#source = null;
+    this.#encoded.clear();
   }
 
   /** Conversations tokenized so far (a release does not reset the count). */
@@ -91,8 +134,9 @@ export class ChainContent {
     if (!Number.isInteger(length) || length < 0) {
       throw new RangeError(`chain length must be a non-negative integer, got ${length}`);
     }
+    if (this.#source === null) return this.#prepared(chain, length);
     const s = this.#chain(chain);
-    const n = this.#o.bodies.length;
+    const n = this.#conversations;
     while (s.length < length) {
       if (s.drawn === n) {
         throw new TextPoolError(
@@ -127,10 +171,26 @@ export class ChainContent {
     };
   }
 
-  /** Drops every chain's tokens (benchmark-only host state); chains redraw identically. */
+  /**
+   * Drops every chain's tokens (benchmark-only host state); before {@link prepare} chains
+   * redraw identically, after it they are gone.
+   */
   release(): void {
     this.#chains.clear();
     this.#encoded.clear();
+  }
+
+  #prepared(chain: number, length: number): Int32Array {
+    const failed = this.#failed.get(chain);
+    if (failed) throw failed;
+    const s = this.#chains.get(chain);
+    if (!s || s.length < length) {
+      throw new Error(
+        `chain ${chain} was prepared to ${s?.length ?? 0} tokens; ${length} are asked ` +
+          "(the plan and the stages disagree)",
+      );
+    }
+    return s.tokens.slice(0, length);
   }
 
   #chain(chain: number): ChainState {
@@ -161,8 +221,10 @@ export class ChainContent {
   #encode(body: number): Int32Array {
     let ids = this.#encoded.get(body);
     if (ids) return ids;
+    const source = this.#source;
+    if (source === null) throw new Error("chain content was prepared: no tokenizer left");
     try {
-      ids = this.#o.tokenizer.encode(this.#o.bodies[body] + "\n");
+      ids = source.tokenizer.encode(source.bodies[body] + "\n");
     } catch (err) {
       throw new TextPoolError("tokenizer_unavailable:encode_failed", (err as Error).message);
     }
@@ -170,7 +232,7 @@ export class ChainContent {
       if (id < 0 || id >= this.#o.vocabSize) {
         throw new TextPoolError(
           "tokenizer_unavailable:vocab_mismatch",
-          `${this.#o.tokenizer.path} gives id ${id}, outside the model's vocabulary of ` +
+          `${this.#tokenizerPath} gives id ${id}, outside the model's vocabulary of ` +
             this.#o.vocabSize,
         );
       }

@@ -26,8 +26,8 @@
  */
 import type { TextPoolInfo } from "../artifact.ts";
 import {
-  isCollectionBody,
-  loadTextBodies,
+  collectionOf,
+  loadCollection,
   type PoolTokenizer,
   TEXT_DATASET_PACKAGE,
   TEXT_DATASET_SHA256,
@@ -69,7 +69,7 @@ export interface KvwarmGateInputs {
   /** The model's tokenizer; throws a TextPoolError `tokenizer_unavailable:<why>` when none. */
   readonly tokenizer: () => PoolTokenizer;
   /** The dataset's bodies, verified (default: the pinned nlp-corpus). */
-  readonly bodies?: () => { readonly bodies: string[]; readonly version: string };
+  readonly bodies?: () => { readonly bodies: readonly string[]; readonly version: string };
 }
 
 /** The gate's verdict. */
@@ -132,9 +132,12 @@ export function probeKvwarmGate(inputs: KvwarmGateInputs): KvwarmGate {
   const depth = inputs.maxModelLen - CHAIN_DEPTH_MARGIN;
   const seconds = () => (performance.now() - t0) / 1000;
   try {
-    const { bodies, version } = (inputs.bodies ?? loadTextBodies)();
-    const collection = bodies.filter(isCollectionBody);
+    const { collection, bodies, version } = inputs.bodies
+      ? collectionOf(inputs.bodies())
+      : loadCollection();
     const tokenizer = inputs.tokenizer();
+    const tokenizerPath = tokenizer.path;
+    const collectionBodies = collection.length;
     const content = new ChainContent({
       bodies: collection,
       tokenizer,
@@ -149,22 +152,23 @@ export function probeKvwarmGate(inputs: KvwarmGateInputs): KvwarmGate {
       );
     }
     content.tokens(0, depth);
+    // counts only: the bodies and the tokenizer go once the chains' content is prepared
     const dataset = (): TextPoolInfo => ({
       package: TEXT_DATASET_PACKAGE,
       version,
       sha256: TEXT_DATASET_SHA256,
       collection_pool: "sha256(body)[0] even",
-      bodies: bodies.length,
-      collection_bodies: collection.length,
+      bodies,
+      collection_bodies: collectionBodies,
       bodies_used: content.conversationsTokenized,
       tokens: content.tokensTokenized,
-      tokenizer: tokenizer.path,
+      tokenizer: tokenizerPath,
     });
     return {
       requested: inputs.requested,
       eligible: true,
       skipReason: null,
-      message: `real KV from ${collection.length} ${TEXT_DATASET_PACKAGE} conversations ` +
+      message: `real KV from ${collectionBodies} ${TEXT_DATASET_PACKAGE} conversations ` +
         `(chain 0 reaches ${depth} tokens)`,
       content,
       dataset,

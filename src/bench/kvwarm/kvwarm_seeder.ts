@@ -41,7 +41,7 @@ import { pointKey } from "../point.ts";
 import type { StepDriver } from "../step_driver.ts";
 import { type KvwarmGate, withGroupVerdict } from "./gate.ts";
 import type { ChainContent } from "./chain_content.ts";
-import { type KvwarmPlan, planKvwarm, type Rung } from "./plan.ts";
+import { chainLengths, type KvwarmPlan, planKvwarm, type Rung } from "./plan.ts";
 import { kvwarmOffSection, KvwarmRecorder } from "./section.ts";
 import { registerShadows } from "./shadows.ts";
 import { ChainStage } from "./stage.ts";
@@ -126,6 +126,7 @@ export class KvwarmSeeder implements DecodeSeeder {
   groupIneligible(reason: string): void {
     if (this.#plan) throw new Error("kvwarm: the group's eligibility comes before planning");
     this.#gate = withGroupVerdict(this.#gate, reason);
+    this.#content.prepare([]);
     this.#o.log(`kvwarm: off (${reason}): decode points use fake KV (regime legacy)`);
   }
 
@@ -134,6 +135,7 @@ export class KvwarmSeeder implements DecodeSeeder {
     if (!this.enabled) return [...points];
     const plan = planKvwarm(points, this.#o.capacity(), this.#o.samples);
     this.#plan = plan;
+    this.#content.prepare(chainLengths(plan.rungs));
     for (const f of plan.capacityFallbacks) this.#recorder.addCapacityFallback(f.batch, f.reason);
     const real = plan.rungs.reduce((s, r) => s + r.points.length, 0);
     this.#o.log(

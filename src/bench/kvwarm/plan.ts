@@ -159,3 +159,12 @@ export function planKvwarm(
     rungOf: (point) => rungByKey.get(pointKey(point)) ?? null,
   };
 }
+
+/** Tokens each chain reads over the rungs: chain i, the deepest rung with more than i chains. */
+export function chainLengths(rungs: readonly Rung[]): number[] {
+  const lengths: number[] = [];
+  for (const rung of rungs) {
+    for (let i = 0; i < rung.batch; i++) lengths[i] = Math.max(lengths[i] ?? 0, rung.depth);
+  }
+  return lengths;
+}

@@ -73,4 +73,26 @@ test("conversations are tokenized once and shared by every chain that draws them
   assert.throws(() => c.tokens(-1, 4), /non-negative integer/);
 });
 
+test("prepare tokenizes what the plan reads, then holds only that: more throws, a failed chain rethrows", () => {
+  const c = content();
+  const expected = [reference(0, 400), reference(1, 250), reference(2, 250)];
+  c.prepare([400, 250, 250]);
+  assert.ok(c.prepared);
+  for (const [i, tokens] of expected.entries()) assert.equal(c.tokens(i, tokens.length), tokens);
+  assert.equal(c.tokens(0, 100), expected[0].subarray(0, 100));
+  assert.throws(() => c.tokens(1, 251), /chain 1 was prepared to 250 tokens; 251 are asked/);
+  assert.throws(() => c.tokens(3, 1), /chain 3 was prepared to 0 tokens/);
+  assert.throws(() => c.prepare([1]), /prepared already/);
+
+  const few = pool.slice(0, 4);
+  const shallow = content("0", 0, few);
+  const total = few.reduce((s, body) => s + qwen3Tokenizer().encode(body + "\n").length, 0);
+  shallow.prepare([total, total + 1]);
+  assert.is(shallow.tokens(0, total).length, total);
+  assert.throws(
+    () => shallow.tokens(1, 1),
+    /content_too_shallow: chain 1 holds all 4 conversations/,
+  );
+});
+
 test.run();

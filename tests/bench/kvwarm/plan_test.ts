@@ -7,7 +7,12 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import type { BenchCapacity } from "../../../src/bench/artifact.ts";
-import { planKvwarm, pointTailBlocks, slotTailBlocks } from "../../../src/bench/kvwarm/plan.ts";
+import {
+  chainLengths,
+  planKvwarm,
+  pointTailBlocks,
+  slotTailBlocks,
+} from "../../../src/bench/kvwarm/plan.ts";
 import { decodePoint, orderDecode, pointKey } from "../../../src/bench/point.ts";
 
 function capacity(usable: number): BenchCapacity {
@@ -67,6 +72,9 @@ test("every rung fits: depths are the deepest need (capped at max_model_len - 4)
   assert.is(plan.rungOf(POINTS[0]), plan.rungs[0]);
   assert.is(plan.rungOf(decodePoint(1, 254)), null);
   assert.equal(plan.capacityFallbacks, []);
+  // the content the stages will read: chain 0 down to the B1 rung's 252 tokens
+  assert.equal(chainLengths(plan.rungs), [252, 103, 103, 103]);
+  assert.equal(chainLengths([]), []);
 });
 
 test("a rung that does not fit shrinks to a shallower point's depth; deeper points go fake, last", () => {
