@@ -309,21 +309,30 @@ export interface DecodeSplitPlan {
 }
 
 /**
+ * A split plan's workgroup budget: about this many (split, seq, kv head) workgroups a step, or
+ * `{ wave }`: the fewest whole waves of `wave` workgroups (as many as the GPU holds at once)
+ * whose splits fit the variant, each sequence's keys cut into as many splits as the waves hold.
+ */
+export type DecodeSplitTarget = number | { readonly wave: number };
+
+/**
  * Chooses split_tokens so that the step's (seq, kv head, split) workgroups number about
- * `targetWorkgroups` (enough to fill the GPU), never fewer than `minSplitTokens` keys a
- * split (merging costs), never more than the variant's score buffer holds. One split
- * means no merge dispatch.
+ * `target` (enough to fill the GPU; or whole waves, see {@link DecodeSplitTarget}), never
+ * fewer than `minSplitTokens` keys a split (merging costs), never more than the variant's
+ * score buffer holds. One split means no merge dispatch.
  *
  * ```ts
  * planDecodeSplits(Array(64).fill(1024), { numQHeads: 32, numKvHeads: 4 }, variant);
  * // { splitTokens: 256, numSplits: 4 }: 64 x 4 x 4 = 1024 workgroups
+ * planDecodeSplits(Array(64).fill(1024), { numQHeads: 32, numKvHeads: 4 }, tcdw2, { wave: 1536 });
+ * // { splitTokens: 176, numSplits: 6 }: 64 x 4 x 6 = 1536 workgroups, one wave
  * ```
  */
 export function planDecodeSplits(
   contextLens: ArrayLike<number>,
   shape: Pick<AttentionShape, "numQHeads" | "numKvHeads">,
   variant: Variant,
-  targetWorkgroups = 1024,
+  target: DecodeSplitTarget = 1024,
   minSplitTokens = 64,
 ): DecodeSplitPlan {
   const group = shape.numQHeads / shape.numKvHeads;
@@ -343,10 +352,23 @@ export function planDecodeSplits(
   }
   const maxSplit = Math.floor(scoreCap / gmax);
   const align = (n: number) => (n >= 16 ? Math.ceil(n / 16) * 16 : n);
-  let split = align(
-    Math.max(minSplitTokens, Math.ceil((total * shape.numKvHeads) / targetWorkgroups)),
-  );
-  if (split > maxSplit) split = maxSplit >= 16 ? Math.floor(maxSplit / 16) * 16 : maxSplit;
+  const cap = maxSplit >= 16 ? Math.floor(maxSplit / 16) * 16 : maxSplit;
+  let split: number;
+  if (typeof target === "number") {
+    split = align(Math.max(minSplitTokens, Math.ceil((total * shape.numKvHeads) / target)));
+  } else {
+    if (!(target.wave >= 1)) throw new Error(`planDecodeSplits: wave ${target.wave}`);
+    // k waves hold floor(k wave / pairs) splits a sequence; the first k whose splits fit
+    const pairs = contextLens.length * shape.numKvHeads;
+    for (let k = 1;; k++) {
+      const splits = Math.max(1, Math.floor((k * target.wave) / pairs));
+      const keys = Math.ceil(longest / splits);
+      split = align(Math.max(minSplitTokens, keys));
+      // (more waves cannot shrink a split held up by minSplitTokens: the cap below takes it)
+      if (split <= maxSplit || keys <= minSplitTokens) break;
+    }
+  }
+  if (split > maxSplit) split = cap;
   if (split >= longest) return { splitTokens: Math.min(longest, maxSplit), numSplits: 1 };
   return { splitTokens: split, numSplits: Math.ceil(longest / split) };
 }

@@ -45,6 +45,7 @@ import { submitRandomFill } from "../model/random_fill.ts";
 import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
 import * as fillRandom from "../../kernels/fill_random.ts";
 import * as decode from "../../kernels/paged_attention_decode.ts";
+import type { DecodeSplitTarget } from "../../kernels/paged_attention_decode.ts";
 import * as decodeReduce from "../../kernels/paged_attention_decode_reduce.ts";
 import {
   attendRangeRef,
@@ -91,9 +92,14 @@ const SPEC = {
   headDim: { type: "number", default: 128, integer: true, min: 4, help: "head dimension" },
   splitWorkgroups: {
     type: "list",
-    default: ["1024"],
     help: "split plans: about this many (split, seq, kv head) workgroups (planDecodeSplits; " +
-      "several: one row each, with every --split-min-tokens)",
+      "several: one row each, with every --split-min-tokens) (default: 1024 unless " +
+      "--split-waves is given)",
+  },
+  splitWaves: {
+    type: "list",
+    help: "split plans: the fewest whole waves of this many workgroups whose splits fit the " +
+      "variant (the model's plan for the tensor-core forms: 1536), one row each",
   },
   splitMinTokens: {
     type: "list",
@@ -182,10 +188,16 @@ export interface PerfAttentionOptions {
   readonly headDim: number;
   /** Compare with the CPU reference before timing. */
   readonly check: boolean;
-  /** planDecodeSplits' (targetWorkgroups, minSplitTokens) pairs: one row each (default one). */
-  readonly splitPlans?: readonly { readonly workgroups: number; readonly minTokens: number }[];
+  /** planDecodeSplits' (target, minSplitTokens) pairs: one row each (default one). */
+  readonly splitPlans?: readonly SplitPlanInputs[];
   /** The read roof, bytes/s (null: no roof share). */
   readonly bytesPerSecond: number | null;
+}
+
+/** What a split plan is made from: planDecodeSplits' target and least keys a split. */
+export interface SplitPlanInputs {
+  readonly target: DecodeSplitTarget;
+  readonly minTokens: number;
 }
 
 /** One (point, variant) measured, or failed by the check (then no time). */
@@ -195,8 +207,12 @@ export interface AttentionRow {
   readonly variant: string;
   readonly split_tokens: number;
   readonly num_splits: number;
-  /** The split plan's inputs (planDecodeSplits' targetWorkgroups and minSplitTokens). */
-  readonly split_workgroups: number;
+  /**
+   * The split plan's inputs (planDecodeSplits' target: about this many workgroups, or whole
+   * waves of `split_wave` workgroups, the other null; and minSplitTokens).
+   */
+  readonly split_workgroups: number | null;
+  readonly split_wave: number | null;
   readonly split_min_tokens: number;
   /**
    * The K and V bytes are under CACHE_SUSPECT_BYTES: back-to-back repetitions may read them
@@ -292,7 +308,7 @@ export async function benchAttention(
 }
 
 /** planDecodeSplits' defaults (the model's unless told otherwise). */
-const DEFAULT_SPLIT = { workgroups: 1024, minTokens: 64 } as const;
+const DEFAULT_SPLIT: SplitPlanInputs = { target: 1024, minTokens: 64 };
 
 /** Why a point's caches cannot be bound, or null. */
 function cacheLimitReason(gpu: Gpu, o: PerfAttentionOptions, p: AttentionPoint): string | null {
@@ -494,7 +510,7 @@ async function benchVariant(
   state: PointState,
   variant: Variant,
   timer: PassTimer,
-  splitPlan: { readonly workgroups: number; readonly minTokens: number } = DEFAULT_SPLIT,
+  splitPlan: SplitPlanInputs = DEFAULT_SPLIT,
 ): Promise<AttentionRow | string> {
   const { batch, ctx } = state.point;
   const { numQHeads: nq, numKvHeads: nkv, headDim: hd } = o;
@@ -507,7 +523,7 @@ async function benchVariant(
         numKvHeads: nkv,
       },
       variant,
-      splitPlan.workgroups,
+      splitPlan.target,
       splitPlan.minTokens,
     );
   } catch (err) {
@@ -588,7 +604,8 @@ async function benchVariant(
       variant: variant.name,
       split_tokens: plan.splitTokens,
       num_splits: splits,
-      split_workgroups: splitPlan.workgroups,
+      split_workgroups: typeof splitPlan.target === "number" ? splitPlan.target : null,
+      split_wave: typeof splitPlan.target === "number" ? null : splitPlan.target.wave,
       split_min_tokens: splitPlan.minTokens,
       kv_bytes: kvBytes(state.seqs, o, variant),
       cache_suspect: kvBytes(state.seqs, o, variant) < CACHE_SUSPECT_BYTES,
@@ -682,8 +699,13 @@ export async function main(argv: readonly string[]): Promise<number> {
     throw new UsageError(`--q-heads ${o.qHeads} is not a multiple of --kv-heads ${o.kvHeads}`);
   }
   if (o.headDim % 4 !== 0) throw new UsageError(`--head-dim ${o.headDim} is not a multiple of 4`);
-  const splitPlans = intList("--split-workgroups", o.splitWorkgroups).flatMap((workgroups) =>
-    intList("--split-min-tokens", o.splitMinTokens).map((minTokens) => ({ workgroups, minTokens }))
+  const waves = intList("--split-waves", o.splitWaves ?? []);
+  const targets: DecodeSplitTarget[] = [
+    ...intList("--split-workgroups", o.splitWorkgroups ?? (waves.length ? [] : ["1024"])),
+    ...waves.map((wave) => ({ wave })),
+  ];
+  const splitPlans = targets.flatMap((target) =>
+    intList("--split-min-tokens", o.splitMinTokens).map((minTokens) => ({ target, minTokens }))
   );
   const gpu = await openGpu();
   console.log(describeGpu(gpu));

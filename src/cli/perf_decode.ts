@@ -78,7 +78,14 @@ const SPEC = {
     integer: true,
     min: 1,
     help:
-      "decode attention: about this many (split, seq, kv head) workgroups a step (default 3072 on the tensor-core forms, 2048 on the others)",
+      "decode attention: about this many (split, seq, kv head) workgroups a step (default: whole waves on the tensor-core forms, see --split-waves, 2048 on the others)",
+  },
+  splitWaves: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help:
+      "decode attention: the fewest whole waves of this many workgroups whose splits fit the form (default 1536 on the tensor-core forms: as many as the H200 holds at once)",
   },
   splitMinTokens: {
     type: "number",
@@ -176,7 +183,7 @@ await runCli(async () => {
     gemvMaxRows: o.gemvMaxRows,
     stagedMaxRows: o.stagedMaxRows,
     decodeAttention: o.decodeAttention as DecodeAttentionForm | undefined,
-    decodeSplit: { workgroups: o.splitWorkgroups, minTokens: o.splitMinTokens },
+    decodeSplit: { workgroups: o.splitWorkgroups, wave: o.splitWaves, minTokens: o.splitMinTokens },
     moeDecodeForms: { gateUp: o.moeGateUp, down: o.moeDown },
     linearFewRows: o.linearFew,
     linearManyRows: o.linearMany,

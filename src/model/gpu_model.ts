@@ -131,20 +131,32 @@ export interface GpuModelOptions {
    */
   readonly prefillAttention?: PrefillAttentionForm;
   /**
-   * Decode attention's split plan (planDecodeSplits): about this many (split, seq, kv head)
-   * workgroups a step (default 3072 on the tensor-core forms, 2048 on the others), and at least
-   * `minTokens` keys a split (default 64). With
-   * f16-tcdw2 (2026-12-01, perf-attention at 64 x 8192) 3072 workgroups (12 splits of 688 keys)
-   * read 72% of the roof, 4096 (16 of 512) 67%, 2560 (10 of 832) 64% and 2048 (8 of 1024)
-   * 67%: read as waves (inferred from the sweep), the H200 holds about 1536 of them at once and
-   * 3072 is two full ones; at 128 x 1024
-   * 3072 and 2048 read 56%, 4096 53%. Earlier, on the
+   * Decode attention's split plan (planDecodeSplits): about `workgroups` (split, seq, kv head)
+   * workgroups a step, or the fewest whole waves of `wave` workgroups whose splits fit the form
+   * (default: waves of 1536 on the tensor-core forms, 2048 workgroups on the others), and at
+   * least `minTokens` keys a split (default 64). The H200 holds about 1536 of f16-tcdw2's
+   * workgroups at once: in one perf-attention sweep (2026-12-02, 1024-6144 workgroups, one
+   * layer) the plan of one full wave read the most at 128 x 1024 (60% of the roof, against 56%
+   * at 3072 workgroups and 52% at 4096), 64 x 1024 (51% against 44-46%), 32 x 8192 (69%
+   * against 64%) and 8 x 8192 (46% against 38-41%), and at 64 x 8192, whose one wave would
+   * need splits past f16-tcdw2's 1024 keys, two full waves (12 splits of 688 keys: 72%, against
+   * 67% at 2048, 4096 and 6144). In the model (the same call, one run against two) the waves
+   * took 128 x 1024 decode steps from 34.71 to 34.31 ms, 32 x 1024 26.61 -> 26.40, 8 x 8192
+   * 17.47 -> 17.12, 16 x 8192 23.66 -> 23.11 and 32 x 8192 34.19 -> 33.56, left 64 x 8192 and
+   * the steps of 1-16 x 1024 as they were (the same plans) and took 64 x 1024 from 28.90 to
+   * 29.07; 8 x 131072 read 73.0% of the roof in 3 waves (144 splits of 912 keys) against 68.9%
+   * at 3072 workgroups. Earlier (2026-12-01) 3072 workgroups was the one default:
+   * at 128 x 1024 3072 and 2048 read 56%, 4096 53%. Earlier, on the
    * H200 (2026-12-01, one call, f16-tcdw with V over K) 2048 against 1024 took 32 x 1024 decode
    * steps from 29.84 to 29.27 ms, 64 x 1024 35.08 -> 34.50, 128 x 1024 40.37 -> 39.72, 8 x 8192
    * 19.61 -> 19.15, 16 x 8192 26.46 -> 25.86, and 16 x 1024 19.46 -> 19.89; 4096 was faster
    * still at 64 x 1024 (33.77) and 8 x 8192 (18.55) but slower at 16-32 x 1024 and 16 x 8192.
    */
-  readonly decodeSplit?: { readonly workgroups?: number; readonly minTokens?: number };
+  readonly decodeSplit?: {
+    readonly workgroups?: number;
+    readonly wave?: number;
+    readonly minTokens?: number;
+  };
   /**
    * Linear layers with more rows than gemvMaxRows and at most this many take a several-row
    * GEMV: with the decode forms linearFewRows up to its rows a pass (8: each weight row read
@@ -365,8 +377,8 @@ export const DEEP_DECODE_KEYS = 8192;
 const TC_DECODE_VARIANT = "f16-tcdw2";
 /** Decode attention's split plan by default: about this many workgroups a step. */
 const DECODE_SPLIT_WORKGROUPS = 2048;
-/** ... on the tensor-core forms (two full waves of f16-tcdw2's workgroups on the H200). */
-const DECODE_SPLIT_WORKGROUPS_TC = 3072;
+/** ... on the tensor-core forms: whole waves of this many (as many as the H200 holds at once). */
+const DECODE_SPLIT_WAVE_TC = 1536;
 /** The tensor-core form deep steps fall back to where f16-tcdw2 cannot run (lanes not consecutive). */
 const TC_DECODE_FALLBACK = "f16-tcdw";
 
@@ -716,6 +728,7 @@ export class GpuModel implements ForwardModel {
       moeDecodeForms: options.moeDecodeForms ?? {},
       decodeSplit: {
         workgroups: options.decodeSplit?.workgroups,
+        wave: options.decodeSplit?.wave,
         minTokens: options.decodeSplit?.minTokens ?? 64,
       },
     };
@@ -935,12 +948,23 @@ export class GpuModel implements ForwardModel {
         this.calls.decodeDeepVariant === this.calls.decodeVariant
           ? ""
           : ` (${this.calls.decodeDeepVariant} from ${DEEP_DECODE_KEYS} keys a step)`
-      } (splits for ~${
-        this.opts.decodeSplit.workgroups ??
-          `${DECODE_SPLIT_WORKGROUPS_TC} (tensor cores) / ${DECODE_SPLIT_WORKGROUPS}`
-      } workgroups, >= ${this.opts.decodeSplit.minTokens} keys)`,
+      } (splits for ${
+        this.opts.decodeSplit.workgroups !== undefined
+          ? `~${this.opts.decodeSplit.workgroups} workgroups`
+          : this.opts.decodeSplit.wave !== undefined
+          ? `whole waves of ${this.opts.decodeSplit.wave} workgroups`
+          : `whole waves of ${DECODE_SPLIT_WAVE_TC} workgroups (tensor cores) / ~${DECODE_SPLIT_WORKGROUPS}`
+      }, >= ${this.opts.decodeSplit.minTokens} keys)`,
       prefillAttention: `${this.calls.prefill.spec.name} ${this.calls.prefillVariant}`,
     };
+  }
+
+  /** Decode attention's split budget for `variant` (see GpuModelOptions.decodeSplit). */
+  private decodeSplitTarget(variant: Variant): pagedAttentionDecode.DecodeSplitTarget {
+    const { workgroups, wave } = this.opts.decodeSplit;
+    if (workgroups !== undefined) return workgroups;
+    if (wave !== undefined) return { wave };
+    return variant.subgroupMatrix ? { wave: DECODE_SPLIT_WAVE_TC } : DECODE_SPLIT_WORKGROUPS;
   }
 
   /** Zeroes the K and V of `blocks` in every layer (before anything in the step reads them). */
@@ -1144,8 +1168,7 @@ export class GpuModel implements ForwardModel {
         batch.seqs.map((s) => s.contextLen),
         { numQHeads: nq, numKvHeads: nkv },
         variant,
-        this.opts.decodeSplit.workgroups ??
-          (variant.subgroupMatrix ? DECODE_SPLIT_WORKGROUPS_TC : DECODE_SPLIT_WORKGROUPS),
+        this.decodeSplitTarget(variant),
         this.opts.decodeSplit.minTokens,
       );
       splits = split.numSplits;

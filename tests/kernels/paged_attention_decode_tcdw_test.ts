@@ -191,6 +191,32 @@ test("the split plan is the other forms' (512 keys at most), and takes 16 heads 
   );
 });
 
+test("whole waves: the fewest waves whose splits fit, each sequence cut into as many splits as they hold", () => {
+  const v = variantByName(spec, "f16-tcdw2");
+  const qwen = { numQHeads: 32, numKvHeads: 4 };
+  const plan = (b: number, ctx: number, wave = 1536) =>
+    planDecodeSplits(Array(b).fill(ctx), qwen, v, { wave });
+  // one wave: 128 x 4 x 3 = 1536 workgroups, 64 x 4 x 6, 32 x 4 x 12 (688 keys fit)
+  assert.equal(plan(128, 1024), { splitTokens: 352, numSplits: 3 });
+  assert.equal(plan(64, 1024), { splitTokens: 176, numSplits: 6 });
+  assert.equal(plan(32, 8192), { splitTokens: 688, numSplits: 12 });
+  assert.equal(plan(8, 8192), { splitTokens: 176, numSplits: 47 });
+  // one wave would need 1376 keys a split, past the form's 1024: two waves
+  assert.equal(plan(64, 8192), { splitTokens: 688, numSplits: 12 });
+  assert.equal(plan(8, 131072), { splitTokens: 912, numSplits: 144 });
+  // the least keys a split still bounds the splits; more waves never loop past it
+  assert.equal(plan(1, 1024), { splitTokens: 64, numSplits: 16 });
+  assert.equal(planDecodeSplits([40], qwen, v, { wave: 1536 }), { splitTokens: 40, numSplits: 1 });
+  assert.equal(
+    planDecodeSplits(Array(4).fill(8192), qwen, v, { wave: 1 }, 2048),
+    { splitTokens: 1024, numSplits: 8 },
+  );
+  // mixed lengths: the longest sets the splits, so the workgroups stay within the waves
+  const mixed = planDecodeSplits([1024, 100, 3000, 7], qwen, v, { wave: 1536 });
+  assert.ok(4 * 4 * mixed.numSplits <= 1536 && mixed.splitTokens * mixed.numSplits >= 3000);
+  assert.throws(() => plan(1, 1024, 0), /wave 0/);
+});
+
 test("the cases it cannot take list only the other variants; the rest include Qwen3 decode shapes", () => {
   const others = spec.variants.filter((v) => !v.subgroupMatrix).map((v) => v.name);
   const tcCases = cases.filter((c) => !c.variants);
