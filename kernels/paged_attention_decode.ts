@@ -16,7 +16,7 @@
  *
  * The group is padded to GMAX = 8 query heads (zero queries), so a split holds at most
  * SCORES / GMAX = 512 keys whatever G is; G > 8 is refused. The tensor-core forms have no score
- * buffer: SCORES / GMAX caps their splits at 512 keys (`f16-tcdw`) or 1024 (`f16-tcdw2`,
+ * buffer: SCORES / GMAX caps their splits at 512 keys (`f16-tcdw`) or 4096 (`f16-tcdw2`,
  * `f16-tcdw4`).
  *
  * The tensor-core variant `f16-tcdw` (shaders/paged_attention_decode_tcdw.wgsl) takes the G
@@ -108,10 +108,13 @@ const TCDW: Variant = {
 
 /**
  * Keys a split of the several-subgroup tensor-core variants may take (no score buffer bounds
- * them): a plan of 12 splits of 688 keys at 64 x 8192 (3072 workgroups, two of the H200's waves
- * of them) read 72% of the roof where 16 splits of 512 read 67% (perf-attention, 2026-12-01).
+ * them; SCORES only carries this bound to planDecodeSplits). At 1024 a plan of 12 splits of 688
+ * keys at 64 x 8192 (3072 workgroups, two of the H200's waves of them) read 72% of the roof where
+ * 16 splits of 512 read 67% (perf-attention, 2026-12-01); at 4096 one wave fits there, 6 splits
+ * of 1376 keys, 73.6% against 72.5%, and at 8 x 131072 48 splits of 2736 keys read 75.5% against
+ * 73.0% in three waves of 912 and 68.9% in 128 splits of 1024 (2026-12-02).
  */
-const TC_SPLIT_KEYS = 1024;
+const TC_SPLIT_KEYS = 4096;
 
 /**
  * The several-subgroup tensor-core variants (`f16-tcdw2`, `f16-tcdw4`): f16-tcdw's steps with
@@ -610,8 +613,9 @@ export const cases: KernelCase<typeof params.fields>[] = [
     // (the emulation's worst element used 0.5 to 1 of a 5e-3 bound)
     tcTolerance: { atol: 1e-2, rtol: 1e-2 },
   }),
-  // The model's plans for the several-subgroup forms: splits of up to 1024 keys (688 at 64 x
-  // 8192), an empty split, a partial last step, 16 query heads a kv head, rows that rescale.
+  // The model's plans for the several-subgroup forms: splits of up to 4096 keys (1376 at 64 x
+  // 8192, 2736 at 8 x 131072), an empty split, a partial last step, 16 query heads a kv head,
+  // rows that rescale.
   decodeCase({
     label: "16 heads a kv head, ctx 2000,3000, splits of 1024 (an empty one)",
     numQHeads: 32,
@@ -627,6 +631,14 @@ export const cases: KernelCase<typeof params.fields>[] = [
     blockSize: 32,
     contexts: [1500, 700, 1376],
     splitTokens: 688,
+    kStd: 8,
+    tcTolerance: { atol: 1e-2, rtol: 1e-2 },
+  }),
+  decodeCase({
+    label: "Qwen3-30B-A3B decode ctx 3000,2900,100, splits of 2736, rescales",
+    ...QWEN3_30B,
+    contexts: [3000, 2900, 100],
+    splitTokens: 2736,
     kStd: 8,
     tcTolerance: { atol: 1e-2, rtol: 1e-2 },
   }),

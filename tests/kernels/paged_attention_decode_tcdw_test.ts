@@ -68,11 +68,11 @@ test("the several-subgroup forms split the head's dims: one workgroup struct, S 
     assert.equal(spec.grid(QWEN_TWO_SPLITS, v, h200), [4, 2, 3]);
     const lens = Array(64).fill(1024), qwen = { numQHeads: 32, numKvHeads: 4 };
     assert.equal(planDecodeSplits(lens, qwen, v), planDecodeSplits(lens, qwen, tcdw()));
-    // no score buffer: splits of up to 1024 keys, where f16-tcdw keeps the others' 512
+    // no score buffer: splits of up to 4096 keys, where f16-tcdw keeps the others' 512
     const deep = Array(64).fill(8192);
     assert.equal(planDecodeSplits(deep, qwen, v, 3072), { splitTokens: 688, numSplits: 12 });
     assert.equal(planDecodeSplits(deep, qwen, tcdw(), 3072), { splitTokens: 512, numSplits: 16 });
-    assert.equal(planDecodeSplits(Array(8).fill(131072), qwen, v, 1).splitTokens, 1024);
+    assert.equal(planDecodeSplits(Array(8).fill(131072), qwen, v, 1).splitTokens, 4096);
   }
   assert.match(wgsl, /@compute @workgroup_size\(WG\)\nfn main/);
   assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
@@ -196,20 +196,22 @@ test("whole waves: the fewest waves whose splits fit, each sequence cut into as 
   const qwen = { numQHeads: 32, numKvHeads: 4 };
   const plan = (b: number, ctx: number, wave = 1536) =>
     planDecodeSplits(Array(b).fill(ctx), qwen, v, { wave });
-  // one wave: 128 x 4 x 3 = 1536 workgroups, 64 x 4 x 6, 32 x 4 x 12 (688 keys fit)
+  // one wave: 128 x 4 x 3 = 1536 workgroups, 64 x 4 x 6, 32 x 4 x 12, 8 x 4 x 48
   assert.equal(plan(128, 1024), { splitTokens: 352, numSplits: 3 });
   assert.equal(plan(64, 1024), { splitTokens: 176, numSplits: 6 });
   assert.equal(plan(32, 8192), { splitTokens: 688, numSplits: 12 });
   assert.equal(plan(8, 8192), { splitTokens: 176, numSplits: 47 });
-  // one wave would need 1376 keys a split, past the form's 1024: two waves
-  assert.equal(plan(64, 8192), { splitTokens: 688, numSplits: 12 });
-  assert.equal(plan(8, 131072), { splitTokens: 912, numSplits: 144 });
+  assert.equal(plan(64, 8192), { splitTokens: 1376, numSplits: 6 });
+  assert.equal(plan(8, 131072), { splitTokens: 2736, numSplits: 48 });
+  // 16 x 131072: one wave would need 5472 keys a split, past the form's 4096: two waves
+  assert.equal(plan(16, 131072), { splitTokens: 2736, numSplits: 48 });
+  assert.equal(plan(1, 131072), { splitTokens: 352, numSplits: 373 });
   // the least keys a split still bounds the splits; more waves never loop past it
   assert.equal(plan(1, 1024), { splitTokens: 64, numSplits: 16 });
   assert.equal(planDecodeSplits([40], qwen, v, { wave: 1536 }), { splitTokens: 40, numSplits: 1 });
   assert.equal(
-    planDecodeSplits(Array(4).fill(8192), qwen, v, { wave: 1 }, 2048),
-    { splitTokens: 1024, numSplits: 8 },
+    planDecodeSplits(Array(4).fill(8192), qwen, v, { wave: 1 }, 8192),
+    { splitTokens: 4096, numSplits: 2 },
   );
   // mixed lengths: the longest sets the splits, so the workgroups stay within the waves
   const mixed = planDecodeSplits([1024, 100, 3000, 7], qwen, v, { wave: 1536 });
