@@ -330,4 +330,6 @@ export const cases = [
   // 256, and a partial row block in 2
   tcCase(2048, 128, 2048, false, 8, 32),
   tcCase(200, 128, 512, false, 2, 32),
+  // the prefill form's decode rule (decodeSplits: one wave): qkv at 128 rows in 3 splits of 704
+  tcCase(128, 5120, 2048, false, 3, 32),
 ];

@@ -264,7 +264,7 @@ export interface GpuModelOptions {
   /**
    * Split-K of the tensor-core GEMM for steps of at most 128 rows: about this many
    * workgroups a linear layer (default 2048; 0: never split; the prefill forms of 65-128 rows
-   * aim at no more than TC_TCP_DECODE_SPLIT_TARGET). Few rows give few (row, column)
+   * take at most one wave, TC_TCP_DECODE_WAVE). Few rows give few (row, column)
    * tiles, and each subgroup then waits on memory alone; k splits add subgroups, and
    * `splitk_reduce` adds their partial sums. Past 128 rows (prefill) only a layer whose tiles
    * leave most of the GPU idle splits (prefillSplits); 0 turns that off too.
@@ -488,20 +488,25 @@ export const PREFILL_WIDE_ROWS = 256;
 /** GpuModelOptions.tensorCoreSplitTarget's default. */
 export const TC_SPLIT_TARGET = 2048;
 /**
- * The workgroups a prefill form (gemm_tcp) aims at in its k splits up to TC_SPLIT_MAX_ROWS rows
- * (65-128 rows by default), where the staged forms aim at TC_SPLIT_TARGET: each of its
- * workgroups already holds 4-8 subgroups. H200, perf-linear, `f16-tcp128x128` at 128 rows, two
- * runs in one call (2026-12-01, `session16_call8`): qkv (n 5120, k 2048) 43.9 µs a layer in 2
- * splits (80 workgroups) against 51.8 in 4 and in 8 (the rule toward 2048); o (n 2048, k 4096)
- * 29.0 µs in 8 (128 workgroups) against 42.7 in 4 and 35.0 in 16.
+ * The workgroups a prefill form (gemm_tcp) may take in its k splits up to TC_SPLIT_MAX_ROWS rows
+ * (65-128 rows by default): one wave of them, since `f16-tcp128x128` holds an SM per workgroup
+ * and the H200 has 132 SMs; the staged forms aim at TC_SPLIT_TARGET instead. decodeSplits gives
+ * such a form the most splits whose workgroups fit (any count, not only powers of two). H200,
+ * perf-linear, `f16-tcp128x128` (2026-12-02, one call): qkv (n 5120, k 2048) at 128 rows 35.3
+ * µs a layer in 3 splits (120 workgroups) against 44.3 in 2, 51.5 in 4 (160: a wave and a
+ * fifth), 45.4 in 5 and 42.8 in 6, at 96 rows 41.2 against 50.9 in 2; o (n 2048, k 4096) 28.8
+ * in 8 (128 workgroups) against 33.2 in 6 and 36.9 in 5; in the model 128 x 1024 decode steps
+ * took 33.95 ms with qkv in 3 splits against 34.38 in 2 (the earlier rule: powers of two toward
+ * 72 workgroups) and 34.60 in 5. Earlier (2026-12-01, `session16_call8`) qkv read 43.9 µs in 2
+ * splits against 51.8 in 4 and in 8, o 29.0 in 8 against 42.7 in 4 and 35.0 in 16.
  */
-export const TC_TCP_DECODE_SPLIT_TARGET = 72;
+export const TC_TCP_DECODE_WAVE = 132;
 
 /**
- * Split-K of a decode-sized tensor-core linear (at most TC_SPLIT_MAX_ROWS rows): gemmTcSplits
- * toward `target` workgroups (a prefill form: at most TC_TCP_DECODE_SPLIT_TARGET), at most
- * TC_MAX_SPLITS splits, a staged form's splits at least `minK` of k (0: the form's own
- * stagedSplitMinK). perf-linear's `auto` is this rule.
+ * Split-K of a decode-sized tensor-core linear (at most TC_SPLIT_MAX_ROWS rows): a staged form
+ * gemmTcSplits toward `target` workgroups, a prefill form the most splits whose workgroups fit
+ * one wave (at most min(target, TC_TCP_DECODE_WAVE)); at most TC_MAX_SPLITS splits, each at
+ * least `minK` of k (0: the form's own stagedSplitMinK). perf-linear's `auto` is this rule.
  */
 export function decodeSplits(
   rows: number,
@@ -512,14 +517,27 @@ export function decodeSplits(
   minK = 0,
 ): number {
   const tcp = (gemmTc.GEMM_TCP_VARIANTS as readonly string[]).includes(variant.name);
+  const leastK = minK || gemmTc.stagedSplitMinK(variant);
+  if (tcp) {
+    const tiles = Math.ceil(n / variant.consts!.CW) * Math.ceil(rows / variant.consts!.TM);
+    const step = gemmTc.gemmTcKStep(variant);
+    let s = Math.min(TC_MAX_SPLITS, Math.floor(Math.min(target, TC_TCP_DECODE_WAVE) / tiles));
+    // each split at least leastK of k, and s splits of k_split each cover k (none left empty)
+    const fits = (c: number) => {
+      const kSplit = gemmTc.gemmTcSplitK(k, c, step);
+      return kSplit >= leastK && Math.ceil(k / kSplit) === c;
+    };
+    while (s > 1 && !fits(s)) s--;
+    return Math.max(1, s);
+  }
   return gemmTc.gemmTcSplits(
     rows,
     n,
     k,
     variant,
-    tcp ? Math.min(target, TC_TCP_DECODE_SPLIT_TARGET) : target,
+    target,
     TC_MAX_SPLITS,
-    variant.wideWords ? (minK || gemmTc.stagedSplitMinK(variant)) / 16 : undefined,
+    variant.wideWords ? leastK / 16 : undefined,
   );
 }
 

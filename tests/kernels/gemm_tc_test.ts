@@ -19,6 +19,7 @@ import { preludeOf, variantByName } from "../../kernels/kernel.ts";
 import {
   decodeSplits,
   prefillSplits,
+  TC_TCP_DECODE_WAVE,
   tensorCoreTileFor,
   tensorCoreVariantFor,
 } from "../../src/model/gpu_model.ts";
@@ -248,14 +249,21 @@ test("a prefill form takes the rows past the staged forms' where k steps by 32 a
   assert.match(preludeOf(spec, tcp), /diagnostic\(off, chromium.subgroup_matrix_uniformity\)/);
 });
 
-test("decode-sized linears: the staged forms aim at 2048 workgroups, the prefill forms at 72", () => {
+test("decode-sized linears: the staged forms aim at 2048 workgroups, the prefill forms fill one wave", () => {
   const tcp = variantByName(spec, "f16-tcp128x128");
   const tcs = variantByName(spec, "f16-tcs64x4");
-  // Qwen3-30B-A3B at 128 rows on tcp128x128: qkv 40 tiles -> 2 splits, o 16 tiles -> 8
-  assert.is(decodeSplits(128, 5120, 2048, tcp), 2);
+  // Qwen3-30B-A3B at 128 rows on tcp128x128 (132 workgroups a wave): qkv 40 tiles -> 3 splits
+  // (120 workgroups, k splits of 704), o 16 tiles -> 8
+  assert.is(TC_TCP_DECODE_WAVE, 132);
+  assert.is(decodeSplits(128, 5120, 2048, tcp), 3);
+  assert.is(gemmTcSplitK(2048, 3, gemmTcKStep(tcp)), 704);
   assert.is(decodeSplits(128, 2048, 4096, tcp), 8);
   // a smaller target asked for still holds
   assert.is(decodeSplits(128, 2048, 4096, tcp, 32), 2);
+  // one tile: 16 splits would leave k splits of 128, under the prefill forms' 256; 9 of 256
+  // would leave the ninth empty: 8
+  assert.is(decodeSplits(128, 128, 2048, tcp), 8);
+  assert.is(decodeSplits(128, 128, 2048, tcp, 2048, 1024), 2);
   // at 64 rows on tcs64x4: as many splits as splits of at least 1024 of k allow
   assert.is(decodeSplits(64, 5120, 2048, tcs), 2);
   assert.is(decodeSplits(64, 2048, 4096, tcs), 4);
