@@ -184,8 +184,11 @@ export const MOE_FUSED_ROUTER_MAX_TOKENS = 128;
  * - gate/up: `dec-w32c2` up to 1 (8 x 1024: 4.97 ms against dec-w32's 5.93), `dec-w32` up
  *   to 4 (64 x 1024: 18.1 ms; dec-w32c2 19.8, dec8 22.3), then `dec-w32-wg256` (128 x 1024:
  *   the step 103.7 -> 94.2 ms against dec8);
- * - down: `dec-w32` up to 1 (8 x 1024: 3.74 ms; dec 4.53, dec8c4 4.92), `dec` up to 4
- *   (64 x 1024: 11.1 ms; dec8 13.1, dec8c4 15.7), then `dec8`.
+ * - down: `dec-w32c2` up to 1 (2026-12-02, the weights in tiles, 8 x 1024 decode steps: 14.06
+ *   ms against dec-w32's 14.55, dec-w32-wg256 14.53, dec 14.74, dec8c4 14.94, dec8 15.46; batch
+ *   1 and 16 not compared; on 2026-11-30, in rows, dec-w32 3.74 ms a step's down GEMMs against
+ *   dec 4.53 and dec8c4 4.92), `dec` up to 4 (64 x 1024: 11.1 ms; dec8 13.1, dec8c4 15.7), then
+ *   `dec8`.
  * 2 rows an expert (32 x 1024) was not compared apart. Elsewhere the 8-lane forms. The block
  * takes the first one it compiled.
  */
@@ -211,7 +214,9 @@ export function moeGemmVariantFor(
     return stage === "gate_up" ? [wg256, dec8, w32, staged, dtype] : [dec8, w32, staged, dtype];
   }
   if (stage === "down") {
-    return perExpert <= 1 ? [w32, dec, dec8, staged, dtype] : [dec, w32, dec8, staged, dtype];
+    return perExpert <= 1
+      ? [w32c2, w32, dec, dec8, staged, dtype]
+      : [dec, w32, dec8, staged, dtype];
   }
   return perExpert <= 1 ? [w32c2, w32, dec, dec8, staged, dtype] : [w32, dec, dec8, staged, dtype];
 }
