@@ -39,7 +39,7 @@ import { fileURLToPath } from "node:url";
 import { BufferUsage, describeGpu, type Gpu, MapMode, openGpu } from "../gpu/device.ts";
 import { createStorage, readBuffer, uploadBuffer } from "../gpu/buffers.ts";
 import { paced } from "../gpu/event_pacing.ts";
-import { PassTimer, timeComputePass } from "../gpu/timestamps.ts";
+import { PassTimer, timeComputePass, warmComputePasses } from "../gpu/timestamps.ts";
 import { KernelCall } from "../model/kernel_call.ts";
 import { submitRandomFill } from "../model/random_fill.ts";
 import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
@@ -80,6 +80,13 @@ const SPEC = {
   },
   dtype: { type: "string", values: ["f16", "f32"], default: "f16", help: "K/V storage type" },
   reps: { type: "number", default: 20, integer: true, min: 1, help: "timed repetitions" },
+  warmupMs: {
+    type: "number",
+    default: 250,
+    min: 0,
+    help: "ms of untimed passes right before each row's timed ones (clocks up after the idle " +
+      "check: without them a sweep's first rows on the H200 read up to 4x slow)",
+  },
   json: { type: "string", help: "write the points as JSON" },
   bandwidthGbps: {
     type: "number",
@@ -182,6 +189,8 @@ export interface PerfAttentionOptions {
   readonly variants: readonly Variant[];
   readonly dtype: "f16" | "f32";
   readonly reps: number;
+  /** ms of untimed passes right before each row's timed ones (default 0: one pass). */
+  readonly warmupMs?: number;
   readonly blockSize: number;
   readonly numQHeads: number;
   readonly numKvHeads: number;
@@ -615,6 +624,7 @@ async function benchVariant(
     if (check === "fail") {
       return { ...base, gpu_us: null, split_us: null, gbps: null, roof_share: null };
     }
+    await warmComputePasses(gpu, "warm-up", (pass) => encode(pass, true), o.warmupMs ?? 0);
     const gpuUs = (await timeComputePass(gpu, timer, "attention", (pass) => encode(pass, true))) /
       o.reps;
     const splitUs = splits > 1
@@ -721,6 +731,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     variants: variants.run,
     dtype,
     reps: o.reps,
+    warmupMs: o.warmupMs,
     blockSize: o.blockSize,
     numQHeads: o.qHeads,
     numKvHeads: o.kvHeads,
@@ -759,6 +770,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         block_size: o.blockSize,
       },
       reps: o.reps,
+      warmup_ms: o.warmupMs,
       points: result.rows.map((r) => ({
         ...r,
         gpu_us: roundOrNull(r.gpu_us),

@@ -27,7 +27,7 @@ import { fileURLToPath } from "node:url";
 import { describeGpu, type Gpu, openGpu } from "../gpu/device.ts";
 import { createStorage, readBuffer } from "../gpu/buffers.ts";
 import { paced } from "../gpu/event_pacing.ts";
-import { PassTimer, timeComputePass } from "../gpu/timestamps.ts";
+import { PassTimer, timeComputePass, warmComputePasses } from "../gpu/timestamps.ts";
 import { KernelCall } from "../model/kernel_call.ts";
 import { submitRandomFill } from "../model/random_fill.ts";
 import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
@@ -78,6 +78,13 @@ const SPEC = {
     help: "distinct weight matrices a pass (one per layer)",
   },
   reps: { type: "number", default: 5, integer: true, min: 1, help: "timed passes" },
+  warmupMs: {
+    type: "number",
+    default: 250,
+    min: 0,
+    help: "ms of untimed passes right before each row's timed ones (clocks up after the idle " +
+      "check: without them a sweep's first rows on the H200 read up to 2x slow)",
+  },
   json: { type: "string", help: "write the rows as JSON" },
   bandwidthGbps: {
     type: "number",
@@ -201,6 +208,8 @@ export interface PerfLinearOptions {
   readonly splits: readonly ("auto" | number)[];
   readonly layers: number;
   readonly reps: number;
+  /** ms of untimed passes right before each row's timed ones (default 0: none). */
+  readonly warmupMs?: number;
   /** The read roof, bytes/s (null: no roof share). */
   readonly bytesPerSecond: number | null;
 }
@@ -374,6 +383,9 @@ async function benchOne(
       }
     });
     const checkError = maxRef > 0 ? maxErr / maxRef : maxErr;
+    if (o.warmupMs) {
+      await warmComputePasses(gpu, "perf-linear warm-up", (pass) => encode(pass, true), o.warmupMs);
+    }
     const times: number[] = [], gemmTimes: number[] = [];
     for (let r = 0; r < o.reps; r++) {
       times.push(await timeComputePass(gpu, timer, "perf-linear", (pass) => encode(pass, true)));
@@ -453,6 +465,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     splits,
     layers: o.layers,
     reps: o.reps,
+    warmupMs: o.warmupMs,
     bytesPerSecond: bw?.bytesPerSecond ?? null,
   });
   console.log("");
@@ -469,6 +482,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       bandwidth_gbps: bw ? round3(bw.bytesPerSecond / 1e9) : null,
       layers: o.layers,
       reps: o.reps,
+      warmup_ms: o.warmupMs,
       rows: result.rows.map((r) => ({
         ...r,
         us: round3(r.us),

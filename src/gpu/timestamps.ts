@@ -114,6 +114,36 @@ export class PassTimer {
 }
 
 /**
+ * Keeps the GPU busy with passes that `encode` fills, two in flight, until `ms` have passed
+ * (at least one pass); returns how many ran. Before a timed pass: a GPU that sat idle (a fresh
+ * machine, or the seconds a CPU reference takes) runs its first passes at lower clocks, and on
+ * the H200 the first rows of a perf-attention or perf-linear sweep read up to 2-4x slow.
+ */
+export async function warmComputePasses(
+  gpu: Gpu,
+  label: string,
+  encode: (pass: GPUComputePassEncoder) => void,
+  ms: number,
+): Promise<number> {
+  const end = performance.now() + ms;
+  let previous: Promise<unknown> | null = null;
+  let passes = 0;
+  do {
+    const enc = gpu.device.createCommandEncoder();
+    const pass = enc.beginComputePass({ label });
+    encode(pass);
+    pass.end();
+    gpu.device.queue.submit([enc.finish()]);
+    const done = paced(gpu.device.queue.onSubmittedWorkDone());
+    if (previous) await previous;
+    previous = done;
+    passes++;
+  } while (performance.now() < end);
+  await previous;
+  return passes;
+}
+
+/**
  * µs of one compute pass that `encode` fills: from its timestamps, or without a timer (or
  * timestamp queries) host wall from submit to onSubmittedWorkDone.
  */
