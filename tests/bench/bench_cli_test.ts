@@ -155,7 +155,12 @@ test("Ctrl-C: exit code 130 and a partial artifact that keeps the measured point
   const out = join(dir, "out.json");
   const points = manifestFile(dir, {
     schema_version: 1,
-    decode: [1, 2, 3, 4].map((i) => ({ batch_size: 1, total_kv_read_tokens: 16 * i })),
+    // enough points that the run outlasts the poll below after its first checkpoint (4 points
+    // once ran out before the 250 ms poll saw one)
+    decode: Array.from({ length: 12 }, (_, i) => ({
+      batch_size: 1,
+      total_kv_read_tokens: 16 * (i + 1),
+    })),
   });
   const { child, exit } = start([
     "--points",
@@ -167,8 +172,8 @@ test("Ctrl-C: exit code 130 and a partial artifact that keeps the measured point
     ...SMALL_ENGINE,
   ]);
   let checkpoint: BenchArtifact | null = null;
-  for (let i = 0; i < 1200 && checkpoint === null; i++) {
-    await sleep(250);
+  for (let i = 0; i < 6000 && checkpoint === null; i++) {
+    await sleep(50);
     if (existsSync(out)) checkpoint = read(out);
   }
   assert.ok(checkpoint, "a checkpoint appeared");
@@ -186,8 +191,8 @@ test("Ctrl-C: exit code 130 and a partial artifact that keeps the measured point
     "interrupted",
   ]);
   assert.ok(a.results.length >= checkpoint!.results.length && a.results.length >= 1);
-  assert.ok(a.results.length < 4, "it stopped before the end");
-  assert.is(a.results[0].point_key, "decode:B1:K64");
+  assert.ok(a.results.length < 12, "it stopped before the end");
+  assert.is(a.results[0].point_key, "decode:B1:K192");
 });
 
 test.run();
