@@ -375,6 +375,25 @@ export const DEEP_DECODE_KEYS = 8192;
  * 8192 to 48.53.
  */
 const TC_DECODE_VARIANT = "f16-tcdw2";
+/** GpuModelOptions.decodeSplit's numbers are positive integers, and one budget is named. */
+function checkDecodeSplit(
+  split: { readonly workgroups?: number; readonly wave?: number; readonly minTokens: number },
+): void {
+  for (const [name, value] of Object.entries(split)) {
+    if (value !== undefined && !(Number.isInteger(value) && value >= 1)) {
+      throw new ModelOptionError(
+        `model: decodeSplit.${name} = ${value} must be a positive integer`,
+      );
+    }
+  }
+  if (split.workgroups !== undefined && split.wave !== undefined) {
+    throw new ModelOptionError(
+      "model: decodeSplit takes workgroups or wave, not both (about that many workgroups, or " +
+        "whole waves of that many)",
+    );
+  }
+}
+
 /** Decode attention's split plan by default: about this many workgroups a step. */
 const DECODE_SPLIT_WORKGROUPS = 2048;
 /** ... on the tensor-core forms: whole waves of this many (as many as the H200 holds at once). */
@@ -755,6 +774,7 @@ export class GpuModel implements ForwardModel {
         `model: linearFewRows needs the decode GEMV forms (gemvForms "decode")`,
       );
     }
+    checkDecodeSplit(opts.decodeSplit);
     const calls = await createCalls(
       gpu,
       config,

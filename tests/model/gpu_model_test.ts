@@ -34,6 +34,7 @@ import * as assert from "uvu/assert";
 import { ensureFixture } from "../../scripts/fixtures.ts";
 import { packSamplingRows, sampleRef } from "../../kernels/sample.ts";
 import { GpuModel } from "../../src/model/gpu_model.ts";
+import { ModelOptionError } from "../../src/model/model_option_error.ts";
 import type { StorageDtype } from "../../src/model/gpu_weights.ts";
 import { ReferenceKvCache, ReferenceModel } from "../../src/model/reference_model.ts";
 import { ModelTokenizer } from "../../src/model/tokenizer.ts";
@@ -265,6 +266,23 @@ test("a step with more tokens than maxNumTokens, or a context past maxModelLen, 
   } finally {
     model.destroy();
   }
+});
+
+test("decode attention's split budget: positive integers, workgroups or wave, refused by name", async () => {
+  const gpu = await sharedGpu();
+  const load = (decodeSplit: { workgroups?: number; wave?: number; minTokens?: number }) =>
+    GpuModel.load(gpu, dirs["tiny-qwen3"], { dtype: "f32", ...MODEL_OPTIONS, decodeSplit });
+  const refused = async (split: Parameters<typeof load>[0], message: RegExp) => {
+    let error: unknown = null;
+    await load(split).then((m) => m.destroy(), (e) => error = e);
+    assert.instance(error, ModelOptionError, `${JSON.stringify(split)}`);
+    assert.match((error as Error).message, message);
+  };
+  await refused({ wave: 0 }, /decodeSplit\.wave = 0 must be a positive integer/);
+  await refused({ workgroups: 1.5 }, /decodeSplit\.workgroups = 1\.5 must be/);
+  await refused({ minTokens: -1 }, /decodeSplit\.minTokens = -1 must be/);
+  await refused({ workgroups: 64, wave: 64 }, /takes workgroups or wave, not both/);
+  (await load({ wave: 64 })).destroy();
 });
 
 test("a step records the host time it took before its submit (lastEncodeMs)", async () => {
