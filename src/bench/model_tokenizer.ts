@@ -14,17 +14,10 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
 import { TextPoolError } from "./text_pool.ts";
-
-const held = new Map<string, WeakRef<ModelTokenizer>>();
+import { heldCache } from "../util/held_cache.ts";
 
 /** The tokenizer for `--model` (a folder or `synthetic:NAME`). */
-export function modelTokenizer(spec: string): ModelTokenizer {
-  const alive = held.get(spec)?.deref();
-  if (alive) return alive;
-  const tokenizer = loadModelTokenizer(spec);
-  held.set(spec, new WeakRef(tokenizer));
-  return tokenizer;
-}
+export const modelTokenizer: (spec: string) => ModelTokenizer = heldCache(loadModelTokenizer);
 
 function loadModelTokenizer(spec: string): ModelTokenizer {
   try {

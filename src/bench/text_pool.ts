@@ -19,6 +19,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import type { TextPoolInfo } from "./artifact.ts";
+import { heldCache } from "../util/held_cache.ts";
 
 /** The dataset package. */
 export const TEXT_DATASET_PACKAGE = "nlp-corpus";
@@ -132,7 +133,7 @@ export function collectionOf(
   };
 }
 
-let sharedCollection: WeakRef<TextCollection> | null = null;
+const heldCollection = heldCache((_: "collection") => collectionOf(loadTextBodies()));
 
 /**
  * The dataset's collection pool, verified. A pool still held by someone (the text pool's
@@ -140,11 +141,7 @@ let sharedCollection: WeakRef<TextCollection> | null = null;
  * split a second time; the cache itself keeps nothing alive.
  */
 export function loadCollection(): TextCollection {
-  const held = sharedCollection?.deref();
-  if (held) return held;
-  const loaded = collectionOf(loadTextBodies());
-  sharedCollection = new WeakRef(loaded);
-  return loaded;
+  return heldCollection("collection");
 }
 
 /**

@@ -189,7 +189,7 @@ export interface PerfAttentionOptions {
   readonly variants: readonly Variant[];
   readonly dtype: "f16" | "f32";
   readonly reps: number;
-  /** ms of untimed passes right before each row's timed ones (default 0: one pass). */
+  /** ms of untimed passes right before each row's timed ones (default 0: none). */
   readonly warmupMs?: number;
   readonly blockSize: number;
   readonly numQHeads: number;
@@ -624,7 +624,9 @@ async function benchVariant(
     if (check === "fail") {
       return { ...base, gpu_us: null, split_us: null, gbps: null, roof_share: null };
     }
-    await warmComputePasses(gpu, "warm-up", (pass) => encode(pass, true), o.warmupMs ?? 0);
+    if (o.warmupMs) {
+      await warmComputePasses(gpu, "attention warm-up", (pass) => encode(pass, true), o.warmupMs);
+    }
     const gpuUs = (await timeComputePass(gpu, timer, "attention", (pass) => encode(pass, true))) /
       o.reps;
     const splitUs = splits > 1

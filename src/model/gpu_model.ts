@@ -375,25 +375,6 @@ export const DEEP_DECODE_KEYS = 8192;
  * 8192 to 48.53.
  */
 const TC_DECODE_VARIANT = "f16-tcdw2";
-/** GpuModelOptions.decodeSplit's numbers are positive integers, and one budget is named. */
-function checkDecodeSplit(
-  split: { readonly workgroups?: number; readonly wave?: number; readonly minTokens: number },
-): void {
-  for (const [name, value] of Object.entries(split)) {
-    if (value !== undefined && !(Number.isInteger(value) && value >= 1)) {
-      throw new ModelOptionError(
-        `model: decodeSplit.${name} = ${value} must be a positive integer`,
-      );
-    }
-  }
-  if (split.workgroups !== undefined && split.wave !== undefined) {
-    throw new ModelOptionError(
-      "model: decodeSplit takes workgroups or wave, not both (about that many workgroups, or " +
-        "whole waves of that many)",
-    );
-  }
-}
-
 /** Decode attention's split plan by default: about this many workgroups a step. */
 const DECODE_SPLIT_WORKGROUPS = 2048;
 /** ... on the tensor-core forms: whole waves of this many (as many as the H200 holds at once). */
@@ -1815,6 +1796,23 @@ function prefillAttentionForm(
   const why = reason(asked);
   if (why === null) return asked;
   throw new ModelOptionError(`model: prefillAttention "${asked}" cannot run here: ${why}`);
+}
+
+/** GpuModelOptions.decodeSplit's numbers are positive integers, and one budget is named. */
+function checkDecodeSplit(split: NonNullable<GpuModelOptions["decodeSplit"]>): void {
+  for (const [name, value] of Object.entries(split)) {
+    if (value !== undefined && !(Number.isInteger(value) && value >= 1)) {
+      throw new ModelOptionError(
+        `model: decodeSplit.${name} = ${value} must be a positive integer`,
+      );
+    }
+  }
+  if (split.workgroups !== undefined && split.wave !== undefined) {
+    throw new ModelOptionError(
+      "model: decodeSplit takes workgroups or wave, not both (about that many workgroups, or " +
+        "whole waves of that many)",
+    );
+  }
 }
 
 /** GpuModelOptions.tensorCoreSplitMinK, checked. */

@@ -46,6 +46,9 @@ export interface ChainContentOptions {
   readonly vocabSize: number;
 }
 
+/** What chains are drawn and tokenized from, until prepared. */
+type ChainSource = Pick<ChainContentOptions, "bodies" | "tokenizer">;
+
 /** One chain as drawn so far: a lazy Fisher-Yates shuffle of the pool and its tokens. */
 interface ChainState {
   readonly rng: Rng;
@@ -61,7 +64,7 @@ interface ChainState {
 export class ChainContent {
   readonly #o: Omit<ChainContentOptions, "bodies" | "tokenizer">;
   /** The pool and the tokenizer, until {@link prepare} drops them. */
-  #source: Pick<ChainContentOptions, "bodies" | "tokenizer"> | null;
+  #source: ChainSource | null;
   readonly #conversations: number;
   readonly #tokenizerPath: string;
   readonly #encoded = new Map<number, Int32Array>();
@@ -134,7 +137,8 @@ export class ChainContent {
     if (!Number.isInteger(length) || length < 0) {
       throw new RangeError(`chain length must be a non-negative integer, got ${length}`);
     }
-    if (this.#source === null) return this.#prepared(chain, length);
+    const source = this.#source;
+    if (source === null) return this.#prepared(chain, length);
     const s = this.#chain(chain);
     const n = this.#conversations;
     while (s.length < length) {
@@ -145,7 +149,7 @@ export class ChainContent {
             `tokens; ${length} are needed`,
         );
       }
-      const ids = this.#encode(this.#draw(s, n));
+      const ids = this.#encode(source, this.#draw(s, n));
       if (s.length + ids.length > s.tokens.length) {
         const grown = new Int32Array(Math.max(2 * s.tokens.length, s.length + ids.length, 1024));
         grown.set(s.tokens.subarray(0, s.length));
@@ -218,11 +222,9 @@ export class ChainContent {
     return atJ;
   }
 
-  #encode(body: number): Int32Array {
+  #encode(source: ChainSource, body: number): Int32Array {
     let ids = this.#encoded.get(body);
     if (ids) return ids;
-    const source = this.#source;
-    if (source === null) throw new Error("chain content was prepared: no tokenizer left");
     try {
       ids = source.tokenizer.encode(source.bodies[body] + "\n");
     } catch (err) {
