@@ -135,7 +135,7 @@ export interface GpuModelOptions {
    * workgroups a step, or the fewest whole waves of `wave` workgroups whose splits fit the form
    * (default: waves of 1536 on the tensor-core forms, 2048 workgroups on the others), and at
    * least `minTokens` keys a split (default 64). The H200 holds about 1536 of f16-tcdw2's
-   * workgroups at once: in one perf-attention sweep (2026-12-02, 1024-6144 workgroups, one
+   * workgroups at once (read from the sweep, not measured apart): in one perf-attention sweep (2026-12-02, 1024-6144 workgroups, one
    * layer) the plan of one full wave read the most at 128 x 1024 (60% of the roof, against 56%
    * at 3072 workgroups and 52% at 4096), 64 x 1024 (51% against 44-46%), 32 x 8192 (69%
    * against 64%) and 8 x 8192 (46% against 38-41%), and at 64 x 8192, whose one wave would
@@ -489,8 +489,8 @@ export const PREFILL_WIDE_ROWS = 256;
 export const TC_SPLIT_TARGET = 2048;
 /**
  * The workgroups a prefill form (gemm_tcp) may take in its k splits up to TC_SPLIT_MAX_ROWS rows
- * (65-128 rows by default): one wave of them, since `f16-tcp128x128` holds an SM per workgroup
- * and the H200 has 132 SMs; the staged forms aim at TC_SPLIT_TARGET instead. decodeSplits gives
+ * (65-128 rows by default): one wave of them: `f16-tcp128x128` appears to hold an SM per
+ * workgroup (read from the sweep below, not measured apart) and the H200 has 132 SMs; the staged forms aim at TC_SPLIT_TARGET instead. decodeSplits gives
  * such a form the most splits whose workgroups fit (any count, not only powers of two). H200,
  * perf-linear, `f16-tcp128x128` (2026-12-02, one call): qkv (n 5120, k 2048) at 128 rows 35.3
  * µs a layer in 3 splits (120 workgroups) against 44.3 in 2, 51.5 in 4 (160: a wave and a
