@@ -196,9 +196,12 @@ export interface GpuModelOptions {
    * Linear layers with at least this many rows take the tensor-core GEMM (`cast_f16` of
    * the activations, then `gemm_tc`) where the device has f16 16x16x16 subgroup matrices
    * on 32-wide subgroups, the weights are f16 and the layer's n and k are multiples of 16;
-   * 0: never. Default 9 there (past the few-row GEMV), else 0. On the H200 (2026-11-30,
-   * Qwen3-30B-A3B) decode steps of 16-128 rows ran 8-24% faster and prefills of 128-2048
-   * tokens 10-23% faster. A kind with its own form in manyRowsByKind (the router by default)
+   * 0: never. Default 2 there (every step past the one-row GEMV), else 0. On the H200
+   * (2026-11-30, Qwen3-30B-A3B) decode steps of 16-128 rows ran 8-24% faster and prefills of
+   * 128-2048 tokens 10-23% faster; on 2026-12-02 (session 21, in one call, 9 -> 2) steps of 2, 4
+   * and 8 rows against the `dec8-w32c2` GEMV: 2 x 1024 8.73 -> 8.12 ms, 4 x 1024 10.88 -> 10.14,
+   * 8 x 1024 14.02 -> 13.11, 2 / 4 / 8 x 8192 9.97 / 12.42 / 16.64 -> 9.35 / 11.66 / 15.77 (at 8
+   * rows perf-linear read qkv in 16.3 µs a layer, `f16-tcs16` in 4 splits, and o in 16.0). A kind with its own form in manyRowsByKind (the router by default)
    * keeps that form up to stagedMaxRows: the router's 64 rows took 1.86 ms a step on the
    * tensor cores against 1.49 on its row blocks.
    */
@@ -1840,7 +1843,7 @@ function expertTilesByDefault(gpu: Gpu, config: ModelConfig, dtype: StorageDtype
 
 /** Linear layers' tensor-core rows by default (GpuModelOptions.tensorCoreRows). */
 function defaultTensorCoreRows(gpu: Gpu, dtype: StorageDtype): number {
-  return dtype === "f16" && unsupportedReason(gpu, gemmTc.spec.variants[0]) === null ? 9 : 0;
+  return dtype === "f16" && unsupportedReason(gpu, gemmTc.spec.variants[0]) === null ? 2 : 0;
 }
 
 /**
