@@ -184,13 +184,12 @@ export const MOE_FUSED_ROUTER_MAX_TOKENS = 128;
  * - gate/up: `dec-w32c2` up to 1 (8 x 1024: 4.97 ms against dec-w32's 5.93), `dec-w32` up
  *   to 4 (64 x 1024: 18.1 ms; dec-w32c2 19.8, dec8 22.3), then `dec-w32-wg256` (128 x 1024:
  *   the step 103.7 -> 94.2 ms against dec8);
- * - down: `dec-w32c2` up to 1 (2026-12-02, the weights in tiles, 8 x 1024 decode steps: 14.06
- *   ms against dec-w32's 14.55, dec-w32-wg256 14.53, dec 14.74, dec8c4 14.94, dec8 15.46; batch
- *   1 and 16 not compared; on 2026-11-30, in rows, dec-w32 3.74 ms a step's down GEMMs against
- *   dec 4.53 and dec8c4 4.92), `dec` up to 4 (64 x 1024: 11.1 ms; dec8 13.1, dec8c4 15.7), then
- *   `dec8`.
- * 2 rows an expert (32 x 1024) was not compared apart. Elsewhere the 8-lane forms. The block
- * takes the first one it compiled.
+ * - down: `dec-w32c4u3r1` up to 1 and `dec-w32c2u3r2` up to 2 (2026-12-02, session 21: 1 / 8 /
+ *   16 / 32 x 1024 decode steps 5.24 / 12.47 / 17.34 / 25.67 ms and 5.40 / 12.65 / 17.38 /
+ *   25.20 against dec-w32c2's 5.54 / 13.04 / 18.04 / 26.20, and dec's 26.45 at 32; see
+ *   moeDecodeVariants), `dec` up to 4 (64 x 1024: 11.1 ms; dec8 13.1, dec8c4 15.7), then `dec8`.
+ *   Earlier the same day dec-w32c2 had beaten dec-w32 (14.06 ms against 14.55 at 8 x 1024).
+ * Elsewhere the 8-lane forms. The block takes the first one it compiled.
  */
 export function moeGemmVariantFor(
   dtype: "f16" | "f32",
@@ -202,12 +201,14 @@ export function moeGemmVariantFor(
 ): string[] {
   const perExpert = (tokens * topK) / experts;
   const staged = `${dtype}-staged${packedF16 && dtype === "f16" ? "-packed" : ""}`;
-  const [w32, w32c2, wg256, dec, dec8] = [
+  const [w32, w32c2, wg256, dec, dec8, c4r1, c2r2] = [
     `${dtype}-dec-w32`,
     `${dtype}-dec-w32c2`,
     `${dtype}-dec-w32-wg256`,
     `${dtype}-dec`,
     `${dtype}-dec8`,
+    `${dtype}-dec-w32c4u3r1`,
+    `${dtype}-dec-w32c2u3r2`,
   ];
   if (perExpert > 16) return [dtype];
   if (perExpert > 4) {
@@ -215,7 +216,9 @@ export function moeGemmVariantFor(
   }
   if (stage === "down") {
     return perExpert <= 1
-      ? [w32c2, w32, dec, dec8, staged, dtype]
+      ? [c4r1, w32c2, w32, dec, dec8, staged, dtype]
+      : perExpert <= 2
+      ? [c2r2, dec, w32, dec8, staged, dtype]
       : [dec, w32, dec8, staged, dtype];
   }
   return perExpert <= 1 ? [w32c2, w32, dec, dec8, staged, dtype] : [w32, dec, dec8, staged, dtype];

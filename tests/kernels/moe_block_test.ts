@@ -468,10 +468,22 @@ test("the MoE block refuses a step larger than its scratch and encode before set
 });
 
 test("the GEMM forms by rows per expert: decode forms, then staged (f16 words when packed), tiled else", () => {
-  // up to 1 row an expert: dec-w32c2 both
+  // up to 1 row an expert: gate/up dec-w32c2, down dec-w32c4u3r1 (its short rows)
   const fewRows = ["f16-dec-w32c2", "f16-dec-w32", "f16-dec", "f16-dec8", "f16-staged", "f16"];
   assert.equal(moeGemmVariantFor("f16", 1, 8, 128), fewRows);
-  assert.equal(moeGemmVariantFor("f16", 16, 8, 128, false, "down"), fewRows);
+  assert.equal(moeGemmVariantFor("f16", 16, 8, 128, false, "down"), [
+    "f16-dec-w32c4u3r1",
+    ...fewRows,
+  ]);
+  // up to 2: down dec-w32c2u3r2
+  assert.equal(moeGemmVariantFor("f16", 32, 8, 128, false, "down"), [
+    "f16-dec-w32c2u3r2",
+    "f16-dec",
+    "f16-dec-w32",
+    "f16-dec8",
+    "f16-staged",
+    "f16",
+  ]);
   // up to 4: gate/up dec-w32, down dec (faster than dec8 and dec-w32 on the H200 at 4)
   assert.equal(moeGemmVariantFor("f16", 64, 8, 128)[0], "f16-dec-w32");
   assert.equal(moeGemmVariantFor("f16", 64, 8, 128, false, "down"), [
