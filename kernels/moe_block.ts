@@ -181,9 +181,10 @@ export const MOE_FUSED_ROUTER_MAX_TOKENS = 128;
  * rows on average, then the staged form (no subgroups), and the tiled form otherwise. Where
  * subgroups are 32 wide, by rows per expert (H200, Qwen3-30B-A3B, 2026-11-30, one decode
  * step profiled per form):
- * - gate/up: `dec-w32c2` up to 1 (8 x 1024: 4.97 ms against dec-w32's 5.93), `dec-w32` up
- *   to 4 (64 x 1024: 18.1 ms; dec-w32c2 19.8, dec8 22.3), then `dec-w32-wg256` (128 x 1024:
- *   the step 103.7 -> 94.2 ms against dec8);
+ * - gate/up: `dec-w32c2` up to 2 (8 x 1024: 4.97 ms against dec-w32's 5.93; 2026-12-02, 32 x
+ *   1024 decode steps 23.48 ms against dec-w32's 25.20, dec-w32c2u3r2 25.00, dec-w32c4u3r1
+ *   31.06), `dec-w32` up to 4 (64 x 1024: 18.1 ms; dec-w32c2 19.8, dec8 22.3), then
+ *   `dec-w32-wg256` (128 x 1024: the step 103.7 -> 94.2 ms against dec8);
  * - down: `dec-w32c4u3r1` up to 1 and `dec-w32c2u3r2` up to 2 (2026-12-02, session 21: 1 / 8 /
  *   16 / 32 x 1024 decode steps 5.24 / 12.47 / 17.34 / 25.67 ms and 5.40 / 12.65 / 17.38 /
  *   25.20 against dec-w32c2's 5.54 / 13.04 / 18.04 / 26.20, and dec's 26.45 at 32; see
@@ -221,7 +222,7 @@ export function moeGemmVariantFor(
       ? [c2r2, dec, w32, dec8, staged, dtype]
       : [dec, w32, dec8, staged, dtype];
   }
-  return perExpert <= 1 ? [w32c2, w32, dec, dec8, staged, dtype] : [w32, dec, dec8, staged, dtype];
+  return perExpert <= 2 ? [w32c2, w32, dec, dec8, staged, dtype] : [w32, dec, dec8, staged, dtype];
 }
 
 /**

@@ -475,7 +475,8 @@ test("the GEMM forms by rows per expert: decode forms, then staged (f16 words wh
     "f16-dec-w32c4u3r1",
     ...fewRows,
   ]);
-  // up to 2: down dec-w32c2u3r2
+  // up to 2: gate/up dec-w32c2 still, down dec-w32c2u3r2
+  assert.equal(moeGemmVariantFor("f16", 32, 8, 128), fewRows);
   assert.equal(moeGemmVariantFor("f16", 32, 8, 128, false, "down"), [
     "f16-dec-w32c2u3r2",
     "f16-dec",
