@@ -23,6 +23,7 @@ import * as moeGemmGateUpTc from "./moe_gemm_gate_up_tc.ts";
 import * as moeGemmDownTc from "./moe_gemm_down_tc.ts";
 import * as moeRouter from "./moe_router.ts";
 import * as moeRouterFused from "./moe_router_fused.ts";
+import * as moeRouterNorm from "./moe_router_norm.ts";
 import * as moeRouteDispatch from "./moe_route_dispatch.ts";
 import * as kvBlockCopy from "./kv_block_copy.ts";
 import * as pagedAttention from "./paged_attention.ts";
@@ -60,6 +61,7 @@ export const KERNELS: readonly KernelModule[] = [
   kvBlockCopy,
   moeRouter,
   moeRouterFused,
+  moeRouterNorm,
   moeDispatch,
   moeRouteDispatch,
   moeGemmGateUp,

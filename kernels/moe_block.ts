@@ -42,6 +42,7 @@ import {
 import type { ParamFields, ParamValues } from "./params.ts";
 import * as router from "./moe_router.ts";
 import * as routerFused from "./moe_router_fused.ts";
+import * as routerNorm from "./moe_router_norm.ts";
 import * as dispatch from "./moe_dispatch.ts";
 import * as routeDispatch from "./moe_route_dispatch.ts";
 import { laneGroupColumns } from "./lane_group_variants.ts";
@@ -96,8 +97,18 @@ export interface MoeBlockIo {
    * (MoeBlock.routesInOnePass) write routerLogits instead of reading them.
    */
   readonly wRouter?: BufferArg;
-  /** f32 [tokens, hidden]: the normed hidden states the experts read. */
+  /**
+   * f32 [tokens, hidden]: the normed hidden states the experts read; written here instead in
+   * the steps that norm in the router (MoeBlock.normsInRouter, given routerNorm).
+   */
   readonly x: BufferArg;
+  /**
+   * The MoE layer's input RMSNorm, fused into the one-pass router (moe_router_norm) in the
+   * steps that norm in the router (MoeBlock.normsInRouter, with wRouter): the rows it norms
+   * (f32 [tokens, hidden], the residual) and its weight (T [hidden]); the normed rows go to x.
+   * The caller leaves out its own rmsnorm there.
+   */
+  readonly routerNorm?: { readonly input: BufferArg; readonly weight: BufferArg };
   /** T [experts, 2 * inter, hidden]: each expert's gate rows, then its up rows. */
   readonly wGateUp: BufferArg;
   /** T [experts, hidden, inter]. */
@@ -157,6 +168,11 @@ export interface MoeBlockOptions {
    * MOE_FUSED_ROUTER_MAX_TOKENS.
    */
   readonly fusedRouterMaxTokens?: number;
+  /**
+   * The steps that route in one pass also take the layer's input RMSNorm there
+   * (moe_router_norm, given MoeBlockIo.routerNorm), one dispatch a layer fewer; default true.
+   */
+  readonly fusedRouterNorm?: boolean;
   /**
    * Steps of 1 to this many tokens that do not route in one pass take moe_route_dispatch: the
    * router's top-k and the dispatch in one workgroup, one dispatch where moe_router and
@@ -314,6 +330,8 @@ export class MoeBlock {
       router: Pipe;
       /** moe_router_fused for the block's dtype; null where it is off or did not compile. */
       routerFused: Pipe | null;
+      /** moe_router_norm; null where the one-pass router or its norm is off, or did not compile. */
+      routerNorm: Pipe | null;
       dispatch: Pipe;
       /** moe_route_dispatch; null where it is off or did not compile. */
       routeDispatch: Pipe | null;
@@ -326,6 +344,7 @@ export class MoeBlock {
     private readonly params: Record<
       | "router"
       | "routerFused"
+      | "routerNorm"
       | "dispatch"
       | "routeDispatch"
       | "gateUp"
@@ -417,9 +436,11 @@ export class MoeBlock {
       );
     }
     const tc = await tensorCorePipes(gpu, shape, options, blockM);
+    const fusedRouter = await fusedRouterPipe(gpu, shape, options);
     const pipes = {
       router: await pipe(router.spec, "f32"),
-      routerFused: await fusedRouterPipe(gpu, shape, options),
+      routerFused: fusedRouter,
+      routerNorm: fusedRouter ? await routerNormPipe(gpu, options) : null,
       dispatch: await pipe(dispatch.spec, "f32"),
       routeDispatch: await routeDispatchPipe(gpu, options),
       gateUp: gateUpPipes,
@@ -434,6 +455,7 @@ export class MoeBlock {
     const params = {
       router: uniform("moe_router.params", router.spec.params.size),
       routerFused: uniform("moe_router_fused.params", routerFused.spec.params.size),
+      routerNorm: uniform("moe_router_norm.params", routerNorm.spec.params.size),
       dispatch: uniform("moe_dispatch.params", dispatch.spec.params.size),
       routeDispatch: uniform("moe_route_dispatch.params", routeDispatch.spec.params.size),
       gateUp: uniform("moe_gemm_gate_up.params", gateUp.spec.params.size),
@@ -547,17 +569,25 @@ export class MoeBlock {
     });
     const cp = combine.moeCombineParams(tokens, s.hidden, s.topK);
     if (this.routesInOnePassAt(tokens)) {
+      const fusedShape = {
+        tokens,
+        experts: s.experts,
+        hidden: s.hidden,
+        topK: s.topK,
+        normTopk: s.normTopk,
+      };
       write(
         this.params.routerFused,
         routerFused.spec.params,
-        routerFused.moeRouterFusedParams({
-          tokens,
-          experts: s.experts,
-          hidden: s.hidden,
-          topK: s.topK,
-          normTopk: s.normTopk,
-        }),
+        routerFused.moeRouterFusedParams(fusedShape),
       );
+      if (this.pipes.routerNorm) {
+        write(
+          this.params.routerNorm,
+          routerNorm.spec.params,
+          routerNorm.moeRouterNormParams(fusedShape, s.rmsNormEps ?? 1e-6),
+        );
+      }
     }
     write(this.params.router, router.spec.params, rp);
     const dispatchShape = {
@@ -598,6 +628,20 @@ export class MoeBlock {
     return this.tokens > 0 && this.routesInOnePassAt(this.tokens);
   }
 
+  /**
+   * Whether the step set by setTokens takes the layer's input RMSNorm in its one-pass router
+   * when encode is given MoeBlockIo.wRouter and routerNorm: the caller then leaves out that
+   * rmsnorm.
+   */
+  get normsInRouter(): boolean {
+    return this.tokens > 0 && this.normsInRouterAt(this.tokens);
+  }
+
+  /** Whether a step of `tokens` tokens takes the input RMSNorm in its one-pass router. */
+  normsInRouterAt(tokens: number): boolean {
+    return this.pipes.routerNorm !== null && this.routesInOnePassAt(tokens);
+  }
+
   /** Whether a step of `tokens` tokens routes in one pass (given MoeBlockIo.wRouter). */
   routesInOnePassAt(tokens: number): boolean {
     return this.pipes.routerFused !== null && tokens >= MOE_FUSED_ROUTER_MIN_TOKENS &&
@@ -623,9 +667,10 @@ export class MoeBlock {
   /**
    * The kernel that runs `stage` in the step set by setTokens (a profile's span names it),
    * `normed` when encode is given MoeBlockIo.norm and, for the router, wRouter where the step
-   * routes in one pass.
+   * routes in one pass (and routerNorm where it norms in the router).
    */
   kernelOf(stage: MoeStage, normed: boolean): string {
+    if (stage === "router" && this.normsInRouter) return "moe_router_norm";
     if (stage === "router" && this.routesInOnePass) return "moe_router_fused";
     if (stage === "router" && this.routesAndDispatches) return "moe_route_dispatch";
     if (stage === "combine" && normed) return "moe_combine_norm";
@@ -691,7 +736,16 @@ export class MoeBlock {
       dispatch_args: sc.dispatchArgs,
     };
     const oneWorkgroup = this.routesAndDispatches;
-    if (io.wRouter && this.routesInOnePass) {
+    if (io.wRouter && io.routerNorm && this.normsInRouter) {
+      run("router", pipes.routerNorm!, params.routerNorm, {
+        x: io.routerNorm.input,
+        norm_weight: io.routerNorm.weight,
+        w: io.wRouter,
+        out: io.x,
+        logits: io.routerLogits,
+        ...routed,
+      }, this.routerGrid);
+    } else if (io.wRouter && this.routesInOnePass) {
       run("router", pipes.routerFused!, params.routerFused, {
         x: io.x,
         w: io.wRouter,
@@ -822,6 +876,22 @@ async function fusedRouterPipe(
     return await getPipeline(gpu, routerFused.spec, v) as unknown as Pipe;
   } catch (err) {
     console.error(`moe block: the one-pass router left out: ${(err as Error).message}`);
+    return null;
+  }
+}
+
+/**
+ * moe_router_norm's pipeline (the one-pass router's form), or null where it is off
+ * (fusedRouterNorm false) or does not compile here (said once).
+ */
+async function routerNormPipe(gpu: Gpu, options: MoeBlockOptions): Promise<Pipe | null> {
+  if (options.fusedRouterNorm === false) return null;
+  const v = routerNorm.moeRouterNormVariant(gpu);
+  if (unsupportedReason(gpu, v) !== null) return null;
+  try {
+    return await getPipeline(gpu, routerNorm.spec, v) as unknown as Pipe;
+  } catch (err) {
+    console.error(`moe block: the router's fused norm left out: ${(err as Error).message}`);
     return null;
   }
 }

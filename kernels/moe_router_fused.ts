@@ -46,6 +46,29 @@ const consts = (wg: number) => ({
 const workgroupBytes = (wg: number) =>
   4 * (MOE_FUSED_ROUTER_MAX_HIDDEN + MOE_MAX_EXPERTS + MOE_MAX_TOPK + 3 * wg);
 
+/**
+ * f16 weights only, read as 16-byte words (`wideWords`): f32 routers keep the GEMV and
+ * moe_router. 1024 invocations a workgroup: 8 of them a weight row at 128 experts, where 256
+ * leave a one-token step's single workgroup 4x the words a lane to walk. (moe_router_norm
+ * takes the same forms.)
+ */
+export const MOE_FUSED_ROUTER_VARIANTS: readonly Variant[] = [
+  {
+    name: "f16",
+    dtype: "f16",
+    wideWords: true,
+    consts: consts(256),
+    workgroupBytes: workgroupBytes(256),
+  },
+  {
+    name: "f16-wg1024",
+    dtype: "f16",
+    wideWords: true,
+    consts: consts(1024),
+    workgroupBytes: workgroupBytes(1024),
+  },
+];
+
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_router_fused",
   shader: "moe_router_fused.wgsl",
@@ -57,25 +80,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "topk_ids", type: "i32", access: "read_write", shape: "[tokens, top_k]" },
     { name: "topk_weights", type: "f32", access: "read_write", shape: "[tokens, top_k]" },
   ],
-  // f16 weights only, read as 16-byte words (`wideWords`): f32 routers keep the GEMV and
-  // moe_router. 1024 invocations a workgroup: 8 of them a weight row at 128 experts, where
-  // 256 leave a one-token step's single workgroup 4x the words a lane to walk.
-  variants: [
-    {
-      name: "f16",
-      dtype: "f16",
-      wideWords: true,
-      consts: consts(256),
-      workgroupBytes: workgroupBytes(256),
-    },
-    {
-      name: "f16-wg1024",
-      dtype: "f16",
-      wideWords: true,
-      consts: consts(1024),
-      workgroupBytes: workgroupBytes(1024),
-    },
-  ],
+  variants: MOE_FUSED_ROUTER_VARIANTS,
   grid: (p, _v, gpu) => grid1d(p.tokens, gpu),
 };
 

@@ -143,6 +143,12 @@ export const TENSOR_CORE_OPTIONS = {
     help: "a MoE layer followed by another ends with that layer's input RMSNorm fused into its " +
       "combine, one dispatch a layer fewer (default true; --moe-combine-norm=false: apart)",
   },
+  moeRouterNorm: {
+    type: "boolean",
+    help: "MoE steps that route in one pass take the layer's input RMSNorm in the router " +
+      "(moe_router_norm), one dispatch a layer fewer (default true; --moe-router-norm=false: " +
+      "apart)",
+  },
   moeTensorCorePrefill: {
     type: "string",
     values: MOE_TENSOR_CORE_PREFILL_FORMS,
@@ -189,6 +195,7 @@ export function tensorCoreOptions(
     readonly moeFusedRouterTokens?: number;
     readonly moeRouteDispatchTokens?: number;
     readonly moeCombineNorm?: boolean;
+    readonly moeRouterNorm?: boolean;
     readonly moeTensorCorePrefill?: string;
     readonly moeExpertTiles?: boolean;
     readonly prefillAttention?: string;
@@ -207,6 +214,7 @@ export function tensorCoreOptions(
   moeFusedRouterTokens?: number;
   moeRouteDispatchTokens?: number;
   fuseCombineNorm?: boolean;
+  moeRouterNorm?: boolean;
   moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   moeExpertTiles?: boolean;
   prefillAttention?: PrefillAttentionForm;
@@ -218,6 +226,7 @@ export function tensorCoreOptions(
     moeFusedRouterTokens: o.moeFusedRouterTokens,
     moeRouteDispatchTokens: o.moeRouteDispatchTokens,
     fuseCombineNorm: o.moeCombineNorm,
+    moeRouterNorm: o.moeRouterNorm,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,
     moeExpertTiles: o.moeExpertTiles,
     tensorCoreRows: o.tensorCoreRows,

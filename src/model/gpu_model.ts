@@ -303,6 +303,12 @@ export interface GpuModelOptions {
    */
   readonly fuseCombineNorm?: boolean;
   /**
+   * MoE steps that route in one pass (moeFusedRouterTokens) take the layer's input RMSNorm in
+   * the router too (moe_router_norm: one dispatch a layer fewer; MoeBlockOptions.fusedRouterNorm);
+   * default true.
+   */
+  readonly moeRouterNorm?: boolean;
+  /**
    * The MoE expert GEMMs' form for prefill-sized steps on the tensor cores: "tc" (operands
    * straight from memory) or a prefill form staging both through workgroup memory, "tcp1",
    * "tcp2" or "tcp4" subgroups a workgroup over 64-row work items, or "tcp4x2" (tcp4 twice, over
@@ -737,6 +743,7 @@ export class GpuModel implements ForwardModel {
       moeFusedRouterTokens: options.moeFusedRouterTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS,
       moeRouteDispatchTokens: options.moeRouteDispatchTokens ?? MOE_ROUTE_DISPATCH_MAX_TOKENS,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
+      moeRouterNorm: options.moeRouterNorm ?? true,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
       moeExpertTiles: weights.expertTiles,
       packedF16: dtype === "f16" &&
@@ -792,6 +799,7 @@ export class GpuModel implements ForwardModel {
         tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
         tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
         fusedRouterMaxTokens: opts.moeFusedRouterTokens,
+        fusedRouterNorm: opts.moeRouterNorm,
         routeDispatchMaxTokens: opts.moeRouteDispatchTokens,
         tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
       })
@@ -909,6 +917,7 @@ export class GpuModel implements ForwardModel {
   private stepForms(tokens: number): StepForms {
     return {
       routerInOnePass: this.moe?.routesInOnePassAt(tokens) ?? false,
+      routerNorm: this.moe?.normsInRouterAt(tokens) ?? false,
       routeDispatch: this.moe?.routesAndDispatchesAt(tokens) ?? false,
       combineNorm: this.moe !== null && this.opts.fuseCombineNorm,
     };
@@ -937,7 +946,11 @@ export class GpuModel implements ForwardModel {
         Object.entries(this.opts.manyRowsByKind).map(([k, f]) => `; ${k} ${f} there`).join("")
       }${
         this.moe?.routesInOnePassAt(2)
-          ? `; the MoE router in one pass, moe_router_fused, at 2-${this.opts.moeFusedRouterTokens} tokens`
+          ? `; the MoE router in one pass, ${
+            this.moe.normsInRouterAt(2)
+              ? "moe_router_norm (with its input RMSNorm)"
+              : "moe_router_fused"
+          }, at 2-${this.opts.moeFusedRouterTokens} tokens`
           : ""
       }${
         this.moe?.routesAndDispatchesAt(1)
@@ -1277,11 +1290,15 @@ export class GpuModel implements ForwardModel {
         );
       }
       this.linear(step, "o", `l${l}`, b.attn, w.o, b.x);
-      c.norm.dispatch(step.pass("rmsnorm"), dt, `post${l}`, {
-        x: b.x,
-        weight: w.postNorm,
-        out: b.h,
-      });
+      // a one-pass MoE router may take this norm itself (moe_router_norm)
+      const normInRouter = w.kind === "moe" && this.moe!.normsInRouter;
+      if (!normInRouter) {
+        c.norm.dispatch(step.pass("rmsnorm"), dt, `post${l}`, {
+          x: b.x,
+          weight: w.postNorm,
+          out: b.h,
+        });
+      }
       if (w.kind === "moe") {
         const oneStep = this.moe!.routesInOnePass;
         if (!oneStep) this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
@@ -1290,6 +1307,7 @@ export class GpuModel implements ForwardModel {
         this.moe!.encode((stage) => moePass(stage, normed), {
           routerLogits: b.routerLogits,
           wRouter: oneStep ? w.router! : undefined,
+          routerNorm: normInRouter ? { input: b.x, weight: w.postNorm } : undefined,
           x: b.h,
           wGateUp: w.gateUp,
           wDown: w.down,

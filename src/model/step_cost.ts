@@ -56,12 +56,14 @@ export function expectedExpertsTouched(experts: number, topK: number, tokens: nu
 /**
  * Which fused forms a step takes (GpuModel.stepCost passes them), where they move a cost from
  * one label to another: `routerInOnePass`, the router's GEMV into `moe router`
- * (moe_router_fused); `routeDispatch`, the MoE dispatch into `moe router` (moe_route_dispatch);
+ * (moe_router_fused); `routerNorm`, the MoE layers' input RMSNorm into `moe router` too
+ * (moe_router_norm); `routeDispatch`, the MoE dispatch into `moe router` (moe_route_dispatch);
  * `combineNorm`, the input RMSNorm of each layer after a MoE layer into `moe combine`
  * (moe_combine_norm). Default: none.
  */
 export interface StepForms {
   readonly routerInOnePass: boolean;
+  readonly routerNorm?: boolean;
   readonly routeDispatch?: boolean;
   readonly combineNorm: boolean;
 }
@@ -126,7 +128,9 @@ export function stepCost(
   const normsInCombine = forms.combineNorm
     ? kinds.filter((kind, l) => kind === "moe" && l + 1 < L).length
     : 0;
-  const norms = 2 * L - normsInCombine;
+  // the MoE layers' input norms (post-attention), where their one-pass router takes them
+  const normsInRouter = forms.routerInOnePass && forms.routerNorm ? moeLayers : 0;
+  const norms = 2 * L - normsInCombine - normsInRouter;
   const normBytes = T * H * 8 + H * es, normFlops = T * H * 4;
   add("rmsnorm", norms, norms * normBytes, norms * normFlops);
   linear("qkv", L, T, qkvRows, H, false);
@@ -147,6 +151,7 @@ export function stepCost(
     const routerBytes = E * H * es + T * H * 4 + T * E * 4, routerFlops = 2 * T * E * H;
     if (forms.routerInOnePass) {
       add(MOE_STAGE_LABEL.router, 0, moeLayers * routerBytes, moeLayers * routerFlops);
+      add(MOE_STAGE_LABEL.router, 0, normsInRouter * normBytes, normsInRouter * normFlops);
     } else {
       linear("router", moeLayers, T, E, H, false);
     }

@@ -393,6 +393,76 @@ test("given the router weight, f16 steps of 2 to fusedRouterMaxTokens tokens rou
   }
 });
 
+test("given routerNorm, the one-pass router norms the residual rows itself, writes them to x and routes on them", async () => {
+  const gpu = await sharedGpu();
+  const d = gpu.device;
+  const shape = { ...blockShape(40, "f16" as const), rmsNormEps: 1e-5 };
+  const block = await MoeBlock.create(gpu, shape, { fusedRouterMaxTokens: 5 });
+  const off = await MoeBlock.create(gpu, shape, { fusedRouterNorm: false });
+  assert.not.ok(off.normsInRouterAt(2), "fusedRouterNorm false: the caller norms");
+  off.destroy();
+  for (const tokens of [1, 2, 5]) {
+    block.setTokens(tokens);
+    // only the steps that route in one pass (2 tokens and more here) norm in the router
+    assert.is(block.normsInRouter, tokens >= MOE_FUSED_ROUTER_MIN_TOKENS, `tokens=${tokens}`);
+    if (!block.normsInRouter) continue;
+    const rng = Rng.fromSeed(`moe router norm ${tokens}`);
+    // the residual rows at different scales; the norm and the combine both read this buffer,
+    // as in the model
+    const residual = rng.fillNormal(new Float32Array(tokens * H));
+    for (let i = 0; i < residual.length; i++) residual[i] *= 1 + Math.floor(i / H);
+    const normWeight = roundToF16InPlace(rng.fillUniform(new Float32Array(H), 0.5, 1.5));
+    const wRouter = roundToF16InPlace(rng.fillNormal(new Float32Array(E * H), 1 / Math.sqrt(H)));
+    const layer = makeLayer(rng, "f16");
+    const x = rmsnormRef(residual, normWeight, tokens, H, 1e-5);
+    const logits = new Float32Array(tokens * E);
+    for (let t = 0; t < tokens; t++) {
+      for (let e = 0; e < E; e++) {
+        let sum = 0;
+        for (let i = 0; i < H; i++) sum += x[t * H + i] * wRouter[e * H + i];
+        logits[t * E + e] = sum;
+      }
+    }
+    const made = [
+      uploadBuffer(d, "logits", new Float32Array(tokens * E).fill(-1)),
+      uploadBuffer(d, "x", new Float32Array(tokens * H).fill(NaN)),
+      weightBuffer(gpu, "w_router", wRouter, "f16"),
+      weightBuffer(gpu, "w_gate_up", layer.wGateUp, "f16"),
+      weightBuffer(gpu, "w_down", layer.wDown, "f16"),
+      uploadBuffer(d, "residual", residual),
+      weightBuffer(gpu, "norm", normWeight, "f16"),
+    ];
+    const [lg, xb, wr, wgu, wd, res, nw] = made;
+    const enc = d.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    block.encode(pass, {
+      routerLogits: lg,
+      wRouter: wr,
+      routerNorm: { input: res, weight: nw },
+      x: xb,
+      wGateUp: wgu,
+      wDown: wd,
+      residual: res,
+    });
+    pass.end();
+    d.queue.submit([enc.finish()]);
+    const what = `router norm tokens=${tokens}`;
+    assertClose(new Float32Array(await readBuffer(d, xb, tokens * H * 4)), x, `${what}: x`);
+    assertClose(
+      new Float32Array(await readBuffer(d, lg, tokens * E * 4)),
+      logits,
+      `${what}: logits`,
+    );
+    assertClose(
+      new Float32Array(await readBuffer(d, res, tokens * H * 4)),
+      moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens),
+      what,
+    );
+    for (const b of made) b.destroy();
+  }
+  block.destroy();
+});
+
 test("given the next layer's norm, the combine also writes that RMSNorm of the new residual", async () => {
   const gpu = await sharedGpu();
   const d = gpu.device;

@@ -1,0 +1,138 @@
+/**
+ * The one-pass MoE router (moe_router_fused) with the layer's input RMSNorm fused: per token
+ * `out[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * norm_weight` (the normed row the expert GEMMs
+ * read), then the router logits `out[t] . w[e]` and moe_router's softmax top-k, in one
+ * workgroup a token. It takes the place of the rmsnorm before the MoE block and
+ * moe_router_fused (MoeBlockIo.routerNorm): one dispatch a layer fewer, the residual row read
+ * once.
+ *
+ * ```ts
+ * const p = moeRouterNormParams({ tokens: 8, experts: 128, hidden: 2048, topK: 8,
+ *   normTopk: true }, 1e-6);
+ * const { out, logits, ids, weights } = moeRouterNormRef(x, normWeight, w, p);
+ * ```
+ */
+import type { Gpu } from "../src/gpu/device.ts";
+import type { KernelCase } from "./case.ts";
+import {
+  grid1d,
+  type KernelSpec,
+  unsupportedReason,
+  type Variant,
+  variantByName,
+} from "./kernel.ts";
+import { defineParams, type ParamValues } from "./params.ts";
+import {
+  MOE_FUSED_ROUTER_VARIANTS,
+  moeRouterFusedParams,
+  moeRouterFusedRef,
+  type MoeRouterFusedShape,
+} from "./moe_router_fused.ts";
+import { rmsnormRef } from "./rmsnorm.ts";
+
+const params = defineParams({
+  tokens: "u32",
+  experts: "u32",
+  hidden: "u32",
+  top_k: "u32",
+  norm_topk: "u32",
+  eps: "f32",
+});
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "moe_router_norm",
+  shader: "moe_router_norm.wgsl",
+  params,
+  bindings: [
+    { name: "x", type: "vec4<f32>", access: "read", shape: "[tokens, hidden / 4] (residual)" },
+    { name: "norm_weight", type: "vec4<T>", access: "read", shape: "[hidden / 4]" },
+    { name: "w", type: "vec4<T>", access: "read", shape: "[experts, hidden / 4]" },
+    { name: "out", type: "vec4<f32>", access: "read_write", shape: "[tokens, hidden / 4]" },
+    { name: "logits", type: "f32", access: "read_write", shape: "[tokens, experts]" },
+    { name: "topk_ids", type: "i32", access: "read_write", shape: "[tokens, top_k]" },
+    { name: "topk_weights", type: "f32", access: "read_write", shape: "[tokens, top_k]" },
+  ],
+  // moe_router_fused's forms (f16 weights read as 16-byte words, 256 or 1024 invocations)
+  variants: MOE_FUSED_ROUTER_VARIANTS,
+  grid: (p, _v, gpu) => grid1d(p.tokens, gpu),
+};
+
+/** Validated params; throws naming the bad field. */
+export function moeRouterNormParams(
+  s: MoeRouterFusedShape,
+  eps: number,
+): ParamValues<typeof params.fields> {
+  if (!(eps > 0)) throw new Error(`moe_router_norm: eps = ${eps} must be positive`);
+  return { ...moeRouterFusedParams(s), eps };
+}
+
+/** The variant for this device: 1024 invocations a workgroup where they (and their memory) fit. */
+export function moeRouterNormVariant(gpu: Gpu): Variant {
+  const wide = variantByName(spec, "f16-wg1024");
+  return unsupportedReason(gpu, wide) === null ? wide : variantByName(spec, "f16");
+}
+
+/** CPU reference: rmsnormRef's rows, then moeRouterFusedRef over them. */
+export function moeRouterNormRef(
+  x: Float32Array,
+  normWeight: Float32Array,
+  w: Float32Array,
+  p: ParamValues<typeof params.fields>,
+): { out: Float32Array; logits: Float32Array; ids: Int32Array; weights: Float32Array } {
+  const out = rmsnormRef(x, normWeight, p.tokens, p.hidden, p.eps);
+  return { out, ...moeRouterFusedRef(out, w, p) };
+}
+
+/**
+ * A case: x normal (its rows at different scales, as residual rows are), the norm weight on a
+ * grid of 1/8 and the router weight normal (both f16-rounded where stored, caseInputs); the
+ * normed rows are f32 sums in another order than the reference's, so the logits match to
+ * rounding and exact ties between experts are left out (normal values make them unlikely).
+ */
+function normCase(shape: MoeRouterFusedShape, note = ""): KernelCase<typeof params.fields> {
+  const p = moeRouterNormParams(shape, 1e-6);
+  const { tokens, experts, hidden, topK } = shape;
+  return {
+    label: `tokens=${tokens} E=${experts} H=${hidden} k=${topK}${
+      shape.normTopk ? " norm_topk" : ""
+    } ${note}`.trim(),
+    params: p,
+    inputs: (rng) => {
+      const x = rng.fillNormal(new Float32Array(tokens * hidden), 1);
+      for (let t = 0; t < tokens; t++) {
+        for (let i = 0; i < hidden; i++) x[t * hidden + i] *= 1 + 3 * t;
+      }
+      const normWeight = rng.fillUniform(new Float32Array(hidden), 0.5, 1.5);
+      for (let i = 0; i < hidden; i++) normWeight[i] = Math.round(normWeight[i] * 8) / 8;
+      const w = rng.fillNormal(new Float32Array(experts * hidden), 0.05);
+      return { x, norm_weight: normWeight, w };
+    },
+    outputs: {
+      out: tokens * hidden,
+      logits: tokens * experts,
+      topk_ids: tokens * topK,
+      topk_weights: tokens * topK,
+    },
+    reference: (inp) => {
+      const r = moeRouterNormRef(
+        inp.x as Float32Array,
+        inp.norm_weight as Float32Array,
+        inp.w as Float32Array,
+        p,
+      );
+      return { out: r.out, logits: r.logits, topk_ids: r.ids, topk_weights: r.weights };
+    },
+    tolerance: () => ({ atol: 2e-5, rtol: 1e-4 }),
+    bytes: () =>
+      experts * hidden * 2 + hidden * 2 + tokens * (hidden * 8 + experts * 4) + tokens * topK * 8,
+    flops: tokens * (4 * hidden + experts * (2 * hidden + 6)),
+  };
+}
+
+export const cases = [
+  normCase({ tokens: 1, experts: 8, hidden: 64, topK: 2, normTopk: true }),
+  normCase({ tokens: 5, experts: 8, hidden: 40, topK: 2, normTopk: false }, "ragged hidden"),
+  normCase({ tokens: 3, experts: 300, hidden: 64, topK: 8, normTopk: true }, "two passes"),
+  normCase({ tokens: 8, experts: 128, hidden: 2048, topK: 8, normTopk: true }, "qwen3-30b-a3b"),
+  normCase({ tokens: 2, experts: 8, hidden: 4096, topK: 2, normTopk: true }, "mixtral-8x7b"),
+];
