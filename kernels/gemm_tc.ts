@@ -326,6 +326,10 @@ export const cases = [
   // splits, o at 128 rows in 8 (one row block of tcs128x8, two of tcs64x4)
   tcCase(64, 5120, 2048, false, 4, 64),
   tcCase(128, 2048, 4096, false, 8, 64),
+  // decode steps of 2-8 rows (on the staged forms since session 21): qkv at 8 rows in 4
+  // splits, o at 2 rows in 8
+  tcCase(8, 5120, 2048, false, 4, 64),
+  tcCase(2, 2048, 4096, false, 8, 64),
   // split-K past 128 rows (prefillSplits): the router at a 2048-token prefill in 8 splits of
   // 256, and a partial row block in 2
   tcCase(2048, 128, 2048, false, 8, 32),
