@@ -4,7 +4,8 @@
  * Dispatch sequence (one compute pass, or a pass each when profiled; N = tokens * k rows):
  *   1. moe_router        [tokens] workgroups        logits -> topk_ids, topk_weights
  *      (moe_router_fused for f16 steps of 2 to fusedRouterMaxTokens tokens, given the router
- *       weight: x, w_router -> logits, topk_ids, topk_weights)
+ *       weight: x, w_router -> logits, topk_ids, topk_weights; moe_router_norm there, given
+ *       routerNorm too: the layer's input RMSNorm first, residual -> x, then the same)
  *   2. moe_dispatch      1 workgroup                -> expert_offsets, sorted_token, row_of,
  *                                                      work_items, dispatch_args
  *   (1 and 2 in one workgroup, moe_route_dispatch, for steps of 1 to routeDispatchMaxTokens
@@ -321,6 +322,8 @@ export class MoeBlock {
   private gatherGrid: readonly number[] = [];
   /** The tensor-core pipelines of this step's expert GEMMs when they run on them, else null. */
   private stepTc: TcPair | null = null;
+  /** Which router the encode in progress runs (kernelOf names it for a profile's spans). */
+  private encodingRouter: "moe_router_norm" | "moe_router_fused" | null = null;
 
   private constructor(
     private readonly gpu: Gpu,
@@ -666,12 +669,12 @@ export class MoeBlock {
 
   /**
    * The kernel that runs `stage` in the step set by setTokens (a profile's span names it),
-   * `normed` when encode is given MoeBlockIo.norm and, for the router, wRouter where the step
-   * routes in one pass (and routerNorm where it norms in the router).
+   * `normed` when encode is given MoeBlockIo.norm; for the router, the one encode runs (called
+   * from encode's pass callback: moe_router_fused or moe_router_norm where the step routes in
+   * one pass and encode was given wRouter, and routerNorm for the latter).
    */
   kernelOf(stage: MoeStage, normed: boolean): string {
-    if (stage === "router" && this.normsInRouter) return "moe_router_norm";
-    if (stage === "router" && this.routesInOnePass) return "moe_router_fused";
+    if (stage === "router" && this.encodingRouter) return this.encodingRouter;
     if (stage === "router" && this.routesAndDispatches) return "moe_route_dispatch";
     if (stage === "combine" && normed) return "moe_combine_norm";
     return MOE_STAGE_KERNEL[stage];
@@ -736,19 +739,22 @@ export class MoeBlock {
       dispatch_args: sc.dispatchArgs,
     };
     const oneWorkgroup = this.routesAndDispatches;
-    if (io.wRouter && io.routerNorm && this.normsInRouter) {
+    const wRouter = this.routesInOnePass ? io.wRouter : undefined;
+    const norm = wRouter && this.normsInRouter ? io.routerNorm : undefined;
+    this.encodingRouter = norm ? "moe_router_norm" : wRouter ? "moe_router_fused" : null;
+    if (wRouter && norm) {
       run("router", pipes.routerNorm!, params.routerNorm, {
-        x: io.routerNorm.input,
-        norm_weight: io.routerNorm.weight,
-        w: io.wRouter,
+        x: norm.input,
+        norm_weight: norm.weight,
+        w: wRouter,
         out: io.x,
         logits: io.routerLogits,
         ...routed,
       }, this.routerGrid);
-    } else if (io.wRouter && this.routesInOnePass) {
+    } else if (wRouter) {
       run("router", pipes.routerFused!, params.routerFused, {
         x: io.x,
-        w: io.wRouter,
+        w: wRouter,
         logits: io.routerLogits,
         ...routed,
       }, this.routerGrid);

@@ -29,8 +29,9 @@ export function moeDecodeVariants(shader: string): Variant[] {
     // dec-w32 with 8 subgroups a workgroup: the rows' x values come from L2 once per 8
     // columns instead of 4 (gate/up past 4 rows an expert: 128 x 1024 step 103.7 -> 94.2 ms)
     ["dec-w32-wg256", { WG: 256, LG: 32, GC: 1, RT: 4, UNR: 2 }],
-    // down's short rows (768 wide, 6 vec4 steps a lane): UNR 3 and RT at most 2 put every
-    // step's loads of a pass in flight with fewer registers a lane. H200 (2026-12-02, perf-decode
+    // down's short rows (768 wide: 192 vec4 steps, 6 a lane): UNR 3 walks them in 2 dependent
+    // rounds of 3 loads a column where UNR 2 took 3 rounds of 2, RT at most 2 with fewer
+    // registers a lane. H200 (2026-12-02, perf-decode
     // --moe-down, GPU ms at 1 / 8 / 16 / 32 x 1024 against dec-w32c2's 5.54 / 13.04 / 18.04 /
     // 26.20): dec-w32c4u3r1 (4 columns, 1 row a pass) 5.24 / 12.47 / 17.34 / 25.67,
     // dec-w32c2u3r2 5.40 / 12.65 / 17.38 / 25.20 (dec, the 2-row default before, 26.45 at 32)

@@ -113,7 +113,8 @@ const SPEC = {
   linearFew: {
     type: "string",
     help: "GEMV form of linear layers with 2-8 rows (default dec8-w32c2 on 32-wide " +
-      "subgroups, else dec8; dec8-w32)",
+      "subgroups, else dec8; dec8-w32); the tensor cores take them first where they run " +
+      "(--tensor-core-rows 0 or 9 to compare)",
   },
   linearMany: {
     type: "string",
@@ -228,6 +229,8 @@ await runCli(async () => {
         continue;
       }
       const r = await timeDecode(model, steps, o.warmup, o.steps);
+      // the decode attention's variant and split plan of the point's last timed step
+      const split = model.lastDecodeSplit;
       const cost = model.stepCost({
         seqs: Array.from({ length: batch }, () => ({ queryLen: 1, contextLen: ctx })),
         sampledRows: batch,
@@ -259,15 +262,18 @@ await runCli(async () => {
         encode_begin_ms: round3(r.beginMs),
         roofline_ms: round3(roofMs),
         torch_graph_ms: torchMs,
-        torch_source: measuredPeer ? "measured in this session" : ref ? "GPU.md" : null,
+        torch_source: measuredPeer ? `measured: ${o.peer}` : ref ? "GPU.md" : null,
         moe_gemm: model.moeGemmVariant,
+        decode_attention: split && `${split.variant} ${split.splitTokens}x${split.numSplits}`,
         gpu_ms_samples: r.gpuSamples.map(round3),
         wall_ms_samples: r.wallSamples.map(round3),
       });
       console.log(
         `${batch} x ${ctx}: GPU ${r.gpuMs.toFixed(2)} ms, wall ${
           r.wallMs.toFixed(2)
-        } ms, roofline ${roofMs.toFixed(2)} ms (moe ${model.moeGemmVariant ?? "-"})`,
+        } ms, roofline ${roofMs.toFixed(2)} ms (moe ${model.moeGemmVariant ?? "-"}; attention ${
+          split ? `${split.variant}, splits of ${split.splitTokens} keys x ${split.numSplits}` : "-"
+        })`,
       );
     }
   }

@@ -189,7 +189,7 @@ await runCli(async () => {
       tokens_per_s: tps,
       tflops,
       torch_tokens_per_s: peerTps,
-      torch_source: measured ? "measured in this session" : ref ? "GPU.md" : null,
+      torch_source: measured ? `measured: ${o.peer}` : ref ? "GPU.md" : null,
     });
     console.log(`${batch} x ${tokens}: ${gpuMs.toFixed(1)} ms GPU, ${Math.round(tps)} tokens/s`);
   }

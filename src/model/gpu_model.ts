@@ -166,7 +166,8 @@ export interface GpuModelOptions {
   readonly stagedMaxRows?: number;
   /**
    * The GEMV form (variant name without its dtype) for 2 up to its RT rows (a pass) with the
-   * decode forms (default "dec8-w32c2" where subgroups are 32 wide, else "dec8").
+   * decode forms (default "dec8-w32c2" where subgroups are 32 wide, else "dec8"). From
+   * tensorCoreRows rows (default 2) the tensor cores take precedence where they run.
    */
   readonly linearFewRows?: string;
   /**
@@ -201,9 +202,10 @@ export interface GpuModelOptions {
    * 128-2048 tokens 10-23% faster; on 2026-12-02 (session 21, in one call, 9 -> 2) steps of 2, 4
    * and 8 rows against the `dec8-w32c2` GEMV: 2 x 1024 8.73 -> 8.12 ms, 4 x 1024 10.88 -> 10.14,
    * 8 x 1024 14.02 -> 13.11, 2 / 4 / 8 x 8192 9.97 / 12.42 / 16.64 -> 9.35 / 11.66 / 15.77 (at 8
-   * rows perf-linear read qkv in 16.3 µs a layer, `f16-tcs16` in 4 splits, and o in 16.0). A kind with its own form in manyRowsByKind (the router by default)
-   * keeps that form up to stagedMaxRows: the router's 64 rows took 1.86 ms a step on the
-   * tensor cores against 1.49 on its row blocks.
+   * rows perf-linear read qkv in 16.3 µs a layer, `f16-tcs16` in 4 splits, and o in 16.0). A
+   * kind with its own form in manyRowsByKind (the router by default) keeps that form up to
+   * stagedMaxRows: the router's 64 rows took 1.86 ms a step on the tensor cores against 1.49 on
+   * its row blocks.
    */
   readonly tensorCoreRows?: number;
   /**
@@ -375,6 +377,14 @@ export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcdw" | "tcdw2
  * 8192 keys or more take tcdw.
  */
 export const DEEP_DECODE_KEYS = 8192;
+
+/** A decode step's attention variant and split plan (GpuModel.lastDecodeSplit). */
+export interface DecodeSplitOfStep {
+  readonly variant: string;
+  /** Keys a split. */
+  readonly splitTokens: number;
+  readonly numSplits: number;
+}
 
 /**
  * The tensor-core decode attention variant of deep steps. On the H200 (2026-12-01, one call,
@@ -589,6 +599,7 @@ export class GpuModel implements ForwardModel {
   private stepIndex = 0;
   private encodeMs = 0;
   private encodeParts = { inputsMs: 0, beginMs: 0 };
+  private decodeSplitOfStep: DecodeSplitOfStep | null = null;
   /** Steps submitted whose sampled tokens have not arrived yet. */
   private stepsInFlight = 0;
   /** Each linear kind's form in the step being encoded (setLinear). */
@@ -923,6 +934,14 @@ export class GpuModel implements ForwardModel {
     };
   }
 
+  /**
+   * The last step's decode attention: its variant and split plan (keys a split x splits); null
+   * when that step was no decode step.
+   */
+  get lastDecodeSplit(): DecodeSplitOfStep | null {
+    return this.decodeSplitOfStep;
+  }
+
   /** The MoE block's grouped-GEMM variant in the last step (null without MoE layers). */
   get moeGemmVariant(): string | null {
     return this.moe?.gemmVariant ?? null;
@@ -1194,6 +1213,7 @@ export class GpuModel implements ForwardModel {
     };
     let splits = 1;
     let decodeVariant = c.decodeVariant;
+    this.decodeSplitOfStep = null;
     if (plan.decode) {
       let keys = 0;
       for (const s of batch.seqs) keys += s.contextLen;
@@ -1207,6 +1227,11 @@ export class GpuModel implements ForwardModel {
         this.opts.decodeSplit.minTokens,
       );
       splits = split.numSplits;
+      this.decodeSplitOfStep = {
+        variant: decodeVariant,
+        splitTokens: split.splitTokens,
+        numSplits: splits,
+      };
       c.decode.setParams({ ...attnCommon, split_tokens: split.splitTokens, num_splits: splits });
       if (splits > 1) {
         this.ensurePartials(plan.seqs * nq * splits);
@@ -1930,8 +1955,9 @@ export function tensorCoreVariantFor(
 }
 
 /**
- * The default forms of decode's several-row linear layers. Where subgroups are 32 wide:
- * 2-8 rows on `dec8-w32c2` (a subgroup per 2 weight rows; on the H200, 2026-11-30, 8 x 1024,
+ * The default GEMV forms of decode's several-row linear layers (the tensor cores take their
+ * rows first from tensorCoreRows where they run). Where subgroups are 32 wide: 2-8 rows on
+ * `dec8-w32c2` (a subgroup per 2 weight rows; on the H200, 2026-11-30, 8 x 1024,
  * dec8 gave the o projection 64 workgroups and read at 113 GB/s, dec8-w32c2 took the step from
  * 29.3 to 18.7 ms), the router's 9-128 on `dec8-w32c2-rb` and the LM head's on the GEMM (see
  * GpuModelOptions.manyRowsByKind); else `dec8` and the staged GEMV.

@@ -151,7 +151,14 @@ export function stepCost(
     const routerBytes = E * H * es + T * H * 4 + T * E * 4, routerFlops = 2 * T * E * H;
     if (forms.routerInOnePass) {
       add(MOE_STAGE_LABEL.router, 0, moeLayers * routerBytes, moeLayers * routerFlops);
-      add(MOE_STAGE_LABEL.router, 0, normsInRouter * normBytes, normsInRouter * normFlops);
+      // moe_router_norm reads each residual row once: the norm's bytes less the router's read
+      // of its input rows
+      add(
+        MOE_STAGE_LABEL.router,
+        0,
+        normsInRouter * (normBytes - T * H * 4),
+        normsInRouter * normFlops,
+      );
     } else {
       linear("router", moeLayers, T, E, H, false);
     }

@@ -381,6 +381,8 @@ test("given the router weight, f16 steps of 2 to fusedRouterMaxTokens tokens rou
       const out = new Float32Array(await readBuffer(d, res, tokens * shape.hidden * 4));
       const gotLogits = new Float32Array(await readBuffer(d, logitsBuf, tokens * E * 4));
       const what = `one-pass router ${dtype} tokens=${tokens}`;
+      // without routerNorm the one-pass steps run moe_router_fused (and the caller norms)
+      if (onePass) assert.is(block.kernelOf("router", false), "moe_router_fused", what);
       assertClose(gotLogits, logits, `${what}: logits`);
       assertClose(
         out,
@@ -446,6 +448,8 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
     });
     pass.end();
     d.queue.submit([enc.finish()]);
+    // a profile's span names the router that ran
+    assert.is(block.kernelOf("router", false), "moe_router_norm");
     const what = `router norm tokens=${tokens}`;
     assertClose(new Float32Array(await readBuffer(d, xb, tokens * H * 4)), x, `${what}: x`);
     assertClose(

@@ -32,4 +32,35 @@ test("the fused forms move costs between labels, not in or out of the step", () 
   assert.is(rooflineBytes(fused), rooflineBytes(apart));
 });
 
+test("the router's fused norm moves the MoE layers' input norms into moe router, less one read of their rows", () => {
+  const onePass = stepCost(config, "f16", decode64, { routerInOnePass: true, combineNorm: true });
+  const normed = stepCost(config, "f16", decode64, {
+    routerInOnePass: true,
+    routerNorm: true,
+    combineNorm: true,
+  });
+  const L = config.numLayers, H = config.hiddenSize, T = 64;
+  // 48 MoE layers: the first layer's input norm and the final norm stay
+  assert.is(normed.byLabel.get("rmsnorm")!.calls, 2);
+  assert.is(normed.byLabel.get("moe router")!.calls, L);
+  const normBytes = T * H * 8 + H * 2;
+  assert.is(
+    normed.byLabel.get("rmsnorm")!.bytes,
+    onePass.byLabel.get("rmsnorm")!.bytes - L * normBytes,
+  );
+  assert.is(
+    normed.byLabel.get("moe router")!.bytes,
+    onePass.byLabel.get("moe router")!.bytes + L * (normBytes - T * H * 4),
+  );
+  assert.is(normed.totalBytes, onePass.totalBytes - L * T * H * 4);
+  assert.is(normed.totalFlops, onePass.totalFlops);
+  // routerNorm counts only where the step routes in one pass
+  const apart = stepCost(config, "f16", decode64, {
+    routerInOnePass: false,
+    routerNorm: true,
+    combineNorm: true,
+  });
+  assert.is(apart.byLabel.get("rmsnorm")!.calls, onePass.byLabel.get("rmsnorm")!.calls);
+});
+
 test.run();
