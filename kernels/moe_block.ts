@@ -163,12 +163,20 @@ export interface MoeBlockOptions {
    */
   readonly tensorCorePrefill?: string;
   /**
-   * f16 steps of MOE_FUSED_ROUTER_MIN_TOKENS to this many tokens compute the router logits
+   * f16 steps of fusedRouterMinTokens to this many tokens compute the router logits
    * and their top-k in one dispatch (moe_router_fused, from MoeBlockIo.wRouter) where the
    * caller would run the router's GEMV and then moe_router; 0: never. Default
    * MOE_FUSED_ROUTER_MAX_TOKENS.
    */
   readonly fusedRouterMaxTokens?: number;
+  /**
+   * The fewest tokens of a step that routes in one pass (a positive integer; default
+   * MOE_FUSED_ROUTER_MIN_TOKENS, 2). 1 takes batch-1 decode there too: one workgroup reads
+   * the whole router weight, and with fusedRouterNorm the step's input norm, router and top-k
+   * take one dispatch and moe_dispatch another, where rmsnorm, the GEMV and
+   * moe_route_dispatch take three.
+   */
+  readonly fusedRouterMinTokens?: number;
   /**
    * The steps that route in one pass also take the layer's input RMSNorm there
    * (moe_router_norm, given MoeBlockIo.routerNorm), one dispatch a layer fewer; default true.
@@ -647,7 +655,8 @@ export class MoeBlock {
 
   /** Whether a step of `tokens` tokens routes in one pass (given MoeBlockIo.wRouter). */
   routesInOnePassAt(tokens: number): boolean {
-    return this.pipes.routerFused !== null && tokens >= MOE_FUSED_ROUTER_MIN_TOKENS &&
+    return this.pipes.routerFused !== null &&
+      tokens >= (this.options.fusedRouterMinTokens ?? MOE_FUSED_ROUTER_MIN_TOKENS) &&
       tokens <= (this.options.fusedRouterMaxTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS);
   }
 
@@ -873,6 +882,10 @@ async function fusedRouterPipe(
   shape: MoeBlockShape,
   options: MoeBlockOptions,
 ): Promise<Pipe | null> {
+  const fewest = options.fusedRouterMinTokens ?? MOE_FUSED_ROUTER_MIN_TOKENS;
+  if (!Number.isInteger(fewest) || fewest < 1) {
+    throw new Error(`moe block: fusedRouterMinTokens ${fewest} must be a positive integer`);
+  }
   if ((options.fusedRouterMaxTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS) <= 0) return null;
   if (shape.dtype !== "f16" || shape.hidden % 8 !== 0) return null;
   if (shape.hidden > routerFused.MOE_FUSED_ROUTER_MAX_HIDDEN) return null;

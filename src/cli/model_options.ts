@@ -127,8 +127,16 @@ export const TENSOR_CORE_OPTIONS = {
     type: "number",
     integer: true,
     min: 0,
-    help: "f16 MoE steps of 2 to this many tokens compute the router logits and their top-k " +
+    help: "f16 MoE steps of --moe-fused-router-min-tokens (2) to this many tokens compute the " +
+      "router logits and their top-k " +
       "in one dispatch, where the router's GEMV and moe_router take two (default 128; 0 never)",
+  },
+  moeFusedRouterMinTokens: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "the fewest tokens of an f16 MoE step that routes in one dispatch (default 2; 1: " +
+      "batch-1 decode too, the router weight read by one workgroup)",
   },
   moeRouteDispatchTokens: {
     type: "number",
@@ -193,6 +201,7 @@ export function tensorCoreOptions(
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
     readonly moeFusedRouterTokens?: number;
+    readonly moeFusedRouterMinTokens?: number;
     readonly moeRouteDispatchTokens?: number;
     readonly moeCombineNorm?: boolean;
     readonly moeRouterNorm?: boolean;
@@ -212,6 +221,7 @@ export function tensorCoreOptions(
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
   moeFusedRouterTokens?: number;
+  moeFusedRouterMinTokens?: number;
   moeRouteDispatchTokens?: number;
   fuseCombineNorm?: boolean;
   moeRouterNorm?: boolean;
@@ -224,6 +234,7 @@ export function tensorCoreOptions(
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,
     moeFusedRouterTokens: o.moeFusedRouterTokens,
+    moeFusedRouterMinTokens: o.moeFusedRouterMinTokens,
     moeRouteDispatchTokens: o.moeRouteDispatchTokens,
     fuseCombineNorm: o.moeCombineNorm,
     moeRouterNorm: o.moeRouterNorm,

@@ -61,6 +61,7 @@ import { ropeTable } from "../../kernels/rope.ts";
 import { MOE_ROUTE_DISPATCH_MAX_TOKENS } from "../../kernels/moe_route_dispatch.ts";
 import {
   MOE_FUSED_ROUTER_MAX_TOKENS,
+  MOE_FUSED_ROUTER_MIN_TOKENS,
   MOE_TC_ROWS_PER_EXPERT,
   MOE_TCS_ROWS_PER_EXPERT,
   MoeBlock,
@@ -288,11 +289,18 @@ export interface GpuModelOptions {
    */
   readonly moeTensorCoreDecodeRows?: number;
   /**
-   * f16 MoE steps of 2 to this many tokens route in one dispatch, the router's logits and
+   * f16 MoE steps of moeFusedRouterMinTokens (2) to this many tokens route in one dispatch, the
+   * router's logits and
    * top-k together (MoeBlockOptions.fusedRouterMaxTokens; default
    * MOE_FUSED_ROUTER_MAX_TOKENS, 0 never: the router's GEMV and moe_router).
    */
   readonly moeFusedRouterTokens?: number;
+  /**
+   * The fewest tokens of an f16 MoE step that routes in one dispatch
+   * (MoeBlockOptions.fusedRouterMinTokens; default MOE_FUSED_ROUTER_MIN_TOKENS = 2; 1 takes
+   * batch-1 decode there too, not measured on the H200 with the router's fused norm).
+   */
+  readonly moeFusedRouterMinTokens?: number;
   /**
    * MoE steps of 1 to this many tokens that do not route in one pass take the router's top-k
    * and the dispatch in one workgroup (moe_route_dispatch; MoeBlockOptions.routeDispatchMaxTokens;
@@ -752,6 +760,7 @@ export class GpuModel implements ForwardModel {
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
       moeFusedRouterTokens: options.moeFusedRouterTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS,
+      moeFusedRouterMinTokens: options.moeFusedRouterMinTokens ?? MOE_FUSED_ROUTER_MIN_TOKENS,
       moeRouteDispatchTokens: options.moeRouteDispatchTokens ?? MOE_ROUTE_DISPATCH_MAX_TOKENS,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
       moeRouterNorm: options.moeRouterNorm ?? true,
@@ -810,6 +819,7 @@ export class GpuModel implements ForwardModel {
         tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
         tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
         fusedRouterMaxTokens: opts.moeFusedRouterTokens,
+        fusedRouterMinTokens: opts.moeFusedRouterMinTokens,
         fusedRouterNorm: opts.moeRouterNorm,
         routeDispatchMaxTokens: opts.moeRouteDispatchTokens,
         tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
@@ -964,12 +974,12 @@ export class GpuModel implements ForwardModel {
       }, then ${this.calls.stagedVariant ?? "the GEMM"} up to ${this.opts.stagedMaxRows}${
         Object.entries(this.opts.manyRowsByKind).map(([k, f]) => `; ${k} ${f} there`).join("")
       }${
-        this.moe?.routesInOnePassAt(2)
+        this.moe?.routesInOnePassAt(this.opts.moeFusedRouterMinTokens)
           ? `; the MoE router in one pass, ${
-            this.moe.normsInRouterAt(2)
+            this.moe.normsInRouterAt(this.opts.moeFusedRouterMinTokens)
               ? "moe_router_norm (with its input RMSNorm)"
               : "moe_router_fused"
-          }, at 2-${this.opts.moeFusedRouterTokens} tokens`
+          }, at ${this.opts.moeFusedRouterMinTokens}-${this.opts.moeFusedRouterTokens} tokens`
           : ""
       }${
         this.moe?.routesAndDispatchesAt(1)

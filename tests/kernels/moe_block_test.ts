@@ -399,15 +399,32 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
   const gpu = await sharedGpu();
   const d = gpu.device;
   const shape = { ...blockShape(40, "f16" as const), rmsNormEps: 1e-5 };
-  const block = await MoeBlock.create(gpu, shape, { fusedRouterMaxTokens: 5 });
   const off = await MoeBlock.create(gpu, shape, { fusedRouterNorm: false });
   assert.not.ok(off.normsInRouterAt(2), "fusedRouterNorm false: the caller norms");
   off.destroy();
-  for (const tokens of [1, 2, 5]) {
+  const refused = await MoeBlock.create(gpu, shape, { fusedRouterMinTokens: 0 })
+    .then(() => "", (err: Error) => err.message);
+  assert.match(refused, /fusedRouterMinTokens 0 must be a positive integer/);
+  // by default from 2 tokens; with fusedRouterMinTokens 1 batch-1 steps too
+  const steps: { fewest?: number; tokens: number }[] = [
+    { tokens: 1 },
+    { tokens: 2 },
+    { tokens: 5 },
+    { fewest: 1, tokens: 1 },
+  ];
+  for (const { fewest, tokens } of steps) {
+    const block = await MoeBlock.create(gpu, shape, {
+      fusedRouterMaxTokens: 5,
+      fusedRouterMinTokens: fewest,
+    });
     block.setTokens(tokens);
-    // only the steps that route in one pass (2 tokens and more here) norm in the router
-    assert.is(block.normsInRouter, tokens >= MOE_FUSED_ROUTER_MIN_TOKENS, `tokens=${tokens}`);
-    if (!block.normsInRouter) continue;
+    // only the steps that route in one pass norm in the router
+    const onePass = tokens >= (fewest ?? MOE_FUSED_ROUTER_MIN_TOKENS);
+    assert.is(block.normsInRouter, onePass, `fewest ${fewest} tokens=${tokens}`);
+    if (!onePass) {
+      block.destroy();
+      continue;
+    }
     const rng = Rng.fromSeed(`moe router norm ${tokens}`);
     // the residual rows at different scales; the norm and the combine both read this buffer,
     // as in the model
@@ -463,8 +480,8 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
       what,
     );
     for (const b of made) b.destroy();
+    block.destroy();
   }
-  block.destroy();
 });
 
 test("given the next layer's norm, the combine also writes that RMSNorm of the new residual", async () => {

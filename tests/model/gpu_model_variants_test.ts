@@ -139,6 +139,30 @@ test("f16 read as 32-bit words (packedF16) gives the same logits as 16-bit loads
   }
 });
 
+test("the MoE router's fused input norm gives the logits of the separate rmsnorm, at batch 1 too", async () => {
+  const f16 = { dtype: "f16" as const };
+  for (const seqs of [1, 2]) {
+    const apart = await decodeLogits(
+      { ...f16, moeRouterNorm: false, moeFusedRouterMinTokens: 1 },
+      seqs,
+    );
+    const fused = await decodeLogits({ ...f16, moeFusedRouterMinTokens: 1 }, seqs);
+    fused.forEach((d, i) => {
+      const diff = maxAbsDiff(d, apart[i]);
+      assert.ok(diff < 1e-3, `${seqs} sequences, step ${i}: ${diff}`);
+    });
+  }
+  const model = await loadTiny({ ...f16, moeFusedRouterMinTokens: 1 });
+  try {
+    assert.match(
+      model.linearVariants.gemv,
+      /moe_router_norm \(with its input RMSNorm\), at 1-128 tokens/,
+    );
+  } finally {
+    model.destroy();
+  }
+});
+
 // The tensor-core GEMM needs f16 subgroup matrices: on adapters without them (lavapipe) this
 // is skipped, and the model refuses the option by name (the next test).
 const tensorCores = unsupportedReason(await sharedGpu(), gemmTc.spec.variants[0]) === null;
