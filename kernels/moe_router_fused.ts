@@ -14,6 +14,7 @@
 import type { Gpu } from "../src/gpu/device.ts";
 import type { KernelCase } from "./case.ts";
 import {
+  type BindingSpec,
   grid1d,
   type KernelSpec,
   unsupportedReason,
@@ -69,6 +70,13 @@ export const MOE_FUSED_ROUTER_VARIANTS: readonly Variant[] = [
   },
 ];
 
+/** The one-pass router's outputs (lib/router_fused_logits.wgsl writes them; moe_router_norm's too). */
+export const ROUTER_FUSED_OUTPUTS: readonly BindingSpec[] = [
+  { name: "logits", type: "f32", access: "read_write", shape: "[tokens, experts]" },
+  { name: "topk_ids", type: "i32", access: "read_write", shape: "[tokens, top_k]" },
+  { name: "topk_weights", type: "f32", access: "read_write", shape: "[tokens, top_k]" },
+];
+
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_router_fused",
   shader: "moe_router_fused.wgsl",
@@ -76,9 +84,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   bindings: [
     { name: "x", type: "vec4<f32>", access: "read", shape: "[tokens, hidden / 4]" },
     { name: "w", type: "vec4<T>", access: "read", shape: "[experts, hidden / 4]" },
-    { name: "logits", type: "f32", access: "read_write", shape: "[tokens, experts]" },
-    { name: "topk_ids", type: "i32", access: "read_write", shape: "[tokens, top_k]" },
-    { name: "topk_weights", type: "f32", access: "read_write", shape: "[tokens, top_k]" },
+    ...ROUTER_FUSED_OUTPUTS,
   ],
   variants: MOE_FUSED_ROUTER_VARIANTS,
   grid: (p, _v, gpu) => grid1d(p.tokens, gpu),

@@ -27,6 +27,7 @@ import {
   moeRouterFusedParams,
   moeRouterFusedRef,
   type MoeRouterFusedShape,
+  ROUTER_FUSED_OUTPUTS,
 } from "./moe_router_fused.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
 
@@ -48,9 +49,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "norm_weight", type: "vec4<T>", access: "read", shape: "[hidden / 4]" },
     { name: "w", type: "vec4<T>", access: "read", shape: "[experts, hidden / 4]" },
     { name: "out", type: "vec4<f32>", access: "read_write", shape: "[tokens, hidden / 4]" },
-    { name: "logits", type: "f32", access: "read_write", shape: "[tokens, experts]" },
-    { name: "topk_ids", type: "i32", access: "read_write", shape: "[tokens, top_k]" },
-    { name: "topk_weights", type: "f32", access: "read_write", shape: "[tokens, top_k]" },
+    ...ROUTER_FUSED_OUTPUTS,
   ],
   // moe_router_fused's forms (f16 weights read as 16-byte words, 256 or 1024 invocations)
   variants: MOE_FUSED_ROUTER_VARIANTS,

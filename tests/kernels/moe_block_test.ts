@@ -325,6 +325,19 @@ test("steps of 1 to routeDispatchMaxTokens tokens route and dispatch in one work
   f16.destroy();
 });
 
+/** The router logits x . w[e] of `tokens` rows (f64 sums), as the router's GEMV writes them. */
+function routerLogitsRef(x: Float32Array, wRouter: Float32Array, tokens: number): Float32Array {
+  const logits = new Float32Array(tokens * E);
+  for (let t = 0; t < tokens; t++) {
+    for (let e = 0; e < E; e++) {
+      let sum = 0;
+      for (let i = 0; i < H; i++) sum += x[t * H + i] * wRouter[e * H + i];
+      logits[t * E + e] = sum;
+    }
+  }
+  return logits;
+}
+
 test("given the router weight, f16 steps of 2 to fusedRouterMaxTokens tokens route in one pass and write the logits; the others read them", async () => {
   const gpu = await sharedGpu();
   const d = gpu.device;
@@ -339,14 +352,7 @@ test("given the router weight, f16 steps of 2 to fusedRouterMaxTokens tokens rou
       const layer = makeLayer(rng, dtype);
       const residual = rng.fillNormal(new Float32Array(tokens * H));
       // the logits the router's GEMV would write, in f64
-      const logits = new Float32Array(tokens * E);
-      for (let t = 0; t < tokens; t++) {
-        for (let e = 0; e < E; e++) {
-          let sum = 0;
-          for (let i = 0; i < H; i++) sum += x[t * H + i] * wRouter[e * H + i];
-          logits[t * E + e] = sum;
-        }
-      }
+      const logits = routerLogitsRef(x, wRouter, tokens);
       block.setTokens(tokens);
       // f16 routers only (f32 ones keep the GEMV and moe_router), from 2 tokens
       const onePass = dtype === "f16" && tokens >= MOE_FUSED_ROUTER_MIN_TOKENS && tokens <= 5;
@@ -434,14 +440,7 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
     const wRouter = roundToF16InPlace(rng.fillNormal(new Float32Array(E * H), 1 / Math.sqrt(H)));
     const layer = makeLayer(rng, "f16");
     const x = rmsnormRef(residual, normWeight, tokens, H, 1e-5);
-    const logits = new Float32Array(tokens * E);
-    for (let t = 0; t < tokens; t++) {
-      for (let e = 0; e < E; e++) {
-        let sum = 0;
-        for (let i = 0; i < H; i++) sum += x[t * H + i] * wRouter[e * H + i];
-        logits[t * E + e] = sum;
-      }
-    }
+    const logits = routerLogitsRef(x, wRouter, tokens);
     const made = [
       uploadBuffer(d, "logits", new Float32Array(tokens * E).fill(-1)),
       uploadBuffer(d, "x", new Float32Array(tokens * H).fill(NaN)),
