@@ -22,7 +22,7 @@ import {
   variantByName,
 } from "./kernel.ts";
 import { MOE_MAX_EXPERTS, MOE_MAX_TOPK, moeRouterParams, moeRouterRef } from "./moe_router.ts";
-import { defineParams, type ParamValues } from "./params.ts";
+import { defineParams, type ParamFields, type ParamValues } from "./params.ts";
 
 const params = defineParams({
   tokens: "u32",
@@ -115,8 +115,19 @@ export function moeRouterFusedParams(s: MoeRouterFusedShape): ParamValues<typeof
 
 /** The variant for this device: 1024 invocations a workgroup where they (and their memory) fit. */
 export function moeRouterFusedVariant(gpu: Gpu): Variant {
-  const wide = variantByName(spec, "f16-wg1024");
-  return unsupportedReason(gpu, wide) === null ? wide : variantByName(spec, "f16");
+  return widestRouterVariant(gpu, spec);
+}
+
+/**
+ * Of a kernel with MOE_FUSED_ROUTER_VARIANTS (this one, moe_router_norm), the 1024-invocation
+ * form where it (and its workgroup memory) fits this device, else the 256-invocation one.
+ */
+export function widestRouterVariant<F extends ParamFields>(
+  gpu: Gpu,
+  kernel: KernelSpec<F>,
+): Variant {
+  const wide = variantByName(kernel, "f16-wg1024");
+  return unsupportedReason(gpu, wide) === null ? wide : variantByName(kernel, "f16");
 }
 
 /**

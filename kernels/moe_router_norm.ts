@@ -14,13 +14,7 @@
  */
 import type { Gpu } from "../src/gpu/device.ts";
 import type { KernelCase } from "./case.ts";
-import {
-  grid1d,
-  type KernelSpec,
-  unsupportedReason,
-  type Variant,
-  variantByName,
-} from "./kernel.ts";
+import { grid1d, type KernelSpec, type Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import {
   MOE_FUSED_ROUTER_VARIANTS,
@@ -28,6 +22,7 @@ import {
   moeRouterFusedRef,
   type MoeRouterFusedShape,
   ROUTER_FUSED_OUTPUTS,
+  widestRouterVariant,
 } from "./moe_router_fused.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
 
@@ -67,8 +62,7 @@ export function moeRouterNormParams(
 
 /** The variant for this device: 1024 invocations a workgroup where they (and their memory) fit. */
 export function moeRouterNormVariant(gpu: Gpu): Variant {
-  const wide = variantByName(spec, "f16-wg1024");
-  return unsupportedReason(gpu, wide) === null ? wide : variantByName(spec, "f16");
+  return widestRouterVariant(gpu, spec);
 }
 
 /** CPU reference: rmsnormRef's rows, then moeRouterFusedRef over them. */
