@@ -786,6 +786,11 @@ export class GpuModel implements ForwardModel {
       );
     }
     checkDecodeSplit(opts.decodeSplit);
+    if (!Number.isInteger(opts.moeFusedRouterMinTokens) || opts.moeFusedRouterMinTokens < 1) {
+      throw new ModelOptionError(
+        `model: moeFusedRouterMinTokens ${opts.moeFusedRouterMinTokens} must be a positive integer`,
+      );
+    }
     const calls = await createCalls(
       gpu,
       config,

@@ -285,6 +285,20 @@ test("decode attention's split budget: positive integers, workgroups or wave, re
   (await load({ wave: 64 })).destroy();
 });
 
+test("moeFusedRouterMinTokens below 1 is refused by name", async () => {
+  const gpu = await sharedGpu();
+  for (const fewest of [0, 1.5]) {
+    let error: unknown = null;
+    await GpuModel.load(gpu, dirs["tiny-qwen3"], {
+      dtype: "f32",
+      ...MODEL_OPTIONS,
+      moeFusedRouterMinTokens: fewest,
+    }).then((m) => m.destroy(), (e) => error = e);
+    assert.instance(error, ModelOptionError, `${fewest}`);
+    assert.match((error as Error).message, /moeFusedRouterMinTokens .* must be a positive integer/);
+  }
+});
+
 test("a step records the host time it took before its submit (lastEncodeMs)", async () => {
   const gpu = await sharedGpu();
   const model = await GpuModel.load(gpu, dirs["tiny-qwen3"], { dtype: "f32", ...MODEL_OPTIONS });
