@@ -1269,6 +1269,10 @@ export class GpuModel implements ForwardModel {
       this.setLinear(kind, T);
     }
     if (this.moe) this.moe.setTokens(T);
+    // the MoE layers' routing this step, the same in every layer: the router's logits in one
+    // pass, and there the layer's input norm too (moe_router_norm)
+    const moeOnePass = this.moe?.routesInOnePass ?? false;
+    const moeNormsInRouter = this.moe?.normsInRouter ?? false;
     if (cfg.layerKinds.includes("dense")) {
       c.silu.setParams({ tokens: T, inter: cfg.intermediateSize });
     }
@@ -1330,8 +1334,7 @@ export class GpuModel implements ForwardModel {
         );
       }
       this.linear(step, "o", `l${l}`, b.attn, w.o, b.x);
-      // a one-pass MoE router may take this norm itself (moe_router_norm)
-      const normInRouter = w.kind === "moe" && this.moe!.normsInRouter;
+      const normInRouter = w.kind === "moe" && moeNormsInRouter;
       if (!normInRouter) {
         c.norm.dispatch(step.pass("rmsnorm"), dt, `post${l}`, {
           x: b.x,
@@ -1340,13 +1343,12 @@ export class GpuModel implements ForwardModel {
         });
       }
       if (w.kind === "moe") {
-        const oneStep = this.moe!.routesInOnePass;
-        if (!oneStep) this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
+        if (!moeOnePass) this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
         const next = this.weights.layers[l + 1];
         normed = this.opts.fuseCombineNorm && next !== undefined;
         this.moe!.encode((stage) => moePass(stage, normed), {
           routerLogits: b.routerLogits,
-          wRouter: oneStep ? w.router! : undefined,
+          wRouter: moeOnePass ? w.router! : undefined,
           routerNorm: normInRouter ? { input: b.x, weight: w.postNorm } : undefined,
           x: b.h,
           wGateUp: w.gateUp,
