@@ -19,6 +19,14 @@ import type { ParamFields } from "./params.ts";
 export const usesT = (type: string): boolean => /\bT\b/.test(type);
 
 /**
+ * Whether a binding holds the storage type T in memory for this variant: it uses T and the
+ * variant does not read it as f32 (Variant.f32Inputs).
+ */
+export function storesT(binding: { name: string; type: string }, variant: Variant): boolean {
+  return usesT(binding.type) && !(variant.f32Inputs?.includes(binding.name) ?? false);
+}
+
+/**
  * A case's host inputs as a variant sees them: drawn from the case's seeded generator, and
  * rounded to f16 where the binding holds the storage type T and the variant stores f16 (so
  * the CPU reference sees what the GPU sees). Deterministic: a reference worker draws the same.

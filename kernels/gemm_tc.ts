@@ -13,7 +13,9 @@
  * workgroup memory: a workgroup owns TM rows x 32 columns and steps 64 of k at a time, so k
  * and k_split must be multiples of 64 there (`gemmTcKStep`). `f16-tcs32x2`, `f16-tcs64x4` and
  * `f16-tcs128x8` (gemm_tcs_sg.wgsl) stage the same way with 2, 4 or 8 subgroups a workgroup,
- * one row tile of 16 each, so the 32 weight rows a step stages feed every row tile.
+ * one row tile of 16 each, so the 32 weight rows a step stages feed every row tile. The
+ * `-a32` twins of the decode-sized forms (GEMM_TC_A32) read `a` as the f32 activations and
+ * round them to f16 as they stage them, so no cast_f16 runs before them.
  */
 import { fitting, type KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
@@ -38,6 +40,14 @@ function tcVariant(tm: 16 | 32 | 64): Variant {
   };
 }
 
+/**
+ * A staged form that reads `a` as the f32 activations (A32, lib/a_words.wgsl) and
+ * rounds them to f16 as it stages them: no cast_f16 before it. Named `<form>-a32`.
+ */
+function a32(v: Variant): Variant {
+  return { ...v, name: `${v.name}-a32`, f32Inputs: ["a"], consts: { ...v.consts, A32: 1 } };
+}
+
 /** The staged form with `rt` subgroups a workgroup, one row tile of 16 each. */
 function stagedSubgroupsVariant(rt: 2 | 4 | 8): Variant {
   return {
@@ -47,7 +57,7 @@ function stagedSubgroupsVariant(rt: 2 | 4 | 8): Variant {
     perSubgroupMatrices: true,
     shader: "gemm_tcs_sg.wgsl",
     wideWords: true,
-    consts: { RT: rt, TM: 16 * rt, CW: 32 },
+    consts: { RT: rt, TM: 16 * rt, CW: 32, A32: 0 },
   };
 }
 
@@ -74,7 +84,7 @@ function stagedVariant(tm: 16 | 32 | 64): Variant {
     subgroupMatrix: { m: 16, n: 16, k: 16 },
     shader: "gemm_tcs.wgsl",
     wideWords: true,
-    consts: { RT: tm / 16, TM: tm, CW: 32 },
+    consts: { RT: tm / 16, TM: tm, CW: 32, A32: 0 },
   };
 }
 
@@ -83,7 +93,12 @@ export const spec: KernelSpec<typeof params.fields> = {
   shader: "gemm_tc.wgsl",
   params,
   bindings: [
-    { name: "a", type: "T", access: "read", shape: "[rows padded to TM, k] (cast_f16)" },
+    {
+      name: "a",
+      type: "T",
+      access: "read",
+      shape: "[rows padded to TM, k] (cast_f16; -a32: the f32 rows)",
+    },
     { name: "b", type: "T", access: "read", shape: "[n, k]" },
     { name: "c", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
   ],
@@ -103,6 +118,12 @@ export const spec: KernelSpec<typeof params.fields> = {
     prefillVariant(2, 2, 32),
     prefillVariant(4, 2, 16),
     prefillVariant(2, 4, 16),
+    // the decode-sized forms reading the f32 activations (GEMM_TC_A32)
+    a32(stagedVariant(16)),
+    a32(stagedVariant(32)),
+    a32(stagedSubgroupsVariant(2)),
+    a32(stagedSubgroupsVariant(4)),
+    a32(stagedSubgroupsVariant(8)),
   ],
   // the staged forms take the row blocks along x (those that read the same weights run side
   // by side), gemm_tc the column blocks
@@ -152,7 +173,7 @@ export const GEMM_TCS_VARIANTS = [
  * `session16_call6`).
  */
 export function stagedSplitMinK(variant: Variant): number {
-  if ((GEMM_TCP_VARIANTS as readonly string[]).includes(variant.name)) return 256;
+  if (isPrefillForm(variant)) return 256;
   if (!variant.perSubgroupMatrices) return 512;
   return variant.consts?.RT === 2 ? 512 : 1024;
 }
@@ -169,6 +190,32 @@ export const GEMM_TCP_VARIANTS = [
   "f16-tcp256x128",
   "f16-tcp128x256",
 ] as const;
+
+/**
+ * The forms with a twin that reads the f32 activations (`<form>-a32`): the staged forms of
+ * decode-sized steps, where a cast_f16 dispatch before each linear layer costs more than its
+ * work. On the H200 (2026-12-02, perf-linear, Qwen3-30B-A3B's qkv and o) each twin itself ran
+ * 2-7% slower than its form (converting as it stages), and tcp128x128's 13% slower (qkv at 128
+ * rows 35.7 -> 40.5 µs a layer), which took 128 x 1024 decode steps from 34.0 to 34.9 ms: it has
+ * no twin. In the model, GpuModelOptions.tensorCoreF32InputRows.
+ */
+export const GEMM_TC_A32 = [
+  "f16-tcs16",
+  "f16-tcs32",
+  "f16-tcs32x2",
+  "f16-tcs64x4",
+  "f16-tcs128x8",
+] as const;
+
+/** The f32-input twin of a form (GEMM_TC_A32), or null where it has none. */
+export function a32Twin(name: string): string | null {
+  return (GEMM_TC_A32 as readonly string[]).includes(name) ? `${name}-a32` : null;
+}
+
+/** Whether a variant is a prefill form (GEMM_TCP_VARIANTS). */
+export function isPrefillForm(variant: Variant): boolean {
+  return (GEMM_TCP_VARIANTS as readonly string[]).includes(variant.name);
+}
 
 /** The k a variant steps at a time: k and k_split must be multiples of it. */
 export function gemmTcKStep(variant: Variant): number {
@@ -336,4 +383,7 @@ export const cases = [
   tcCase(200, 128, 512, false, 2, 32),
   // the prefill form's decode rule (decodeSplits: one wave): qkv at 128 rows in 3 splits of 704
   tcCase(128, 5120, 2048, false, 3, 32),
+  // a partial row tile, half a column block, 2 splits of 512 and 256; an accumulating one
+  tcCase(5, 80, 768, false, 2, 256),
+  tcCase(13, 48, 512, true),
 ];

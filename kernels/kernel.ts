@@ -58,6 +58,12 @@ export interface Variant {
    */
   readonly wideWords?: boolean;
   /**
+   * Read-only `T` bindings that this variant reads as f32 values instead (declared
+   * `vec4<f32>`, 4 values an element): a wide-words form that converts them to f16 itself, so
+   * no cast kernel runs before it. Validation uploads them as f32 (see `storesT`).
+   */
+  readonly f32Inputs?: readonly string[];
+  /**
    * Read-only `vec4<T>` bindings are declared as `array<T>` (the same bytes, 4 values an
    * element): subgroup matrix loads straight from storage take an array of the matrix's
    * component type.
@@ -212,8 +218,16 @@ export function preludeOf<F extends ParamFields>(
     throw new Error(`${kernel.name}/${variant.name}: a wide-words variant stores f16`);
   }
   kernel.bindings.forEach((b, i) => {
+    const f32 = variant.f32Inputs?.includes(b.name) ?? false;
+    if (f32 && (b.type !== "T" || b.access !== "read" || !variant.wideWords)) {
+      throw new Error(
+        `${kernel.name}/${variant.name}: f32Inputs names '${b.name}', not a read-only T binding of a wide-words form`,
+      );
+    }
     const scalar = variant.scalarReads && b.type === "vec4<T>" && b.access === "read";
-    const type = variant.packed && b.type === "vec4<T>" && b.access === "read"
+    const type = f32
+      ? "vec4<f32>"
+      : variant.packed && b.type === "vec4<T>" && b.access === "read"
       ? "vec2<u32>"
       : scalar
       ? "T"
@@ -222,7 +236,9 @@ export function preludeOf<F extends ParamFields>(
       : b.type;
     // a vec4 binding read as scalars: its last dimension counts values, not vec4s; as wide
     // words, two vec4s a word
-    const shape = scalar
+    const shape = f32
+      ? `${b.shape} f32, 4 values an element`
+      : scalar
       ? b.shape.replace(/ \/ 4\]$/, "]")
       : variant.wideWords && b.type === "vec4<T>" && b.access === "read"
       ? b.shape.replace(/ \/ 4\]$/, " / 8]")

@@ -14,7 +14,7 @@ import { readBuffer, uploadBuffer } from "../src/gpu/buffers.ts";
 import { PassTimer } from "../src/gpu/timestamps.ts";
 import { BufferUsage } from "../src/gpu/device.ts";
 import { f16BitsToF32, f32ToF16Bits } from "../src/util/f16.ts";
-import { caseInputs, fingerprint, referenceKey, usesT } from "./case_inputs.ts";
+import { caseInputs, fingerprint, referenceKey, storesT } from "./case_inputs.ts";
 import type { ParamFields } from "./params.ts";
 import type { HostArray, KernelCase, KernelModule } from "./case.ts";
 import { getPipeline, makeBindGroup, type Variant } from "./kernel.ts";
@@ -147,15 +147,14 @@ export async function validateCase<F extends ParamFields>(
   for (const b of spec.bindings) {
     const data = inputs[b.name];
     if (data) {
-      let upload: HostArray | Uint16Array = half && usesT(b.type) && data instanceof Float32Array
-        ? f16Of(data)
-        : data;
+      let upload: HostArray | Uint16Array =
+        half && storesT(b, variant) && data instanceof Float32Array ? f16Of(data) : data;
       if (variant.expertTiles && ew?.binding === b.name) {
         upload = tiledOf(upload, ew.rows(kcase.params), ew.cols(kcase.params));
       }
       buffers[b.name] = uploadBuffer(device, `${spec.name}.${b.name}`, upload);
     } else if (kcase.outputs[b.name] !== undefined) {
-      const bytes = kcase.outputs[b.name] * (half && usesT(b.type) ? 2 : 4);
+      const bytes = kcase.outputs[b.name] * (half && storesT(b, variant) ? 2 : 4);
       const poison = new Uint8Array(Math.max(4, Math.ceil(bytes / 4) * 4)).fill(0xff);
       buffers[b.name] = uploadBuffer(device, `${spec.name}.${b.name}`, poison);
     } else {
@@ -195,9 +194,9 @@ export async function validateCase<F extends ParamFields>(
     const raw = await readBuffer(
       device,
       buffers[name],
-      want.length * (half && usesT(binding.type) ? 2 : 4),
+      want.length * (half && storesT(binding, variant) ? 2 : 4),
     );
-    const got: HostArray = half && usesT(binding.type)
+    const got: HostArray = half && storesT(binding, variant)
       ? f16BitsToF32(new Uint16Array(raw))
       : want instanceof Int32Array
       ? new Int32Array(raw)

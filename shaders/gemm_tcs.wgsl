@@ -12,9 +12,11 @@
 // slice z of c ([splits, m, n]). A row tile's sums go through workgroup memory; only rows
 // below m and columns below n are stored (added to c when accumulate).
 // Requires: k and k_split multiples of 64 (gemmTcParams with the variant), n of 16; a is the
-// f16 copy of the activations with its rows padded with zeros to a multiple of TM
-// (cast_f16). Columns past n read b's last row and are not stored.
+// f16 copy of the activations (cast_f16) or, with A32, the f32 activations
+// (lib/a_words.wgsl); rows past m read row m - 1. Columns past n read b's last row and are not
+// stored.
 //#include "lib/stage_words.wgsl"
+//#include "lib/a_words.wgsl"
 
 const BK: u32 = 64u; // k a step
 const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
@@ -70,15 +72,15 @@ fn main(
   }
   var a_at = array<u32, 4u * RT>();
   for (var i = 0u; i < 4u * RT; i++) {
-    a_at[i] = (m0 + 4u * i + lr) * k8 + lk;
+    a_at[i] = a_row(m0 + 4u * i + lr) * k8 + lk;
   }
   var bv = array<vec4<u32>, 8>();
-  var av = array<vec4<u32>, 4u * RT>();
+  var av = array<AWord, 4u * RT>();
   for (var i = 0u; i < 8u; i++) {
     bv[i] = b[b_at[i] + kb];
   }
   for (var i = 0u; i < 4u * RT; i++) {
-    av[i] = a[a_at[i] + kb];
+    av[i] = a_load(a_at[i] + kb);
   }
   // c<row tile><column tile>
   var c00 = subgroup_matrix_result<f32, 16, 16>();
@@ -96,7 +98,7 @@ fn main(
       put8b((4u * i + lr) * LD + 8u * lk, bv[i]);
     }
     for (var i = 0u; i < 4u * RT; i++) {
-      put8a((4u * i + lr) * LD + 8u * lk, av[i]);
+      put8a((4u * i + lr) * LD + 8u * lk, a_halves(av[i]));
     }
     workgroupBarrier();
     // the next step's words (the last step loads itself again: in cache, never used)
@@ -105,7 +107,7 @@ fn main(
       bv[i] = b[b_at[i] + sn];
     }
     for (var i = 0u; i < 4u * RT; i++) {
-      av[i] = a[a_at[i] + sn];
+      av[i] = a_load(a_at[i] + sn);
     }
     // k slice 0
     let p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 0u, LD);

@@ -21,9 +21,10 @@
 // `session16_call5`).
 // Requires: subgroups of exactly 32 laid out as consecutive invocations (subgroup r =
 // invocations 32 r .. 32 r + 31); k and k_split multiples of 64; n a multiple of 16; a the f16
-// copy of the activations, its rows padded with zeros to a multiple of TM (cast_f16). Columns
-// past n read b's last row and are not stored.
+// copy of the activations (cast_f16) or, with A32, the f32 activations (lib/a_words.wgsl);
+// rows past m read row m - 1. Columns past n read b's last row and are not stored.
 //#include "lib/stage_words.wgsl"
+//#include "lib/a_words.wgsl"
 
 const BK: u32 = 64u; // k a step
 const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned rows, padded)
@@ -65,15 +66,15 @@ fn main(
   }
   var a_at = array<u32, NA>();
   for (var i = 0u; i < NA; i++) {
-    a_at[i] = (m0 + PASS_ROWS * i + lr) * k8 + lk;
+    a_at[i] = a_row(m0 + PASS_ROWS * i + lr) * k8 + lk;
   }
   var bv = array<vec4<u32>, NB>();
-  var av = array<vec4<u32>, NA>();
+  var av = array<AWord, NA>();
   for (var i = 0u; i < NB; i++) {
     bv[i] = b[b_at[i] + kb];
   }
   for (var i = 0u; i < NA; i++) {
-    av[i] = a[a_at[i] + kb];
+    av[i] = a_load(a_at[i] + kb);
   }
   // this subgroup's row tile in wg.a
   let xa = sg * 16u * LD;
@@ -86,7 +87,7 @@ fn main(
       put8b((PASS_ROWS * i + lr) * LD + 8u * lk, bv[i]);
     }
     for (var i = 0u; i < NA; i++) {
-      put8a((PASS_ROWS * i + lr) * LD + 8u * lk, av[i]);
+      put8a((PASS_ROWS * i + lr) * LD + 8u * lk, a_halves(av[i]));
     }
     workgroupBarrier();
     // the next step's words (the last step loads itself again: in cache, never used)
@@ -95,7 +96,7 @@ fn main(
       bv[i] = b[b_at[i] + sn];
     }
     for (var i = 0u; i < NA; i++) {
-      av[i] = a[a_at[i] + sn];
+      av[i] = a_load(a_at[i] + sn);
     }
     let p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 0u, LD);
     let q0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD, LD);

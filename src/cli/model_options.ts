@@ -177,6 +177,14 @@ export const TENSOR_CORE_OPTIONS = {
       "and V staged through workgroup memory), tcs2 / tcs4 (as tcs, 2 or 4 subgroups sharing " +
       "each step's K and V) or fma (default: tcs2 where it runs, else tcs, else fma)",
   },
+  tensorCoreF32InputRows: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "tensor-core linears of at most this many rows read the f32 activations and round " +
+      "them to f16 as they stage them (the staged forms' -a32 twins), with no cast_f16 " +
+      "dispatch before each (default 16; 0 never)",
+  },
   tensorCoreSplitTarget: {
     type: "number",
     integer: true,
@@ -198,6 +206,7 @@ export function tensorCoreOptions(
     readonly tensorCorePrefillWide?: string;
     readonly tensorCoreSplitMinK?: number;
     readonly tensorCoreSplitTarget?: number;
+    readonly tensorCoreF32InputRows?: number;
     readonly moeTensorCoreRows?: number;
     readonly moeTcDecodeRows?: number;
     readonly moeFusedRouterTokens?: number;
@@ -218,6 +227,7 @@ export function tensorCoreOptions(
   tensorCorePrefillWide?: TensorCorePrefillForm;
   tensorCoreSplitMinK?: number;
   tensorCoreSplitTarget?: number;
+  tensorCoreF32InputRows?: number;
   moeTensorCoreRows?: number;
   moeTensorCoreDecodeRows?: number;
   moeFusedRouterTokens?: number;
@@ -242,6 +252,7 @@ export function tensorCoreOptions(
     moeExpertTiles: o.moeExpertTiles,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,
+    tensorCoreF32InputRows: o.tensorCoreF32InputRows,
     tensorCoreDecodeRows: o.tensorCoreDecodeRows,
     tensorCoreDecodeSubgroups: o.tensorCoreDecodeSubgroups as "one" | "rows" | undefined,
     tensorCorePrefill: o.tensorCorePrefill as TensorCorePrefillForm | undefined,

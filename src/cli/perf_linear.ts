@@ -6,8 +6,8 @@
  * layer, the weights' GB/s and share of the measured read roof, TFLOP/s.
  *
  * Per shape MxNxK (m rows of activations, n output columns = weight rows, input width k): the
- * f16 activations [m padded to 128, k] and `--layers` weight matrices [n, k] are drawn on the
- * GPU by fill_random. Per variant and split count: one untimed pass of every layer, a check of
+ * f16 activations [m padded to 128, k] (f32 [m, k] for the `-a32` forms, which round them to f16
+ * themselves) and `--layers` weight matrices [n, k] are drawn on the GPU by fill_random. Per variant and split count: one untimed pass of every layer, a check of
  * the last layer's output rows 0 and m - 1 against the CPU reference (the same fill_random
  * values, f64 sums), then `--reps` timed passes (gemm + reduce per layer) and as many of the
  * gemm alone; the upper median of each, over the layers. `--splits auto` is the model's split
@@ -223,7 +223,7 @@ export async function benchLinear(
   const rows: LinearRow[] = [], skipped: LinearSkip[] = [];
   const runnable = o.variants;
   if (runnable.length === 0) return { rows, skipped };
-  const fill = await KernelCall.create(gpu, fillRandom.spec, ["f16"]);
+  const fill = await KernelCall.create(gpu, fillRandom.spec, ["f16", "f32"]);
   const timer = new PassTimer(gpu, 2);
   try {
     for (const shape of o.shapes) {
@@ -267,6 +267,8 @@ class ShapeState {
   private constructor(
     readonly shape: LinearShape,
     readonly a: GPUBuffer,
+    /** The same activations as f32 values (the -a32 forms read these). */
+    readonly a32: GPUBuffer,
     readonly weights: GPUBuffer[],
     readonly c: GPUBuffer,
     readonly partials: GPUBuffer,
@@ -289,6 +291,14 @@ class ShapeState {
       base: 0,
       scale: 1,
     });
+    const a32 = createStorage(d, "perf-linear.a32", s.m * s.k * 4);
+    submitRandomFill(gpu, fill, "f32", a32, {
+      offset: 0,
+      count: s.m * s.k,
+      seed: A_SEED,
+      base: 0,
+      scale: 1,
+    });
     const weights: GPUBuffer[] = [];
     for (let l = 0; l < layers; l++) {
       const w = createStorage(d, `perf-linear.w${l}`, s.n * s.k * 2);
@@ -304,7 +314,7 @@ class ShapeState {
     await paced(d.queue.onSubmittedWorkDone());
     const c = createStorage(d, "perf-linear.c", s.m * s.n * 4);
     const partials = createStorage(d, "perf-linear.partials", TC_MAX_SPLITS * s.m * s.n * 4);
-    return new ShapeState(s, a, weights, c, partials);
+    return new ShapeState(s, a, a32, weights, c, partials);
   }
 
   /** The CPU reference of the last layer's rows 0 and m - 1, [2, n] (f64 sums of f16 values). */
@@ -334,7 +344,7 @@ class ShapeState {
   }
 
   destroy(): void {
-    for (const b of [this.a, this.c, this.partials, ...this.weights]) b.destroy();
+    for (const b of [this.a, this.a32, this.c, this.partials, ...this.weights]) b.destroy();
   }
 }
 
@@ -361,7 +371,7 @@ async function benchOne(
     const encode = (pass: GPUComputePassEncoder, withReduce: boolean) => {
       state.weights.forEach((w, l) => {
         gemm.dispatch(pass, v.name, `l${l}`, {
-          a: state.a,
+          a: v.f32Inputs ? state.a32 : state.a,
           b: w,
           c: slices > 1 ? state.partials : state.c,
         });

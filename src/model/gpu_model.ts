@@ -277,6 +277,17 @@ export interface GpuModelOptions {
    */
   readonly tensorCoreSplitTarget?: number;
   /**
+   * Tensor-core linears of at most this many rows whose staged form has an f32 twin (gemm_tc's
+   * GEMM_TC_A32) run that twin, which reads the f32 activations and rounds them to f16 as it
+   * stages them: no cast_f16 dispatch before qkv, o and the LM head. 0: never. Default
+   * TC_F32_INPUT_ROWS (16): on the H200 (2026-12-02, three calls) steps of 2-16 rows took
+   * 0.09-0.15 ms less (2 x 1024 7.60 -> 7.49, 8 x 1024 12.21 / 12.25 -> 12.12 / 12.12, 16 x
+   * 1024 17.13 -> 16.99), 32 x 1024 was unchanged (23.35 -> 23.28) while each twin alone ran
+   * 2-7% slower than its form (perf-linear); an earlier session found the 17-64-row twins
+   * slower kernels with unchanged steps.
+   */
+  readonly tensorCoreF32InputRows?: number;
+  /**
    * MoE steps of more than this many rows an expert on average run the expert GEMMs on the
    * tensor cores where they can (MoeBlockOptions.tensorCoreRowsPerExpert; default
    * MOE_TC_ROWS_PER_EXPERT = 8, 0 never).
@@ -475,7 +486,13 @@ type LinearKind = "qkv" | "o" | "router" | "gateUp" | "down" | "lmHead";
 type LinearForm =
   | { readonly path: "gemv"; readonly variant: string }
   | { readonly path: "gemm"; readonly variant: string }
-  | { readonly path: "tc"; readonly variant: string; readonly split: boolean };
+  | {
+    readonly path: "tc";
+    readonly variant: string;
+    readonly split: boolean;
+    /** Whether cast_f16 writes the f16 copy first (false: an -a32 form reads x itself). */
+    readonly cast: boolean;
+  };
 
 interface LinearCall {
   readonly gemv: KernelCall<typeof gemv.spec.params.fields>;
@@ -512,6 +529,8 @@ const TC_PREFILL_SPLIT_TARGET = 128;
 const TC_PREFILL_SPLIT_MIN_K = 256;
 /** Rows past which linear layers take GpuModelOptions.tensorCorePrefillWide. */
 export const PREFILL_WIDE_ROWS = 256;
+/** GpuModelOptions.tensorCoreF32InputRows' default. */
+export const TC_F32_INPUT_ROWS = 16;
 /** GpuModelOptions.tensorCoreSplitTarget's default. */
 export const TC_SPLIT_TARGET = 2048;
 /**
@@ -543,7 +562,7 @@ export function decodeSplits(
   target = TC_SPLIT_TARGET,
   minK = 0,
 ): number {
-  const tcp = (gemmTc.GEMM_TCP_VARIANTS as readonly string[]).includes(variant.name);
+  const tcp = gemmTc.isPrefillForm(variant);
   const leastK = minK || gemmTc.stagedSplitMinK(variant);
   if (tcp) {
     const tiles = Math.ceil(n / variant.consts!.CW) * Math.ceil(rows / variant.consts!.TM);
@@ -757,6 +776,7 @@ export class GpuModel implements ForwardModel {
       tensorCorePrefillWide: options.tensorCorePrefillWide ?? "tcp256x128",
       tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? TC_SPLIT_TARGET,
+      tensorCoreF32InputRows: options.tensorCoreF32InputRows ?? TC_F32_INPUT_ROWS,
       moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
       moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
       moeFusedRouterTokens: options.moeFusedRouterTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS,
@@ -803,6 +823,7 @@ export class GpuModel implements ForwardModel {
       opts.tensorCoreRows > 0,
       opts.tensorCoreDecodeRows,
       [opts.tensorCorePrefill, opts.tensorCorePrefillWide],
+      opts.tensorCoreF32InputRows > 0,
       blockSize,
       opts.decodeSplit.minTokens,
       options.decodeAttention === undefined,
@@ -1433,12 +1454,15 @@ export class GpuModel implements ForwardModel {
         compiled: this.calls.stagedTc,
       }),
     );
+    // decode-sized steps: the form's f32-input twin where asked for and compiled (no cast)
+    const twin = rows <= this.opts.tensorCoreF32InputRows ? gemmTc.a32Twin(variant.name) : null;
+    const runs = twin && this.calls.stagedTc.has(twin) ? variantByName(gemmTc.spec, twin) : variant;
     const target = this.opts.tensorCoreSplitTarget;
-    if (target <= 0 || kind === "lmHead") return { variant, splits: 1 };
+    if (target <= 0 || kind === "lmHead") return { variant: runs, splits: 1 };
     const splits = rows <= TC_SPLIT_MAX_ROWS
-      ? decodeSplits(rows, l.n, l.k, variant, target, this.opts.tensorCoreSplitMinK)
-      : prefillSplits(rows, l.n, l.k, variant, (this.buf.tcPartials?.size ?? 0) / 4);
-    return { variant, splits };
+      ? decodeSplits(rows, l.n, l.k, runs, target, this.opts.tensorCoreSplitMinK)
+      : prefillSplits(rows, l.n, l.k, runs, (this.buf.tcPartials?.size ?? 0) / 4);
+    return { variant: runs, splits };
   }
 
   /**
@@ -1451,8 +1475,12 @@ export class GpuModel implements ForwardModel {
     const tc = this.tensorCoreFor(kind, rows);
     if (tc && l.tc) {
       const variant = tc.variant;
-      const rowsPad = gemmTc.gemmTcRowsPad(rows, variant);
-      l.tc.cast.setParams(castF16.castF16Params(rows, rowsPad, l.k));
+      // an -a32 form reads the f32 activations: no f16 copy
+      const cast = !variant.f32Inputs;
+      if (cast) {
+        const rowsPad = gemmTc.gemmTcRowsPad(rows, variant);
+        l.tc.cast.setParams(castF16.castF16Params(rows, rowsPad, l.k));
+      }
       const split = tc.splits > 1;
       const p = gemmTc.gemmTcParams(
         rows,
@@ -1468,7 +1496,7 @@ export class GpuModel implements ForwardModel {
           splitkReduce.splitkReduceParams(rows * l.n, Math.ceil(l.k / p.k_split), l.accumulate),
         );
       }
-      this.linearForms[kind] = { path: "tc", variant: variant.name, split };
+      this.linearForms[kind] = { path: "tc", variant: variant.name, split, cast };
       return;
     }
     const gemvVariant = this.gemvFor(kind, rows);
@@ -1502,12 +1530,14 @@ export class GpuModel implements ForwardModel {
       l.gemm.dispatch(step.pass(label, "gemm"), form.variant, key, { a: x, b: w, c: y });
     } else {
       const tc = l.tc!;
-      tc.cast.dispatch(step.pass(label, "cast_f16"), "f16", key, { x, out: this.buf.a16! });
+      if (form.cast) {
+        tc.cast.dispatch(step.pass(label, "cast_f16"), "f16", key, { x, out: this.buf.a16! });
+      }
       // split-K: partial sums into tcPartials, added up (and to the residual) by the reduce
       const c = form.split ? this.buf.tcPartials! : y;
-      const bindKey = form.split ? `${key}s` : key;
+      const bindKey = `${key}${form.split ? "s" : ""}${form.cast ? "" : "x"}`;
       tc.gemm.dispatch(step.pass(label, "gemm_tc"), form.variant, bindKey, {
-        a: this.buf.a16!,
+        a: form.cast ? this.buf.a16! : x,
         b: w,
         c,
       });
@@ -1620,6 +1650,7 @@ async function createCalls(
   tensorCores: boolean,
   tensorCoreDecodeRows: number,
   tensorCorePrefill: readonly TensorCorePrefillForm[],
+  tensorCoreF32Input: boolean,
   blockSize: number,
   minSplitTokens: number,
   decodeAttentionDefault: boolean,
@@ -1704,16 +1735,16 @@ async function createCalls(
   };
   const linear = {} as Record<LinearKind, LinearCall>;
   // the tensor-core GEMM's staged forms, where they compile (else gemm_tc's tiles alone)
+  const stagedForms = [
+    ...(tensorCoreDecodeRows > 0 ? gemmTc.GEMM_TCS_VARIANTS : []),
+    ...tensorCorePrefill.filter((f) => f !== "tc").map((f) => `f16-${f}`),
+  ];
+  // with tensorCoreF32InputRows, also the f32-input twins of those that have one
+  const twins = tensorCoreF32Input
+    ? stagedForms.map(gemmTc.a32Twin).filter((n): n is string => n !== null)
+    : [];
   const stagedTc = tensorCores && dtype === "f16"
-    ? await compiledVariants(
-      gpu,
-      gemmTc.spec,
-      [
-        ...(tensorCoreDecodeRows > 0 ? gemmTc.GEMM_TCS_VARIANTS : []),
-        ...tensorCorePrefill.filter((f) => f !== "tc").map((f) => `f16-${f}`),
-      ],
-      "model",
-    )
+    ? await compiledVariants(gpu, gemmTc.spec, [...new Set([...stagedForms, ...twins])], "model")
     : [];
   if (tensorCores) {
     const why = dtype === "f16"

@@ -2,7 +2,8 @@ import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { readFileSync } from "node:fs";
 import {
-  GEMM_TC_VARIANTS,
+  a32Twin,
+  GEMM_TC_A32,
   GEMM_TCP_VARIANTS,
   GEMM_TCS_VARIANTS,
   gemmTcFits,
@@ -11,8 +12,11 @@ import {
   gemmTcRowsPad,
   gemmTcSplitK,
   gemmTcSplits,
+  isPrefillForm,
   spec,
+  stagedSplitMinK,
 } from "../../kernels/gemm_tc.ts";
+import { storesT } from "../../kernels/case_inputs.ts";
 import * as gemmTcKernel from "../../kernels/gemm_tc.ts";
 import { castF16Params } from "../../kernels/cast_f16.ts";
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
@@ -110,11 +114,38 @@ test("the staged forms take 32 columns and TM rows a workgroup, reading 16-byte 
   );
 });
 
+test("the -a32 twins read a as f32 words and keep their form's tiles and splits", () => {
+  for (const name of GEMM_TC_A32) {
+    const base = variantByName(spec, name);
+    const twin = variantByName(spec, a32Twin(name)!);
+    assert.equal(twin.consts, { ...base.consts, A32: 1 });
+    assert.equal(twin.f32Inputs, ["a"]);
+    assert.is(twin.shader, base.shader);
+    assert.is(isPrefillForm(twin), isPrefillForm(base));
+    assert.is(stagedSplitMinK(twin), stagedSplitMinK(base));
+    // a declared as f32 vec4s, b still 16-byte words of f16
+    const prelude = preludeOf(spec, twin);
+    assert.match(prelude, /var<storage, read> a: array<vec4<f32>>;/);
+    assert.match(prelude, /var<storage, read> b: array<vec4<u32>>;/);
+    assert.match(prelude, /const A32: u32 = 1u;/);
+    // validation uploads a as f32 for the twin and as f16 for the form
+    const a = spec.bindings.find((b) => b.name === "a")!;
+    assert.is(storesT(a, twin), false);
+    assert.is(storesT(a, base), true);
+  }
+  assert.is(a32Twin("f16-tcp256x128"), null);
+  assert.is(a32Twin("f16-tcp128x128"), null);
+  assert.is(a32Twin("f16-tc16"), null);
+  // a binding that is not a read-only T binding of a wide-words form cannot be read as f32
+  const bad = { ...variantByName(spec, "f16-tcs16"), f32Inputs: ["c"] };
+  assert.throws(() => preludeOf(spec, bad), /f32Inputs names 'c'/);
+});
+
 test("the several-subgroup staged forms: one subgroup a row tile, per-subgroup matrix offsets", () => {
   for (const [name, rt] of [["f16-tcs32x2", 2], ["f16-tcs64x4", 4], ["f16-tcs128x8", 8]] as const) {
     const v = variantByName(spec, name);
     assert.is(v.shader, "gemm_tcs_sg.wgsl");
-    assert.equal(v.consts, { RT: rt, TM: 16 * rt, CW: 32 });
+    assert.equal(v.consts, { RT: rt, TM: 16 * rt, CW: 32, A32: 0 });
     assert.ok(v.perSubgroupMatrices && v.wideWords);
     assert.is(gemmTcKStep(v), 64);
     // Tint's uniformity check of the matrix offsets is off for these alone
@@ -138,22 +169,24 @@ test("the several-subgroup staged forms: one subgroup a row tile, per-subgroup m
 
 test("validate compares the staged forms only on shapes whose k and splits step by 64", () => {
   for (const c of gemmTcKernel.cases) {
-    const staged = c.params.k % 64 === 0 && c.params.k_split % 64 === 0;
-    // the prefill forms step 16 (f16-tcp64x64 and the other 16-step forms) or 32 of k
+    // each form on the cases whose k and k_split are multiples of its k step: 16 or 32 for
+    // the prefill forms, 64 for the staged ones and their -a32 twins
     const by = (step: number) => c.params.k % step === 0 && c.params.k_split % step === 0;
-    const prefill = GEMM_TCP_VARIANTS.filter((n) => by(variantByName(spec, n).consts?.BK ?? 0));
-    assert.equal(
-      c.variants,
-      staged ? undefined : [...GEMM_TC_VARIANTS, ...prefill],
-      c.label,
-    );
+    const fits = spec.variants.filter((v) => by(gemmTcKStep(v))).map((v) => v.name);
+    assert.equal(c.variants, fits.length === spec.variants.length ? undefined : fits, c.label);
+    const staged = by(64);
+    assert.is(fits.includes("f16-tcs16"), staged, c.label);
+    assert.is(fits.includes("f16-tcs128x8-a32"), staged, c.label);
   }
   assert.equal(
     GEMM_TCP_VARIANTS.map((n) => gemmTcKStep(variantByName(spec, n))),
     [16, 16, 16, 32, 16, 16],
   );
   // the staged forms' own shapes are there: partial row tiles, a half column block, splits
-  const labels = gemmTcKernel.cases.filter((c) => !c.variants).map((c) => c.label);
+  const labels = gemmTcKernel.cases.filter((c) =>
+    !c.variants?.length || c.variants.includes("f16-tcs16")
+  )
+    .map((c) => c.label);
   assert.ok(labels.includes("m=37 n=144 k=192 split 3"), labels.join(", "));
   assert.ok(labels.includes("m=9 n=80 k=128"), labels.join(", "));
 });

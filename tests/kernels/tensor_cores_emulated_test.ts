@@ -37,12 +37,16 @@ const MAX_BYTES = 2 ** 20;
  * emulated), f16-tcp128x64 for the prefill forms f16-tcp128x128 (45 KB) and f16-tcp256x128,
  * the MoE f16-tcp2 at 16 of k a step for f16-tcp4 (39 KB). Prefill attention runs its default
  * f16-tcs2 and the one-subgroup f16-tcs it falls back to; decode attention its three forms.
+ * The f32-input twins (-a32) of the linears' decode forms run beside them.
  */
 const FORMS: readonly [string, Module, string, number?, Record<string, number>?][] = [
   ["gemm_tc", gemmTc as unknown as Module, "f16-tc16"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs16"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs64x4"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcp128x64"],
+  // the f32-input twins (no cast_f16 before them)
+  ["gemm_tc", gemmTc as unknown as Module, "f16-tcs16-a32"],
+  ["gemm_tc", gemmTc as unknown as Module, "f16-tcs64x4-a32"],
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcs"],
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcs"],
   // the prefill forms' two-subgroup workgroups, at 16 of k a step (emulated at 32 they need
