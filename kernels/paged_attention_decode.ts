@@ -138,9 +138,23 @@ const TCDW2: Variant = {
   name: "f16-tcdw2",
   perSubgroupMatrices: true,
   shader: "paged_attention_decode_tcdw2.wgsl",
-  consts: { ...TCDW.consts, WG: 64, SCORES: TC_SPLIT_KEYS * TC_ROWS },
+  consts: { ...TCDW.consts, WG: 64, SCORES: TC_SPLIT_KEYS * TC_ROWS, HALF: 0 },
 };
 const TCDW4: Variant = { ...TCDW2, name: "f16-tcdw4", consts: { ...TCDW2.consts, WG: 128 } };
+/**
+ * f16-tcdw2 whose softmax takes only the first 8 of the matrices' 16 rows (HALF): for groups of
+ * at most 8 query heads a kv head (Qwen3-30B-A3B's 8, Mixtral's 4), where rows 8-15 are padding.
+ * The 64 invocations then score 2 keys of a step each instead of 4 (tcHalfRowsReason).
+ */
+const TCDW2H: Variant = { ...TCDW2, name: "f16-tcdw2h", consts: { ...TCDW2.consts, HALF: 1 } };
+
+/** Why f16-tcdw2h cannot take a layer's heads (more than 8 query heads a kv head), or null. */
+export function tcHalfRowsReason(p: { num_q_heads: number; num_kv_heads: number }): string | null {
+  const group = p.num_q_heads / p.num_kv_heads;
+  return group > TC_ROWS / 2
+    ? `${group} query heads a kv head (f16-tcdw2h's softmax takes ${TC_ROWS / 2})`
+    : null;
+}
 
 /**
  * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg): the step's K,
@@ -274,10 +288,11 @@ export const spec: KernelSpec<typeof params.fields> = {
     TCDW,
     TCDW2,
     TCDW4,
+    TCDW2H,
   ],
   grid: (p, v, gpu) => {
     if (v.subgroupMatrix) {
-      const reason = tcDecodeReason(p);
+      const reason = tcDecodeReason(p) ?? (v.consts?.HALF ? tcHalfRowsReason(p) : null);
       if (reason) throw new Error(`paged_attention_decode/${v.name}: ${reason}`);
       const bytes = tcDecodeWorkgroupBytes(v);
       const limit = gpu?.limits?.maxComputeWorkgroupStorageSize;
@@ -452,7 +467,8 @@ const TC_TOLERANCE: Tolerance = { atol: 3e-3, rtol: 3e-3 };
 function caseVariants(p: Parameters<typeof tcDecodeReason>[0]) {
   const tc = tcDecodeReason(p) === null;
   const take = spec.variants.filter((v) =>
-    (tc || !v.subgroupMatrix) && p.split_tokens * v.consts!.GMAX <= v.consts!.SCORES
+    (tc || !v.subgroupMatrix) && p.split_tokens * v.consts!.GMAX <= v.consts!.SCORES &&
+    (!v.consts?.HALF || tcHalfRowsReason(p) === null)
   );
   return take.length === spec.variants.length ? undefined : take.map((v) => v.name);
 }

@@ -32,8 +32,14 @@ const ND: u32 = HD / 16u;
 const NDS: u32 = ND / NSG;
 // vec4 columns of a q row
 const HD4: u32 = HD / 4u;
+// rows the softmax takes: all 16 of the matrices' rows, or with HALF (f16-tcdw2h, for groups of
+// at most 8 query heads a kv head) the first 8: rows 8-15 of S are padding (q's zero rows),
+// their P stays 0 (workgroup memory starts zeroed), so twice the invocations share each real
+// row and each scores half the keys of a step: the step's chain of softmax work is half as
+// long.
+const SROWS: u32 = ROWS - (ROWS / 2u) * HALF;
 // invocations of a softmax row, and the keys of a step each scores
-const RL: u32 = WG / ROWS;
+const RL: u32 = WG / SROWS;
 const KQ: u32 = KT / RL;
 // f16 rows of wg.a padded by 16 bytes (a matrix load's rows start on distinct banks)
 const QS: u32 = HD + 8u;
@@ -43,6 +49,7 @@ const SS: u32 = KT + 4u;
 const PS: u32 = KT + 8u;
 const_assert HD == 128u && ND == 8u && HD4 == 32u;
 const_assert KT == 16u && (NSG == 2u || NSG == 4u);
+const_assert HALF <= 1u && RL <= 16u && KQ >= 1u;
 
 // The workgroup memory is one struct (see paged_attention_tc.wgsl).
 struct Wg {
@@ -84,7 +91,8 @@ fn main(
   let split_out = params.num_splits > 1u;
   let kv_words = params.num_kv_heads * (HD / 8u);
   // The softmax's view: invocations RL row .. RL row + RL - 1 score row `row` (query head head0
-  // + row when row < group), keys KQ quarter .. KQ quarter + KQ - 1 of each step.
+  // + row when row < group; rows below SROWS), keys KQ quarter .. KQ quarter + KQ - 1 of each
+  // step.
   let row = lid / RL;
   let quarter = lid % RL;
   // The matrices' view: subgroup sg holds dims 16 NDS sg ..; in its rows of wg.s_tile from `base`,
@@ -132,6 +140,15 @@ fn main(
   if (lid == 0u) {
     atomicStore(&wg.flags[0], 0u);
     atomicStore(&wg.flags[1], 0u);
+  }
+  // with HALF the softmax never writes P's rows past SROWS nor their factors: zeros (the
+  // device may leave workgroup memory uninitialised; those rows feed only O rows that are
+  // never written, but stay finite)
+  for (var i = lid; i < (ROWS - SROWS) * PS; i += WG) {
+    wg.b[SROWS * PS + i] = f16(0.0);
+  }
+  if (lid >= SROWS && lid < ROWS) {
+    wg.row_f[lid] = 0.0;
   }
 
   // this subgroup's q matrices from wg.a (free until the first step's store, which waits for
@@ -200,6 +217,9 @@ fn main(
     if (RL > 4u) {
       mt = max(mt, subgroupShuffleXor(mt, 4u));
     }
+    if (RL > 8u) {
+      mt = max(mt, subgroupShuffleXor(mt, 8u));
+    }
     var alpha = 1.0;
     // The first step always takes its max (its key 0 is real; O and l are still 0).
     if (mt > m_run + TAU) {
@@ -253,6 +273,9 @@ fn main(
   l4 += subgroupShuffleXor(l4, 2u);
   if (RL > 4u) {
     l4 += subgroupShuffleXor(l4, 4u);
+  }
+  if (RL > 8u) {
+    l4 += subgroupShuffleXor(l4, 8u);
   }
   if (split_out && row < group && quarter == 0u) {
     let at = (seq * params.num_q_heads + head0 + row) * params.num_splits + split;

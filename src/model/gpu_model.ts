@@ -112,7 +112,9 @@ export interface GpuModelOptions {
    * 16 x 16 x 16 products on the tensor cores ("tcdw": paged_attention_decode f16-tcdw, f16 KV
    * and subgroup matrices, K and V staged through workgroup memory as 16-byte words;
    * block_size a multiple of 16; "tcdw2" / "tcdw4": the same with the head's dims split among 2
-   * or 4 subgroups a workgroup). Default on GPUs: "tcdw2" for steps that read at least
+   * or 4 subgroups a workgroup; "tcdw2h": tcdw2 whose softmax takes only the 8 rows a group of
+   * at most 8 query heads a kv head fills). Default on GPUs: "tcdw2h" (where a kv head has at
+   * most 8 query heads, else "tcdw2") for steps that read at least
    * DEEP_DECODE_KEYS context keys where it runs, "tiled" for the others and elsewhere; on CPU
    * adapters "direct" (faster there).
    */
@@ -380,7 +382,14 @@ export interface GpuModelOptions {
 export type PrefillAttentionForm = "tc" | "tc2" | "tcs" | "tcs2" | "tcs4" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
-export type DecodeAttentionForm = "tiled" | "direct" | "lanes" | "tcdw" | "tcdw2" | "tcdw4";
+export type DecodeAttentionForm =
+  | "tiled"
+  | "direct"
+  | "lanes"
+  | "tcdw"
+  | "tcdw2"
+  | "tcdw4"
+  | "tcdw2h";
 
 /**
  * Decode steps reading at least this many context keys (summed over the step's sequences)
@@ -413,6 +422,14 @@ export interface DecodeSplitOfStep {
  * 8192 to 48.53.
  */
 const TC_DECODE_VARIANT = "f16-tcdw2";
+/**
+ * ... and f16-tcdw2 whose softmax takes 8 rows, taken first where a kv head has at most 8 query
+ * heads. On the H200 (2026-12-02, one call, against --decode-attention tcdw2) it took 64 x 8192
+ * decode steps from 42.04 to 41.56 / 41.55 ms, 32 x 8192 30.65 -> 30.31 / 30.37, 8 x 8192 15.04
+ * -> 14.89 / 14.89, 128 x 1024 34.06 -> 33.76 / 33.82 (8 and 32 x 1024 unchanged); perf-attention
+ * read 64 x 8192 at 75.7% of the roof against 72.9%, 8 x 131072 at 77.8% against 75.1%.
+ */
+const TC_DECODE_HALF_ROWS = "f16-tcdw2h";
 /** Decode attention's split plan by default: about this many workgroups a step. */
 const DECODE_SPLIT_WORKGROUPS = 2048;
 /** ... on the tensor-core forms: whole waves of this many (as many as the H200 holds at once). */
@@ -1659,7 +1676,13 @@ async function createCalls(
   const tcForm = decodeAttention.startsWith("tcdw");
   const tcRuns = (v: string) => tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, v) === null;
   if (tcForm) {
-    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, `f16-${decodeAttention}`);
+    const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, `f16-${decodeAttention}`) ??
+      (decodeAttention === "tcdw2h"
+        ? pagedAttentionDecode.tcHalfRowsReason({
+          num_q_heads: config.numHeads,
+          num_kv_heads: config.numKvHeads,
+        })
+        : null);
     if (why) {
       throw new ModelOptionError(
         `model: decode attention "${decodeAttention}" cannot run here: ${why}`,
@@ -1673,8 +1696,15 @@ async function createCalls(
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
   // steps of DEEP_DECODE_KEYS keys or more, when the caller chose no form: tcdw2 where it runs,
   // else tcdw where that runs
+  // (f16-tcdw2h first where a kv head's group of query heads fills at most 8 rows)
+  const halfRows = pagedAttentionDecode.tcHalfRowsReason({
+    num_q_heads: config.numHeads,
+    num_kv_heads: config.numKvHeads,
+  }) === null;
   const deepTc = decodeAttentionDefault && decodeAttention === "tiled"
-    ? [TC_DECODE_VARIANT, TC_DECODE_FALLBACK].find(tcRuns)
+    ? [...(halfRows ? [TC_DECODE_HALF_ROWS] : []), TC_DECODE_VARIANT, TC_DECODE_FALLBACK].find(
+      tcRuns,
+    )
     : undefined;
   const decodeDeepVariant = deepTc ?? decodeVariant;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.

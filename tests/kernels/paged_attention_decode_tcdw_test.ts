@@ -8,6 +8,7 @@ import {
   spec,
   tcDecodeReason,
   tcDecodeWorkgroupBytes,
+  tcHalfRowsReason,
 } from "../../kernels/paged_attention_decode.ts";
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
 import { wgStructLayout } from "./wgsl_struct.ts";
@@ -39,17 +40,25 @@ test("the tensor-core decode variant: f16 subgroup matrices, one subgroup of 32,
   assert.is(v.consts!.HD, 128);
   assert.is(v.consts!.KT, 16);
   assert.not.ok(v.packed);
-  // the tensor-core forms: one subgroup, and the head's dims split among 2 or 4
+  // the tensor-core forms: one subgroup, the head's dims split among 2 or 4, and the 2-subgroup
+  // form whose softmax takes 8 rows
   assert.equal(spec.variants.filter((x) => x.subgroupMatrix).map((x) => x.name), [
     "f16-tcdw",
     "f16-tcdw2",
     "f16-tcdw4",
+    "f16-tcdw2h",
   ]);
 });
 
 test("the several-subgroup forms split the head's dims: one workgroup struct, S a subgroup", () => {
   const wgsl = shader("paged_attention_decode_tcdw2.wgsl");
-  for (const [name, wg, bytes] of [["f16-tcdw2", 64, 7752], ["f16-tcdw4", 128, 10312]] as const) {
+  for (
+    const [name, wg, bytes] of [
+      ["f16-tcdw2", 64, 7752],
+      ["f16-tcdw4", 128, 10312],
+      ["f16-tcdw2h", 64, 7752],
+    ] as const
+  ) {
     const v = variantByName(spec, name);
     assert.is(v.shader, "paged_attention_decode_tcdw2.wgsl");
     assert.is(v.consts!.WG, wg);
@@ -223,13 +232,24 @@ test("the cases it cannot take list only the other variants; the rest include Qw
   const others = spec.variants.filter((v) => !v.subgroupMatrix).map((v) => v.name);
   const tcCases = cases.filter((c) => !c.variants);
   for (const c of cases) {
+    // f16-tcdw2h takes groups of at most 8 query heads a kv head
+    const half = tcHalfRowsReason(c.params) === null;
     if (c.params.split_tokens > 512) {
       // past the others' 512 keys a split: the several-subgroup forms alone (up to 1024)
-      assert.equal(c.variants, ["f16-tcdw2", "f16-tcdw4"], c.label);
+      assert.equal(
+        c.variants,
+        ["f16-tcdw2", "f16-tcdw4", ...(half ? ["f16-tcdw2h"] : [])],
+        c.label,
+      );
       for (const v of c.variants!) spec.grid(c.params, variantByName(spec, v), h200);
       assert.throws(() => spec.grid(c.params, tcdw(), h200), /use planDecodeSplits/);
     } else if (tcDecodeReason(c.params) === null) {
-      assert.is(c.variants, undefined, c.label);
+      const all = spec.variants.map((v) => v.name);
+      assert.equal(
+        c.variants,
+        half ? undefined : all.filter((n) => n !== "f16-tcdw2h"),
+        c.label,
+      );
       spec.grid(c.params, tcdw(), h200);
     } else {
       assert.equal(c.variants, others, c.label);

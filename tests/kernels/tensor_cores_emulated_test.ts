@@ -78,6 +78,7 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw", 16 * 2 ** 20],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw2", 16 * 2 ** 20],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw4", 16 * 2 ** 20],
+  ["paged_attention_decode", decode as unknown as Module, "f16-tcdw2h", 16 * 2 ** 20],
 ];
 
 for (const [kernel, mod, name, maxBytes = MAX_BYTES, consts] of FORMS) {
