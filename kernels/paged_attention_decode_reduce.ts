@@ -56,7 +56,11 @@ export const spec: KernelSpec<typeof params.fields> = {
       shape: "[tokens, num_q_heads * head_dim / 4]",
     },
   ],
-  variants: [{ name: "f32", dtype: "f32", consts: { WG: 32 } }],
+  // "f32": one group of 32 invocations walks every split; "f32-wg256": 8 groups share them
+  variants: [
+    { name: "f32", dtype: "f32", consts: { WG: 32 } },
+    { name: "f32-wg256", dtype: "f32", consts: { WG: 256 } },
+  ],
   grid: (p) => {
     if (p.head_dim % 4 !== 0) throw new Error(`decode reduce: head_dim ${p.head_dim} % 4 != 0`);
     if (p.num_q_heads > 65535 || p.num_seqs > 65535) {
@@ -159,9 +163,28 @@ function reduceCase(
   };
 }
 
+/**
+ * The variant for `numSplits` splits: past REDUCE_WIDE_SPLITS, 8 groups of invocations share the
+ * splits (`f32-wg256`); else one group walks them (`f32`).
+ */
+export function reduceVariant(numSplits: number): string {
+  return numSplits > REDUCE_WIDE_SPLITS ? "f32-wg256" : "f32";
+}
+
+/**
+ * Splits past which the merge takes `f32-wg256`. On the H200 (2026-12-02, perf-attention) the
+ * one-group merge took about 5.7 µs a layer at 3 and 6 splits (128 x 1024, 64 x 8192) and 11.5
+ * at 47 and 48 (8 x 8192, 8 x 131072): its chain of loads, one split after another.
+ */
+export const REDUCE_WIDE_SPLITS = 8;
+
 export const cases: KernelCase<typeof params.fields>[] = [
   reduceCase([7, 1, 23], 3, 16, 5, "tiny"),
   reduceCase([150, 37], 8, 128, 48, "small"),
   reduceCase(Array(64).fill(1024), 32, 128, 256, "Qwen3-30B-A3B decode 64 x 1024"),
   reduceCase(Array(8).fill(8192), 32, 128, 256, "Qwen3-30B-A3B decode 8 x 8192"),
+  // many splits (the 8-group form's groups take 5 or 6 each), and two runs of 32 columns with
+  // sequences of different split counts
+  reduceCase(Array(8).fill(8192), 32, 128, 176, "Qwen3-30B-A3B decode 8 x 8192 in 47 splits"),
+  reduceCase([1000, 300, 17], 4, 256, 16, "head_dim 256"),
 ];

@@ -543,7 +543,7 @@ async function benchVariant(
   const partO = createStorage(gpu.device, "perf-attention.part_o", part.partO * 4);
   const partLse = createStorage(gpu.device, "perf-attention.part_lse", part.partLse * 4);
   const split = await KernelCall.create(gpu, decode.spec, [variant.name]);
-  const merge = await KernelCall.create(gpu, decodeReduce.spec, ["f32"]);
+  const merge = await KernelCall.create(gpu, decodeReduce.spec, ["f32", "f32-wg256"]);
   try {
     split.setParams({
       num_seqs: batch,
@@ -584,7 +584,7 @@ async function benchVariant(
           part_lse: partLse,
         });
         if (withMerge && splits > 1) {
-          merge.dispatch(pass, "f32", "point", {
+          merge.dispatch(pass, decodeReduce.reduceVariant(splits), "point", {
             seq_info: b.seqInfo,
             part_o: partO,
             part_lse: partLse,

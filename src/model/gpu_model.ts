@@ -1356,7 +1356,11 @@ export class GpuModel implements ForwardModel {
           part_lse: this.partials!.lse,
         });
         if (splits > 1) {
-          c.decodeReduce.dispatch(step.pass("paged_attention_decode_reduce"), "f32", "all", {
+          // (CPU adapters pay for the wide form's barriers: one group there)
+          const merge = this.gpu.adapter.type === "cpu"
+            ? "f32"
+            : decodeReduce.reduceVariant(splits);
+          c.decodeReduce.dispatch(step.pass("paged_attention_decode_reduce"), merge, "all", {
             seq_info: b.seqInfo,
             part_o: this.partials!.o,
             part_lse: this.partials!.lse,
@@ -1874,7 +1878,7 @@ async function createCalls(
       pagedAttentionDecode.spec,
       [...new Set([decodeVariant, decodeDeepVariant])],
     ),
-    decodeReduce: await KernelCall.create(gpu, decodeReduce.spec, ["f32"]),
+    decodeReduce: await KernelCall.create(gpu, decodeReduce.spec, ["f32", "f32-wg256"]),
     blockCopy: await KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
     silu: await KernelCall.create(gpu, siluMul.spec, ["f32"]),
     gather: await KernelCall.create(gpu, gatherRows.spec, ["f32"]),
