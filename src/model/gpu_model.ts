@@ -434,6 +434,19 @@ const TC_DECODE_HALF_ROWS = "f16-tcdw2h";
 const DECODE_SPLIT_WORKGROUPS = 2048;
 /** ... on the tensor-core forms: whole waves of this many (as many as the H200 holds at once). */
 const DECODE_SPLIT_WAVE_TC = 1536;
+/**
+ * ... or half waves (768) where that plan's splits take at least this many keys and its
+ * workgroups fill a half wave: fewer, longer splits spend less of each workgroup on its start
+ * and its partials. On the H200 (2026-12-02, session 21, --split-waves 768 against 1536, two
+ * runs each) half waves took 8 x 8192 from 15.02 to 14.59 ms (splits of 352 keys), 16 x 8192
+ * 21.27 -> 20.77, 64 x 8192 41.92 / 42.03 -> 41.51 / 41.70 and 64 x 1024 28.98 -> 28.65 (352
+ * keys), but 32 x 1024 23.27 -> 23.81 (splits of 176 keys). With this rule (session 22, against
+ * --split-waves 1536, f16-tcdw2h): 8 x 8192 14.72 -> 14.43 / 14.46, 32 x 8192 30.47 -> 29.95 /
+ * 30.05, 64 x 8192 41.70 -> 41.10 / 41.11, 64 x 1024 28.99 -> 28.64 / 28.66; 32 x 1024 and 128 x
+ * 1024 (whose half wave would be one split of 1024 keys in 512 workgroups: 60.7% of the roof in
+ * perf-attention against 61.9% in 3) keep their plans.
+ */
+const DECODE_HALF_WAVE_MIN_KEYS = 256;
 /** The tensor-core form deep steps fall back to where f16-tcdw2 cannot run (lanes not consecutive). */
 const TC_DECODE_FALLBACK = "f16-tcdw";
 
@@ -564,6 +577,31 @@ export const TC_SPLIT_TARGET = 2048;
  * splits against 51.8 in 4 and in 8, o 29.0 in 8 against 42.7 in 4 and 35.0 in 16.
  */
 export const TC_TCP_DECODE_WAVE = 132;
+
+/**
+ * Decode attention's split plan for one step (planDecodeSplits with GpuModelOptions.decodeSplit):
+ * about `workgroups` workgroups, or whole waves of `wave`, where asked; by default about
+ * DECODE_SPLIT_WORKGROUPS on the FMA forms and whole waves of DECODE_SPLIT_WAVE_TC on the
+ * tensor-core forms, or half waves there where that plan's splits reach DECODE_HALF_WAVE_MIN_KEYS
+ * keys and its workgroups fill a half wave.
+ */
+export function decodeStepSplits(
+  contextLens: readonly number[],
+  shape: { readonly numQHeads: number; readonly numKvHeads: number },
+  variant: Variant,
+  split: { readonly workgroups?: number; readonly wave?: number; readonly minTokens?: number },
+): pagedAttentionDecode.DecodeSplitPlan {
+  const planFor = (target: pagedAttentionDecode.DecodeSplitTarget) =>
+    pagedAttentionDecode.planDecodeSplits(contextLens, shape, variant, target, split.minTokens);
+  if (split.workgroups !== undefined) return planFor(split.workgroups);
+  if (split.wave !== undefined) return planFor({ wave: split.wave });
+  if (!variant.subgroupMatrix) return planFor(DECODE_SPLIT_WORKGROUPS);
+  const half = planFor({ wave: DECODE_SPLIT_WAVE_TC / 2 });
+  const fills = contextLens.length * shape.numKvHeads * half.numSplits >= DECODE_SPLIT_WAVE_TC / 2;
+  return half.splitTokens >= DECODE_HALF_WAVE_MIN_KEYS && fills
+    ? half
+    : planFor({ wave: DECODE_SPLIT_WAVE_TC });
+}
 
 /**
  * Split-K of a decode-sized tensor-core linear (at most TC_SPLIT_MAX_ROWS rows): a staged form
@@ -1060,18 +1098,10 @@ export class GpuModel implements ForwardModel {
           ? `~${this.opts.decodeSplit.workgroups} workgroups`
           : this.opts.decodeSplit.wave !== undefined
           ? `whole waves of ${this.opts.decodeSplit.wave} workgroups`
-          : `whole waves of ${DECODE_SPLIT_WAVE_TC} workgroups (tensor cores) / ~${DECODE_SPLIT_WORKGROUPS}`
+          : `whole waves of ${DECODE_SPLIT_WAVE_TC} workgroups (tensor cores; half waves where their splits reach ${DECODE_HALF_WAVE_MIN_KEYS} keys) / ~${DECODE_SPLIT_WORKGROUPS}`
       }, >= ${this.opts.decodeSplit.minTokens} keys)`,
       prefillAttention: `${this.calls.prefill.spec.name} ${this.calls.prefillVariant}`,
     };
-  }
-
-  /** Decode attention's split budget for `variant` (see GpuModelOptions.decodeSplit). */
-  private decodeSplitTarget(variant: Variant): pagedAttentionDecode.DecodeSplitTarget {
-    const { workgroups, wave } = this.opts.decodeSplit;
-    if (workgroups !== undefined) return workgroups;
-    if (wave !== undefined) return { wave };
-    return variant.subgroupMatrix ? { wave: DECODE_SPLIT_WAVE_TC } : DECODE_SPLIT_WORKGROUPS;
   }
 
   /** Zeroes the K and V of `blocks` in every layer (before anything in the step reads them). */
@@ -1272,12 +1302,11 @@ export class GpuModel implements ForwardModel {
       for (const s of batch.seqs) keys += s.contextLen;
       if (keys >= DEEP_DECODE_KEYS) decodeVariant = c.decodeDeepVariant;
       const variant = variantByName(pagedAttentionDecode.spec, decodeVariant);
-      const split = pagedAttentionDecode.planDecodeSplits(
+      const split = decodeStepSplits(
         batch.seqs.map((s) => s.contextLen),
         { numQHeads: nq, numKvHeads: nkv },
         variant,
-        this.decodeSplitTarget(variant),
-        this.opts.decodeSplit.minTokens,
+        this.opts.decodeSplit,
       );
       splits = split.numSplits;
       this.decodeSplitOfStep = {

@@ -8,6 +8,7 @@ import {
 import { spec as prefillSpec } from "../../kernels/paged_attention.ts";
 import { variantByName } from "../../kernels/kernel.ts";
 import type { Gpu } from "../../src/gpu/device.ts";
+import { decodeStepSplits } from "../../src/model/gpu_model.ts";
 
 const QWEN3_30B = { numQHeads: 32, numKvHeads: 4 } as const;
 const f16 = variantByName(decodeSpec, "f16");
@@ -88,6 +89,32 @@ test("attention grids refuse head geometry they cannot hold", () => {
   );
   assert.throws(() => prefillSpec.grid({ ...p, num_kv_heads: 5 }, v, noGpu), /not a multiple/);
   assert.throws(() => prefillSpec.grid({ ...p, head_dim: 8 }, v, noGpu), /head_dim 8/);
+});
+
+test("the model's tensor-core plan: half waves where their splits reach 256 keys and fill one", () => {
+  const tc = variantByName(decodeSpec, "f16-tcdw2h");
+  const plan = (batch: number, ctx: number, split = {}) =>
+    decodeStepSplits(Array(batch).fill(ctx), QWEN3_30B, tc, { minTokens: 64, ...split });
+  // half waves: 24 splits of 352 keys (768 workgroups) at 8 x 8192, 3 of 2736 at 64 x 8192, 3 of
+  // 352 at 64 x 1024
+  assert.equal(plan(8, 8192), { splitTokens: 352, numSplits: 24 });
+  assert.equal(plan(64, 8192), { splitTokens: 2736, numSplits: 3 });
+  assert.equal(plan(64, 1024), { splitTokens: 352, numSplits: 3 });
+  // whole waves where the half wave's splits are short (32 x 1024: 176 keys) or its workgroups
+  // do not fill it (128 x 1024: one split of 1024 keys, 512 workgroups)
+  assert.equal(plan(32, 1024), { splitTokens: 96, numSplits: 11 });
+  assert.equal(plan(128, 1024), { splitTokens: 352, numSplits: 3 });
+  assert.equal(plan(1, 8192), { splitTokens: 64, numSplits: 128 });
+  // an asked-for wave or workgroup count is taken as it is; the FMA forms aim at 2048 workgroups
+  assert.equal(plan(8, 8192, { wave: 1536 }), { splitTokens: 176, numSplits: 47 });
+  assert.equal(
+    plan(8, 8192, { workgroups: 1024 }),
+    planDecodeSplits(Array(8).fill(8192), QWEN3_30B, tc, 1024),
+  );
+  assert.equal(
+    decodeStepSplits(Array(8).fill(8192), QWEN3_30B, f16, {}),
+    planDecodeSplits(Array(8).fill(8192), QWEN3_30B, f16, 2048),
+  );
 });
 
 test.run();
