@@ -3,7 +3,8 @@
 // normalised output by exp(lse - max lse) over the splits that hold keys of the sequence.
 // Invocations 32 g .. 32 g + 31 (g < SG = WG / 32) take the splits g, g + SG, ... of each run
 // of 32 vec4 columns of the head; their sums meet in workgroup memory. With one group (WG 32)
-// each invocation walks every split: at 47 splits (8 x 8192 on the H200) a chain of 47 loads.
+// each invocation walks every split, with no barrier: at 47 splits (8 x 8192 on the H200) a
+// chain of 47 loads.
 //#include "lib/workgroup_max.wgsl"
 const NEG: f32 = -1.0e30;
 const SG: u32 = WG / 32u;
@@ -25,10 +26,17 @@ fn main(
   let n = min(params.num_splits, (context_len + params.split_tokens - 1u) / params.split_tokens);
   let base = (seq * params.num_q_heads + head) * params.num_splits;
   var m = NEG;
-  for (var i = lid; i < n; i += WG) {
-    m = max(m, part_lse[base + i]);
+  if (SG == 1u) {
+    // one group: every invocation takes the max itself (no barriers)
+    for (var i = 0u; i < n; i++) {
+      m = max(m, part_lse[base + i]);
+    }
+  } else {
+    for (var i = lid; i < n; i += WG) {
+      m = max(m, part_lse[base + i]);
+    }
+    m = workgroup_max(m, lid);
   }
-  m = workgroup_max(m, lid);
   let g = lid / 32u;
   let lane = lid % 32u;
   for (var c0 = 0u; c0 < hd4; c0 += 32u) {

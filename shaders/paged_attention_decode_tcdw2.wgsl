@@ -34,8 +34,9 @@ const NDS: u32 = ND / NSG;
 const HD4: u32 = HD / 4u;
 // rows the softmax takes: all 16 of the matrices' rows, or with HALF (f16-tcdw2h, for groups of
 // at most 8 query heads a kv head) the first 8: rows 8-15 of S are padding (q's zero rows),
-// their P stays 0 (workgroup memory starts zeroed), so twice the invocations share each real
-// row and each scores half the keys of a step: the step's chain of softmax work is half as
+// their P and factors are zeroed once before the first step (below: the device may leave
+// workgroup memory uninitialised) and never written after, so twice the invocations share each
+// real row and each scores half the keys of a step: the step's chain of softmax work is half as
 // long.
 const SROWS: u32 = ROWS - (ROWS / 2u) * HALF;
 // invocations of a softmax row, and the keys of a step each scores

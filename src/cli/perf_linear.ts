@@ -283,22 +283,12 @@ class ShapeState {
     const d = gpu.device;
     // rows past m stay zero (buffers start zeroed): every variant reads up to its row tile
     const rowsPad = Math.ceil(s.m / gemmTc.MAX_ROW_TILE) * gemmTc.MAX_ROW_TILE;
+    // the same draws as f16 and, for the -a32 forms, as f32
+    const drawn = { offset: 0, count: s.m * s.k, seed: A_SEED, base: 0, scale: 1 };
     const a = createStorage(d, "perf-linear.a", rowsPad * s.k * 2);
-    submitRandomFill(gpu, fill, "f16", a, {
-      offset: 0,
-      count: s.m * s.k,
-      seed: A_SEED,
-      base: 0,
-      scale: 1,
-    });
+    submitRandomFill(gpu, fill, "f16", a, drawn);
     const a32 = createStorage(d, "perf-linear.a32", s.m * s.k * 4);
-    submitRandomFill(gpu, fill, "f32", a32, {
-      offset: 0,
-      count: s.m * s.k,
-      seed: A_SEED,
-      base: 0,
-      scale: 1,
-    });
+    submitRandomFill(gpu, fill, "f32", a32, drawn);
     const weights: GPUBuffer[] = [];
     for (let l = 0; l < layers; l++) {
       const w = createStorage(d, `perf-linear.w${l}`, s.n * s.k * 2);

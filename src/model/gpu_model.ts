@@ -583,7 +583,7 @@ export const TC_TCP_DECODE_WAVE = 132;
  * about `workgroups` workgroups, or whole waves of `wave`, where asked; by default about
  * DECODE_SPLIT_WORKGROUPS on the FMA forms and whole waves of DECODE_SPLIT_WAVE_TC on the
  * tensor-core forms, or half waves there where that plan's splits reach DECODE_HALF_WAVE_MIN_KEYS
- * keys and its workgroups fill a half wave.
+ * keys and its workgroups that hold keys fill a half wave.
  */
 export function decodeStepSplits(
   contextLens: readonly number[],
@@ -597,7 +597,12 @@ export function decodeStepSplits(
   if (split.wave !== undefined) return planFor({ wave: split.wave });
   if (!variant.subgroupMatrix) return planFor(DECODE_SPLIT_WORKGROUPS);
   const half = planFor({ wave: DECODE_SPLIT_WAVE_TC / 2 });
-  const fills = contextLens.length * shape.numKvHeads * half.numSplits >= DECODE_SPLIT_WAVE_TC / 2;
+  // the workgroups that hold keys (a short sequence's splits past its context exit at once)
+  let busy = 0;
+  for (const len of contextLens) {
+    busy += Math.min(half.numSplits, Math.ceil(len / half.splitTokens)) * shape.numKvHeads;
+  }
+  const fills = busy >= DECODE_SPLIT_WAVE_TC / 2;
   return half.splitTokens >= DECODE_HALF_WAVE_MIN_KEYS && fills
     ? half
     : planFor({ wave: DECODE_SPLIT_WAVE_TC });
@@ -1385,7 +1390,7 @@ export class GpuModel implements ForwardModel {
           part_lse: this.partials!.lse,
         });
         if (splits > 1) {
-          // (CPU adapters pay for the wide form's barriers: one group there)
+          // (CPU adapters pay for the wide form's barriers: the one-group form, which has none)
           const merge = this.gpu.adapter.type === "cpu"
             ? "f32"
             : decodeReduce.reduceVariant(splits);

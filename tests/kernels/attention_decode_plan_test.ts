@@ -105,6 +105,15 @@ test("the model's tensor-core plan: half waves where their splits reach 256 keys
   assert.equal(plan(32, 1024), { splitTokens: 96, numSplits: 11 });
   assert.equal(plan(128, 1024), { splitTokens: 352, numSplits: 3 });
   assert.equal(plan(1, 8192), { splitTokens: 64, numSplits: 128 });
+  // the workgroups that count are those with keys: one long sequence among 63 short ones takes
+  // whole waves, though its half-wave plan launches 768 workgroups
+  const mixed = [8192, ...Array(63).fill(100)];
+  const half = decodeStepSplits(mixed, QWEN3_30B, tc, { minTokens: 64, wave: 768 });
+  assert.ok(64 * 4 * half.numSplits >= 768 && half.splitTokens >= 256);
+  assert.equal(
+    decodeStepSplits(mixed, QWEN3_30B, tc, { minTokens: 64 }),
+    decodeStepSplits(mixed, QWEN3_30B, tc, { minTokens: 64, wave: 1536 }),
+  );
   // an asked-for wave or workgroup count is taken as it is; the FMA forms aim at 2048 workgroups
   assert.equal(plan(8, 8192, { wave: 1536 }), { splitTokens: 176, numSplits: 47 });
   assert.equal(
