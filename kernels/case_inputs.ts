@@ -27,9 +27,20 @@ export function storesT(binding: { name: string; type: string }, variant: Varian
 }
 
 /**
+ * What a variant's inputs depend on besides the case: its storage type and the bindings it reads
+ * as f32 (Variant.f32Inputs: those stay unrounded). Inputs and references are shared, cached and
+ * requested by it.
+ */
+export function inputsKind(variant: Variant): string {
+  const f32 = variant.f32Inputs ?? [];
+  return f32.length ? `${variant.dtype}+f32:${f32.join(",")}` : variant.dtype;
+}
+
+/**
  * A case's host inputs as a variant sees them: drawn from the case's seeded generator, and
  * rounded to f16 where the binding holds the storage type T and the variant stores f16 (so
- * the CPU reference sees what the GPU sees). Deterministic: a reference worker draws the same.
+ * the CPU reference sees what the GPU sees; a binding the variant reads as f32 stays as drawn,
+ * and the variant rounds it itself). Deterministic: a reference worker draws the same.
  */
 export function caseInputs<F extends ParamFields>(
   module: KernelModule<F>,
@@ -41,7 +52,7 @@ export function caseInputs<F extends ParamFields>(
   if (variant.dtype === "f16") {
     for (const b of module.spec.bindings) {
       const data = inputs[b.name];
-      if (data instanceof Float32Array && usesT(b.type)) roundToF16InPlace(data);
+      if (data instanceof Float32Array && storesT(b, variant)) roundToF16InPlace(data);
     }
   }
   return inputs;
@@ -59,9 +70,9 @@ export function fingerprint(inputs: Record<string, HostArray>): string {
   return parts.join("|");
 }
 
-/** The key of a case's CPU reference: one per kernel, case and storage type. */
-export function referenceKey(kernel: string, label: string, dtype: string): string {
-  return `${kernel}\u0000${label}\u0000${dtype}`;
+/** The key of a case's CPU reference: one per kernel, case and inputs kind (inputsKind). */
+export function referenceKey(kernel: string, label: string, kind: string): string {
+  return `${kernel}\u0000${label}\u0000${kind}`;
 }
 
 /**
@@ -76,7 +87,7 @@ export class InputCache {
 
   /** A row that will take this case's inputs for this variant's dtype. */
   expect<F extends ParamFields>(module: KernelModule<F>, kcase: KernelCase<F>, v: Variant): void {
-    const key = referenceKey(module.spec.name, kcase.label, v.dtype);
+    const key = referenceKey(module.spec.name, kcase.label, inputsKind(v));
     this.#uses.set(key, (this.#uses.get(key) ?? 0) + 1);
   }
 
@@ -86,7 +97,7 @@ export class InputCache {
     kcase: KernelCase<F>,
     v: Variant,
   ): Record<string, HostArray> {
-    const key = referenceKey(module.spec.name, kcase.label, v.dtype);
+    const key = referenceKey(module.spec.name, kcase.label, inputsKind(v));
     const inputs = this.#held.get(key) ?? caseInputs(module, kcase, v);
     const left = (this.#uses.get(key) ?? 0) - 1;
     if (left > 0) {

@@ -21,7 +21,7 @@ import { fitting, type KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { linearRef } from "./gemv.ts";
 import { defineParams, type ParamValues } from "./params.ts";
-import { roundToF16InPlace } from "../src/util/f16.ts";
+import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
 
 const params = defineParams({
   m: "u32",
@@ -312,7 +312,8 @@ function tcCase(
     outputs: accumulate ? {} : { c: slices * m * n },
     reference: (inp) => {
       const c0 = accumulate ? inp.c as Float32Array : undefined;
-      // a and b arrive rounded to f16 (T bindings); the products accumulate in f32
+      // a and b arrive rounded to f16 (T bindings; the -a32 twins take a as drawn and round it
+      // themselves, as here); the products accumulate in f32
       const a = roundToF16InPlace(new Float32Array(inp.a as Float32Array));
       if (slices === 1) return { c: linearRef(a, inp.b as Float32Array, m, n, k, c0) };
       return { c: splitPartialsRef(a, inp.b as Float32Array, m, n, k, p.k_split) };
@@ -320,6 +321,43 @@ function tcCase(
     tolerance: () => ({ atol: 2e-4, rtol: 2e-4 }),
     bytes: () => n * k * 2 + m * k * 2 + m * n * 4 * (accumulate ? 2 : 1),
     flops: 2 * m * n * k,
+  };
+}
+
+/**
+ * A case for the -a32 twins alone: `a` as f32 values with exactly m rows (the twins read no row
+ * past m - 1) and two outliers past f16's range, which the twins clamp to its largest finite
+ * value as cast_f16 does; the reference clamps and rounds `a` the same way.
+ */
+function a32Case(
+  m: number,
+  n: number,
+  k: number,
+  splits: number,
+): KernelCase<typeof params.fields> {
+  const base = tcCase(m, n, k, false, splits, 64);
+  const twins = GEMM_TC_A32.map((name) => `${name}-a32`);
+  const p = base.params;
+  const slices = Math.ceil(k / p.k_split);
+  return {
+    ...base,
+    label: `${base.label} f32 a, outliers`,
+    variants: twins,
+    inputs: (rng) => {
+      const a = rng.fillNormal(new Float32Array(m * k));
+      a[0] = 1e6;
+      a[k + 3] = -7e4;
+      return { a, b: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)) };
+    },
+    reference: (inp) => {
+      const a = roundToF16InPlace(clampF16(new Float32Array(inp.a as Float32Array)));
+      const b = inp.b as Float32Array;
+      return {
+        c: slices === 1 ? linearRef(a, b, m, n, k) : splitPartialsRef(a, b, m, n, k, p.k_split),
+      };
+    },
+    // the outliers' products reach 65504 |b|: relative to them
+    tolerance: () => ({ atol: 2e-4, rtol: 2e-4 }),
   };
 }
 
@@ -386,4 +424,7 @@ export const cases = [
   // a partial row tile, half a column block, 2 splits of 512 and 256; an accumulating one
   tcCase(5, 80, 768, false, 2, 256),
   tcCase(13, 48, 512, true),
+  // the -a32 twins alone: unrounded f32 activations of exactly m rows, values past f16's range
+  a32Case(5, 48, 256, 2),
+  a32Case(19, 64, 512, 1),
 ];

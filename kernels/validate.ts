@@ -14,7 +14,7 @@ import { readBuffer, uploadBuffer } from "../src/gpu/buffers.ts";
 import { PassTimer } from "../src/gpu/timestamps.ts";
 import { BufferUsage } from "../src/gpu/device.ts";
 import { f16BitsToF32, f32ToF16Bits } from "../src/util/f16.ts";
-import { caseInputs, fingerprint, referenceKey, storesT } from "./case_inputs.ts";
+import { caseInputs, fingerprint, inputsKind, referenceKey, storesT } from "./case_inputs.ts";
 import type { ParamFields } from "./params.ts";
 import type { HostArray, KernelCase, KernelModule } from "./case.ts";
 import { getPipeline, makeBindGroup, type Variant } from "./kernel.ts";
@@ -52,13 +52,13 @@ const referenceCache = new Map<
   { kernel: string; fingerprint: string; expected: Record<string, HostArray> }
 >();
 
-/** References computed elsewhere (a worker pool), by kernel, case label and storage type. */
+/** References computed elsewhere (a worker pool), by kernel, case label and inputs kind (inputsKind). */
 export interface ReferenceSource {
   /** The reference and the fingerprint of the inputs it was computed from, if requested. */
   take(
     kernel: string,
     label: string,
-    dtype: string,
+    kind: string,
   ): Promise<{ fingerprint: string; expected: Record<string, HostArray> }> | undefined;
 }
 
@@ -69,14 +69,14 @@ async function cachedReference<F extends ParamFields>(
   variant: Variant,
   source?: ReferenceSource,
 ): Promise<Record<string, HostArray>> {
-  const key = referenceKey(kernel, kcase.label, variant.dtype);
+  const key = referenceKey(kernel, kcase.label, inputsKind(variant));
   const print = fingerprint(inputs);
   const hit = referenceCache.get(key);
   if (hit && hit.fingerprint === print) return hit.expected;
   for (const [k, entry] of referenceCache) {
     if (entry.kernel !== kernel) referenceCache.delete(k);
   }
-  const far = await source?.take(kernel, kcase.label, variant.dtype);
+  const far = await source?.take(kernel, kcase.label, inputsKind(variant));
   // A worker's reference counts only when it saw the same inputs.
   const expected = far && far.fingerprint === print
     ? far.expected
@@ -122,7 +122,7 @@ export interface ValidateOptions {
   readonly reps?: number;
   /** The case's reference computed ahead (see reference_pool.ts). */
   readonly references?: ReferenceSource;
-  /** The case's inputs as caseInputs draws them for this variant's dtype (see InputCache). */
+  /** The case's inputs as caseInputs draws them for this variant's inputs kind (see InputCache). */
   readonly inputs?: Record<string, HostArray>;
 }
 

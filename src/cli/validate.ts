@@ -12,7 +12,7 @@ import type { KernelCase, KernelModule } from "../../kernels/case.ts";
 import type { ParamFields } from "../../kernels/params.ts";
 import { validateCase, type ValidationRow } from "../../kernels/validate.ts";
 import { ReferencePool } from "../../kernels/reference_pool.ts";
-import { InputCache } from "../../kernels/case_inputs.ts";
+import { InputCache, inputsKind } from "../../kernels/case_inputs.ts";
 import { availableParallelism } from "node:os";
 import { parseArgs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
@@ -128,7 +128,7 @@ await runCli(async () => {
     pool?.request(
       { kernel: module.spec.name, caseIndex: module.cases.indexOf(kcase), variant: variant.name },
       kcase.label,
-      variant.dtype,
+      inputsKind(variant),
     );
   }
   let hung: ValidationRow | null = null;
@@ -139,7 +139,7 @@ await runCli(async () => {
         // Taken first, so a row that fails below still counts as the inputs' use.
         const caseInputs = inputs.take(module, kcase, variant);
         // The case's bound is for the GPU: wait for its CPU reference outside it.
-        await pool?.ready(module.spec.name, kcase.label, variant.dtype);
+        await pool?.ready(module.spec.name, kcase.label, inputsKind(variant));
         rows.push(
           await withTimeout(
             validateCase(gpu, module, kcase, variant, {
@@ -172,7 +172,7 @@ await runCli(async () => {
         });
       }
       // Read or not (a row can fail before reading it), this row is done with its reference.
-      pool?.release(module.spec.name, kcase.label, variant.dtype);
+      pool?.release(module.spec.name, kcase.label, inputsKind(variant));
       const r = rows[rows.length - 1];
       const line = `${rows.length} rows, last: ${r.kernel} ${r.case} ${r.variant} ${
         r.pass ? "pass" : "FAIL"

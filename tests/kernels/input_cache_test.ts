@@ -1,12 +1,15 @@
 /**
- * validate draws a case's inputs once per storage type: the variants of one dtype get the same
- * arrays, another dtype gets its own (f16-rounded) draw, and the last expected take lets go.
+ * validate draws a case's inputs once per inputs kind (storage type, and the bindings a variant
+ * reads as f32): the variants of one kind get the same arrays, another gets its own draw, and
+ * the last expected take lets go.
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { caseInputs, fingerprint, InputCache } from "../../kernels/case_inputs.ts";
+import { caseInputs, fingerprint, InputCache, inputsKind } from "../../kernels/case_inputs.ts";
 import { kernelByName, KERNELS } from "../../kernels/index.ts";
-import { variantByName } from "../../kernels/kernel.ts";
+import { type Variant, variantByName } from "../../kernels/kernel.ts";
+import * as gemmTc from "../../kernels/gemm_tc.ts";
+import { roundToF16InPlace } from "../../src/util/f16.ts";
 
 const gemv = kernelByName("gemv");
 const kcase = gemv.cases[1];
@@ -35,24 +38,40 @@ test("a take without expect draws fresh and holds nothing", () => {
   assert.is(cache.held, 0);
 });
 
-test("every kernel's small cases draw the same inputs for variants of one dtype", () => {
+test("every kernel's small cases draw the same inputs for variants of one inputs kind", () => {
   let compared = 0;
   for (const module of KERNELS) {
-    for (const dtype of ["f16", "f32"] as const) {
-      const variants = module.spec.variants.filter((v) => v.dtype === dtype);
+    const kinds = new Map<string, Variant[]>();
+    for (const v of module.spec.variants) {
+      kinds.set(inputsKind(v), [...(kinds.get(inputsKind(v)) ?? []), v]);
+    }
+    for (const [kind, variants] of kinds) {
       if (variants.length < 2) continue;
       for (const kcase of module.cases) {
         if (kcase.bytes(variants[0]) > 2e6) continue;
         const prints = variants.map((v) => fingerprint(caseInputs(module, kcase, v)));
         assert.ok(
           prints.every((p) => p === prints[0]),
-          `${module.spec.name} ${kcase.label} ${dtype}: inputs depend on the variant`,
+          `${module.spec.name} ${kcase.label} ${kind}: inputs depend on the variant`,
         );
         compared++;
       }
     }
   }
   assert.ok(compared > 50, `compared ${compared} cases`);
+});
+
+test("an -a32 twin draws its form's inputs, its f32 binding left unrounded", () => {
+  const base = variantByName(gemmTc.spec, "f16-tcs16");
+  const twin = variantByName(gemmTc.spec, "f16-tcs16-a32");
+  assert.is(inputsKind(base), "f16");
+  assert.is(inputsKind(twin), "f16+f32:a");
+  const kcase = gemmTc.cases.find((c) => c.label === "m=9 n=80 k=128")!;
+  const mine = caseInputs(gemmTc, kcase, twin), theirs = caseInputs(gemmTc, kcase, base);
+  assert.equal(mine.b, theirs.b);
+  const a = mine.a as Float32Array;
+  assert.ok(a.some((x) => Math.fround(x) !== roundToF16InPlace(new Float32Array([x]))[0]));
+  assert.equal(roundToF16InPlace(new Float32Array(a)), theirs.a);
 });
 
 test.run();
