@@ -237,7 +237,8 @@ export async function benchLinear(
         return !why;
       });
       if (fits.length === 0) continue;
-      const state = await ShapeState.create(gpu, shape, o.layers, fill);
+      const f32Inputs = fits.some((v) => v.f32Inputs !== undefined);
+      const state = await ShapeState.create(gpu, shape, o.layers, fill, f32Inputs);
       try {
         for (const v of fits) {
           for (const want of o.splits) {
@@ -267,8 +268,8 @@ class ShapeState {
   private constructor(
     readonly shape: LinearShape,
     readonly a: GPUBuffer,
-    /** The same activations as f32 values (the -a32 forms read these). */
-    readonly a32: GPUBuffer,
+    /** The same activations as f32 values, where an -a32 form runs (they read these). */
+    readonly a32: GPUBuffer | null,
     readonly weights: GPUBuffer[],
     readonly c: GPUBuffer,
     readonly partials: GPUBuffer,
@@ -279,6 +280,7 @@ class ShapeState {
     s: LinearShape,
     layers: number,
     fill: KernelCall<typeof fillRandom.spec.params.fields>,
+    f32Inputs: boolean,
   ): Promise<ShapeState> {
     const d = gpu.device;
     // rows past m stay zero (buffers start zeroed): every variant reads up to its row tile
@@ -287,8 +289,8 @@ class ShapeState {
     const drawn = { offset: 0, count: s.m * s.k, seed: A_SEED, base: 0, scale: 1 };
     const a = createStorage(d, "perf-linear.a", rowsPad * s.k * 2);
     submitRandomFill(gpu, fill, "f16", a, drawn);
-    const a32 = createStorage(d, "perf-linear.a32", s.m * s.k * 4);
-    submitRandomFill(gpu, fill, "f32", a32, drawn);
+    const a32 = f32Inputs ? createStorage(d, "perf-linear.a32", s.m * s.k * 4) : null;
+    if (a32) submitRandomFill(gpu, fill, "f32", a32, drawn);
     const weights: GPUBuffer[] = [];
     for (let l = 0; l < layers; l++) {
       const w = createStorage(d, `perf-linear.w${l}`, s.n * s.k * 2);
@@ -334,7 +336,7 @@ class ShapeState {
   }
 
   destroy(): void {
-    for (const b of [this.a, this.a32, this.c, this.partials, ...this.weights]) b.destroy();
+    for (const b of [this.a, this.a32, this.c, this.partials, ...this.weights]) b?.destroy();
   }
 }
 
@@ -361,7 +363,7 @@ async function benchOne(
     const encode = (pass: GPUComputePassEncoder, withReduce: boolean) => {
       state.weights.forEach((w, l) => {
         gemm.dispatch(pass, v.name, `l${l}`, {
-          a: v.f32Inputs ? state.a32 : state.a,
+          a: v.f32Inputs ? state.a32! : state.a,
           b: w,
           c: slices > 1 ? state.partials : state.c,
         });

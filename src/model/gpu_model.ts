@@ -1300,6 +1300,9 @@ export class GpuModel implements ForwardModel {
       scale: 1 / Math.sqrt(hd),
     };
     let splits = 1;
+    // the split merge's form for this step (CPU adapters pay for the wide form's barriers: the
+    // one-group form, which has none)
+    let merge = "f32";
     let decodeVariant = c.decodeVariant;
     this.decodeSplitOfStep = null;
     if (plan.decode) {
@@ -1321,6 +1324,7 @@ export class GpuModel implements ForwardModel {
       };
       c.decode.setParams({ ...attnCommon, split_tokens: split.splitTokens, num_splits: splits });
       if (splits > 1) {
+        if (this.gpu.adapter.type !== "cpu") merge = decodeReduce.reduceVariant(splits);
         this.ensurePartials(plan.seqs * nq * splits);
         c.decodeReduce.setParams({
           num_seqs: plan.seqs,
@@ -1390,10 +1394,6 @@ export class GpuModel implements ForwardModel {
           part_lse: this.partials!.lse,
         });
         if (splits > 1) {
-          // (CPU adapters pay for the wide form's barriers: the one-group form, which has none)
-          const merge = this.gpu.adapter.type === "cpu"
-            ? "f32"
-            : decodeReduce.reduceVariant(splits);
           c.decodeReduce.dispatch(step.pass("paged_attention_decode_reduce"), merge, "all", {
             seq_info: b.seqInfo,
             part_o: this.partials!.o,
