@@ -24,6 +24,7 @@ import * as moeGemmDownTc from "./moe_gemm_down_tc.ts";
 import * as moeRouter from "./moe_router.ts";
 import * as moeRouterFused from "./moe_router_fused.ts";
 import * as moeRouterNorm from "./moe_router_norm.ts";
+import * as moeRouterLogits from "./moe_router_logits.ts";
 import * as moeRouteDispatch from "./moe_route_dispatch.ts";
 import * as kvBlockCopy from "./kv_block_copy.ts";
 import * as pagedAttention from "./paged_attention.ts";
@@ -62,6 +63,7 @@ export const KERNELS: readonly KernelModule[] = [
   moeRouter,
   moeRouterFused,
   moeRouterNorm,
+  moeRouterLogits,
   moeDispatch,
   moeRouteDispatch,
   moeGemmGateUp,

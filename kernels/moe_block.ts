@@ -10,6 +10,10 @@
  *                                                      work_items, dispatch_args
  *   (1 and 2 in one workgroup, moe_route_dispatch, for steps of 1 to routeDispatchMaxTokens
  *    tokens that do not route in one pass: batch-1 decode)
+ *   (before 1, given the router weight and routerNorm, for f16 steps of splitRouterMinTokens
+ *    to splitRouterMaxTokens tokens: moe_router_logits [expert groups x token blocks]
+ *    workgroups, residual -> x, logits: the input RMSNorm and the logits over the GPU; then
+ *    moe_router, or moe_route_dispatch in its steps)
  *   3. moe_gemm_gate_up  indirect (dispatch_args+0)  x, w_gate_up -> act [N, inter]
  *   4. moe_gemm_down     indirect (dispatch_args+12) act, w_down -> y [N, hidden]
  *   (3, 4 on the tensor cores: moe_gather_f16 -> a16 [N + 128, hidden], moe_gemm_gate_up_tc
@@ -44,6 +48,7 @@ import type { ParamFields, ParamValues } from "./params.ts";
 import * as router from "./moe_router.ts";
 import * as routerFused from "./moe_router_fused.ts";
 import * as routerNorm from "./moe_router_norm.ts";
+import * as routerLogits from "./moe_router_logits.ts";
 import * as dispatch from "./moe_dispatch.ts";
 import * as routeDispatch from "./moe_route_dispatch.ts";
 import { laneGroupColumns } from "./lane_group_variants.ts";
@@ -188,6 +193,17 @@ export interface MoeBlockOptions {
    * moe_dispatch take two; 0: never. Default MOE_ROUTE_DISPATCH_MAX_TOKENS (1: batch-1 decode).
    */
   readonly routeDispatchMaxTokens?: number;
+  /**
+   * f16 steps of splitRouterMinTokens to this many tokens, given MoeBlockIo.wRouter and
+   * routerNorm, take the layer's input RMSNorm and the router logits over the GPU
+   * (moe_router_logits: 8 experts by a block of tokens a workgroup), then the top-k in
+   * moe_router (with the dispatch in moe_route_dispatch where routeDispatchMaxTokens takes the
+   * step), where the one-pass routers give a token one workgroup that reads the whole router
+   * weight; 0: never. Off with fusedRouterNorm false. Default MOE_SPLIT_ROUTER_MAX_TOKENS.
+   */
+  readonly splitRouterMaxTokens?: number;
+  /** The fewest tokens of a step that splits its router (default MOE_SPLIT_ROUTER_MIN_TOKENS). */
+  readonly splitRouterMinTokens?: number;
 }
 
 /**
@@ -198,6 +214,13 @@ export interface MoeBlockOptions {
  * workgroup reads the whole router weight, where the GEMV spreads it over the GPU).
  */
 export const MOE_FUSED_ROUTER_MIN_TOKENS = 2;
+
+/**
+ * Tokens from which and up to which a step splits its router by default (moe_router_logits):
+ * batch-1 decode only (the H200 figures are in kernels/moe_router_logits.ts).
+ */
+export const MOE_SPLIT_ROUTER_MIN_TOKENS = 1;
+export const MOE_SPLIT_ROUTER_MAX_TOKENS = 1;
 export const MOE_FUSED_ROUTER_MAX_TOKENS = 128;
 
 /**
@@ -325,13 +348,20 @@ export class MoeBlock {
   private gateUpName = "";
   private downName = "";
   private routerGrid: readonly number[] = [];
+  private routerLogitsGrid: readonly number[] = [];
   private combineGrid: readonly number[] = [];
   private combineNormGrid: readonly number[] = [];
   private gatherGrid: readonly number[] = [];
   /** The tensor-core pipelines of this step's expert GEMMs when they run on them, else null. */
   private stepTc: TcPair | null = null;
   /** Which router the encode in progress runs (kernelOf names it for a profile's spans). */
-  private encodingRouter: "moe_router_norm" | "moe_router_fused" | null = null;
+  private encodingRouter:
+    | "moe_router_norm"
+    | "moe_router_fused"
+    | "moe_router_logits"
+    | "moe_router"
+    | "moe_route_dispatch"
+    | null = null;
 
   private constructor(
     private readonly gpu: Gpu,
@@ -343,6 +373,8 @@ export class MoeBlock {
       routerFused: Pipe | null;
       /** moe_router_norm; null where the one-pass router or its norm is off, or did not compile. */
       routerNorm: Pipe | null;
+      /** moe_router_logits; null where the split router is off or did not compile. */
+      routerLogits: Pipe | null;
       dispatch: Pipe;
       /** moe_route_dispatch; null where it is off or did not compile. */
       routeDispatch: Pipe | null;
@@ -356,6 +388,7 @@ export class MoeBlock {
       | "router"
       | "routerFused"
       | "routerNorm"
+      | "routerLogits"
       | "dispatch"
       | "routeDispatch"
       | "gateUp"
@@ -452,6 +485,7 @@ export class MoeBlock {
       router: await pipe(router.spec, "f32"),
       routerFused: fusedRouter,
       routerNorm: fusedRouter ? await routerNormPipe(gpu, options) : null,
+      routerLogits: await splitRouterPipe(gpu, shape, options),
       dispatch: await pipe(dispatch.spec, "f32"),
       routeDispatch: await routeDispatchPipe(gpu, options),
       gateUp: gateUpPipes,
@@ -467,6 +501,7 @@ export class MoeBlock {
       router: uniform("moe_router.params", router.spec.params.size),
       routerFused: uniform("moe_router_fused.params", routerFused.spec.params.size),
       routerNorm: uniform("moe_router_norm.params", routerNorm.spec.params.size),
+      routerLogits: uniform("moe_router_logits.params", routerLogits.spec.params.size),
       dispatch: uniform("moe_dispatch.params", dispatch.spec.params.size),
       routeDispatch: uniform("moe_route_dispatch.params", routeDispatch.spec.params.size),
       gateUp: uniform("moe_gemm_gate_up.params", gateUp.spec.params.size),
@@ -600,6 +635,18 @@ export class MoeBlock {
         );
       }
     }
+    if (this.splitsRouterAt(tokens)) {
+      const lp = routerLogits.moeRouterLogitsParams(
+        { tokens, experts: s.experts, hidden: s.hidden },
+        s.rmsNormEps ?? 1e-6,
+      );
+      write(this.params.routerLogits, routerLogits.spec.params, lp);
+      this.routerLogitsGrid = routerLogits.spec.grid(
+        lp,
+        this.pipes.routerLogits!.variant,
+        this.gpu,
+      );
+    }
     write(this.params.router, router.spec.params, rp);
     const dispatchShape = {
       tokens,
@@ -648,16 +695,38 @@ export class MoeBlock {
     return this.tokens > 0 && this.normsInRouterAt(this.tokens);
   }
 
-  /** Whether a step of `tokens` tokens takes the input RMSNorm in its one-pass router. */
+  /**
+   * Whether a step of `tokens` tokens takes the input RMSNorm in its router (one-pass or
+   * split).
+   */
   normsInRouterAt(tokens: number): boolean {
-    return this.pipes.routerNorm !== null && this.routesInOnePassAt(tokens);
+    return this.splitsRouterAt(tokens) ||
+      (this.pipes.routerNorm !== null && this.onePassAt(tokens));
   }
 
-  /** Whether a step of `tokens` tokens routes in one pass (given MoeBlockIo.wRouter). */
+  /**
+   * Whether a step of `tokens` tokens computes its router logits itself, given
+   * MoeBlockIo.wRouter (in one pass, or split over the GPU): the caller leaves out the GEMV.
+   */
   routesInOnePassAt(tokens: number): boolean {
+    return this.splitsRouterAt(tokens) || this.onePassAt(tokens);
+  }
+
+  /** Whether a step of `tokens` tokens routes in one workgroup a token (moe_router_fused/_norm). */
+  private onePassAt(tokens: number): boolean {
     return this.pipes.routerFused !== null &&
       tokens >= (this.options.fusedRouterMinTokens ?? MOE_FUSED_ROUTER_MIN_TOKENS) &&
       tokens <= (this.options.fusedRouterMaxTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS);
+  }
+
+  /**
+   * Whether a step of `tokens` tokens takes its input RMSNorm and router logits over the GPU
+   * (moe_router_logits), given MoeBlockIo.wRouter and routerNorm.
+   */
+  splitsRouterAt(tokens: number): boolean {
+    return this.pipes.routerLogits !== null &&
+      tokens >= (this.options.splitRouterMinTokens ?? MOE_SPLIT_ROUTER_MIN_TOKENS) &&
+      tokens <= (this.options.splitRouterMaxTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS);
   }
 
   /**
@@ -668,7 +737,7 @@ export class MoeBlock {
     const most = this.options.routeDispatchMaxTokens ??
       routeDispatch.MOE_ROUTE_DISPATCH_MAX_TOKENS;
     return this.pipes.routeDispatch !== null && tokens >= 1 && tokens <= most &&
-      !this.routesInOnePassAt(tokens);
+      (this.splitsRouterAt(tokens) || !this.onePassAt(tokens));
   }
 
   /** Whether the step set by setTokens routes and dispatches in one workgroup. */
@@ -680,7 +749,8 @@ export class MoeBlock {
    * The kernel that runs `stage` in the step set by setTokens (a profile's span names it),
    * `normed` when encode is given MoeBlockIo.norm; for the router, the one encode runs (called
    * from encode's pass callback: moe_router_fused or moe_router_norm where the step routes in
-   * one pass and encode was given wRouter, and routerNorm for the latter).
+   * one pass and encode was given wRouter, and routerNorm for the latter; where it splits its
+   * router, moe_router_logits and then the kernel that ranks its logits).
    */
   kernelOf(stage: MoeStage, normed: boolean): string {
     if (stage === "router" && this.encodingRouter) return this.encodingRouter;
@@ -747,11 +817,29 @@ export class MoeBlock {
       work_items: sc.workItems,
       dispatch_args: sc.dispatchArgs,
     };
-    const oneWorkgroup = this.routesAndDispatches;
     const wRouter = this.routesInOnePass ? io.wRouter : undefined;
     const norm = wRouter && this.normsInRouter ? io.routerNorm : undefined;
-    this.encodingRouter = norm ? "moe_router_norm" : wRouter ? "moe_router_fused" : null;
-    if (wRouter && norm) {
+    const split = norm !== undefined && this.splitsRouterAt(this.tokens);
+    // (a one-pass router ranks the logits itself, and moe_dispatch follows it)
+    const oneWorkgroup = this.routesAndDispatches && (split || wRouter === undefined);
+    this.encodingRouter = split
+      ? "moe_router_logits"
+      : norm
+      ? "moe_router_norm"
+      : wRouter
+      ? "moe_router_fused"
+      : null;
+    if (split) {
+      run("router", pipes.routerLogits!, params.routerLogits, {
+        x: norm.input,
+        norm_weight: norm.weight,
+        w: wRouter!,
+        out: io.x,
+        logits: io.routerLogits,
+      }, this.routerLogitsGrid);
+      this.encodingRouter = oneWorkgroup ? "moe_route_dispatch" : "moe_router";
+    }
+    if (wRouter && norm && !split) {
       run("router", pipes.routerNorm!, params.routerNorm, {
         x: norm.input,
         norm_weight: norm.weight,
@@ -760,7 +848,7 @@ export class MoeBlock {
         logits: io.routerLogits,
         ...routed,
       }, this.routerGrid);
-    } else if (wRouter) {
+    } else if (wRouter && !split) {
       run("router", pipes.routerFused!, params.routerFused, {
         x: io.x,
         w: wRouter,
@@ -895,6 +983,35 @@ async function fusedRouterPipe(
     return await getPipeline(gpu, routerFused.spec, v) as unknown as Pipe;
   } catch (err) {
     console.error(`moe block: the one-pass router left out: ${(err as Error).message}`);
+    return null;
+  }
+}
+
+/**
+ * moe_router_logits' pipeline, or null where the split router is off (splitRouterMaxTokens
+ * 0, fusedRouterNorm false), the block is not f16 or it does not compile here (said once).
+ */
+async function splitRouterPipe(
+  gpu: Gpu,
+  shape: MoeBlockShape,
+  options: MoeBlockOptions,
+): Promise<Pipe | null> {
+  const fewest = options.splitRouterMinTokens ?? MOE_SPLIT_ROUTER_MIN_TOKENS;
+  if (!Number.isInteger(fewest) || fewest < 1) {
+    throw new Error(`moe block: splitRouterMinTokens ${fewest} must be a positive integer`);
+  }
+  const most = options.splitRouterMaxTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS;
+  if (!Number.isInteger(most) || most < 0) {
+    throw new Error(`moe block: splitRouterMaxTokens ${most} must be a count`);
+  }
+  if (most === 0 || options.fusedRouterNorm === false) return null;
+  if (shape.dtype !== "f16" || shape.hidden % 8 !== 0) return null;
+  const v = routerLogits.variants[0];
+  if (unsupportedReason(gpu, v) !== null) return null;
+  try {
+    return await getPipeline(gpu, routerLogits.spec, v) as unknown as Pipe;
+  } catch (err) {
+    console.error(`moe block: the split router left out: ${(err as Error).message}`);
     return null;
   }
 }

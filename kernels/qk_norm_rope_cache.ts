@@ -33,6 +33,12 @@ const params = defineParams({
   /** 1: RMSNorm q and k per head with q_norm / k_norm (Qwen3); 0: none (Mixtral). */
   qk_norm: "u32",
   eps: "f32",
+  /**
+   * 1: qkv holds the projection; more: its split-K partial sums, split_stride values apart
+   * (tokens * width), added up here in splitk_reduce's order instead of by a reduce dispatch.
+   */
+  splits: "u32",
+  split_stride: "u32",
 });
 
 /** Params of qk_norm_rope_cache. */
@@ -47,7 +53,7 @@ export const spec: KernelSpec<typeof params.fields> = {
       name: "qkv",
       type: "f32",
       access: "read",
-      shape: "[tokens, (num_q_heads + 2 * num_kv_heads) * head_dim]",
+      shape: "[splits, tokens, (num_q_heads + 2 * num_kv_heads) * head_dim]",
     },
     {
       name: "q_norm",
@@ -92,6 +98,13 @@ export const spec: KernelSpec<typeof params.fields> = {
       throw new Error(`qk_norm_rope_cache: head_dim ${p.head_dim} must be even`);
     }
     if (p.max_positions < 1) throw new Error("qk_norm_rope_cache: max_positions 0");
+    if (p.splits < 1) throw new Error("qk_norm_rope_cache: splits 0 (1: no split-K partials)");
+    const width = (p.num_q_heads + 2 * p.num_kv_heads) * p.head_dim;
+    if (p.splits > 1 && p.split_stride < p.tokens * width) {
+      throw new Error(
+        `qk_norm_rope_cache: split_stride ${p.split_stride} < tokens * width ${p.tokens * width}`,
+      );
+    }
     return grid1d(p.tokens * (p.num_q_heads + 2 * p.num_kv_heads), gpu);
   },
 };
@@ -165,6 +178,8 @@ interface CaseShape extends QkvShape {
   readonly qkNorm: boolean;
   /** Token indices that are padding (slot -1). */
   readonly padding?: readonly number[];
+  /** Split-K partial sums the kernel adds up (default 1: the projection itself). */
+  readonly splits?: number;
 }
 
 function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
@@ -174,6 +189,8 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
   if (slots < tokens) throw new Error(`${c.label}: ${slots} slots < ${tokens} tokens`);
   const written = tokens - (c.padding?.length ?? 0);
   const eps = 1e-6;
+  const splits = c.splits ?? 1;
+  const width = (nq + 2 * nkv) * hd;
   return {
     label: c.label,
     params: {
@@ -184,12 +201,14 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
       max_positions: c.maxPositions,
       qk_norm: c.qkNorm ? 1 : 0,
       eps,
+      splits,
+      split_stride: splits > 1 ? tokens * width : 0,
     },
     inputs: (rng) => {
       const slotMapping = Int32Array.from(rng.shuffle([...Array(slots).keys()]).slice(0, tokens));
       for (const t of c.padding ?? []) slotMapping[t] = -1;
       return {
-        qkv: rng.fillNormal(new Float32Array(tokens * (nq + 2 * nkv) * hd), 2),
+        qkv: rng.fillNormal(new Float32Array(splits * tokens * width), 2 / Math.sqrt(splits)),
         q_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
         k_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
         cos_sin: ropeTable(c.maxPositions, hd, 1e6),
@@ -201,8 +220,14 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
     },
     outputs: { q_out: tokens * nq * hd },
     reference: (inp) => {
+      // the partials added in the kernel's (splitk_reduce's) order, in f32
+      const part = inp.qkv as Float32Array;
+      const qkv = new Float32Array(part.subarray(0, tokens * width));
+      for (let s = 1; s < splits; s++) {
+        for (let i = 0; i < qkv.length; i++) qkv[i] += part[s * tokens * width + i];
+      }
       const r = qkNormRopeCacheRef(
-        inp.qkv as Float32Array,
+        qkv,
         c.qkNorm ? inp.q_norm as Float32Array : null,
         c.qkNorm ? inp.k_norm as Float32Array : null,
         inp.cos_sin as Float32Array,
@@ -218,7 +243,7 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
     tolerance: (v) => v.dtype === "f16" ? { atol: 1e-4, rtol: 1e-3 } : { atol: 1e-5, rtol: 1e-4 },
     bytes: (v) => {
       const t = v.dtype === "f16" ? 2 : 4;
-      return tokens * (nq + 2 * nkv) * hd * 4 + tokens * nq * hd * 4 +
+      return splits * tokens * width * 4 + tokens * nq * hd * 4 +
         written * 2 * nkv * hd * t + tokens * (hd * 4 + 8) + 2 * hd * t;
     },
     flops: tokens * (nq + nkv) * hd * 8,
@@ -271,6 +296,31 @@ export const cases: KernelCase<typeof params.fields>[] = [
     numBlocks: 4096,
     maxPositions: 8192,
     qkNorm: true,
+  }),
+  qkCase({
+    label: "Qwen3-30B-A3B decode 8 tokens (1 padding), 4 split-K partials",
+    tokens: 8,
+    numQHeads: 32,
+    numKvHeads: 4,
+    headDim: 128,
+    blockSize: 16,
+    numBlocks: 64,
+    maxPositions: 8192,
+    qkNorm: true,
+    padding: [5],
+    splits: 4,
+  }),
+  qkCase({
+    label: "7 tokens q/kv=6/2 hd=32 bs=4, no norm, 3 split-K partials",
+    tokens: 7,
+    numQHeads: 6,
+    numKvHeads: 2,
+    headDim: 32,
+    blockSize: 4,
+    numBlocks: 5,
+    maxPositions: 300,
+    qkNorm: false,
+    splits: 3,
   }),
   qkCase({
     label: "Qwen3-30B-A3B prefill 2048 tokens",

@@ -5,7 +5,18 @@
 //   v head: copied to v_cache at slot_mapping[t].
 // A token with slot < 0 (padding) writes no K/V. RoPE is the rotate-half form with the
 // host table cos_sin[pos] = [cos(pos f_i) for i < half, sin(pos f_i) for i < half].
+// With splits > 1, qkv holds the projection's split-K partial sums [splits, tokens, width]
+// (split_stride = tokens * width apart) and each value is their sum, in the order
+// splitk_reduce adds them, so the reduce dispatch before this one is left out.
 //#include "lib/workgroup_sum.wgsl"
+
+fn qkv_at(j: u32) -> f32 {
+  var v = qkv[j];
+  for (var s = 1u; s < params.splits; s++) {
+    v += qkv[s * params.split_stride + j];
+  }
+  return v;
+}
 
 @compute @workgroup_size(WG)
 fn main(
@@ -31,7 +42,7 @@ fn main(
     if (slot >= 0) {
       let dst = (u32(slot) * nkv + h - nq - nkv) * hd;
       for (var i = lid; i < hd; i += WG) {
-        v_cache[dst + i] = T(qkv[src + i]);
+        v_cache[dst + i] = T(qkv_at(src + i));
       }
     }
     return;
@@ -40,7 +51,7 @@ fn main(
   let is_q = h < nq;
   var ss = 0.0;
   for (var i = lid; i < hd; i += WG) {
-    let x = qkv[src + i];
+    let x = qkv_at(src + i);
     ss += x * x;
   }
   let total = workgroup_sum(ss, lid);
@@ -62,8 +73,8 @@ fn main(
         w2 = f32(k_norm[i + half]);
       }
     }
-    let x1 = qkv[src + i] * inv * w1;
-    let x2 = qkv[src + i + half] * inv * w2;
+    let x1 = qkv_at(src + i) * inv * w1;
+    let x2 = qkv_at(src + i + half) * inv * w2;
     let c = cos_sin[table + i];
     let s = cos_sin[table + half + i];
     let y1 = x1 * c - x2 * s;

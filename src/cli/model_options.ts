@@ -146,10 +146,32 @@ export const TENSOR_CORE_OPTIONS = {
       "top-k and the dispatch in one workgroup, where moe_router and moe_dispatch take two " +
       "(default 1, at most 64; 0 never)",
   },
+  moeSplitRouterTokens: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "f16 MoE steps of --moe-split-router-min-tokens (1) to this many tokens take the " +
+      "layer's input RMSNorm and the router logits over the GPU (moe_router_logits: 8 experts " +
+      "by a block of tokens a workgroup), then the top-k in moe_route_dispatch (moe_router past 1 " +
+      "token), where rmsnorm and the router's GEMV take two dispatches (default 1; 0 never)",
+  },
+  moeSplitRouterMinTokens: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "the fewest tokens of an f16 MoE step that splits its router (default 1)",
+  },
+
   moeCombineNorm: {
     type: "boolean",
     help: "a MoE layer followed by another ends with that layer's input RMSNorm fused into its " +
       "combine, one dispatch a layer fewer (default true; --moe-combine-norm=false: apart)",
+  },
+  qkvPartialsInRope: {
+    type: "boolean",
+    help: "steps whose qkv projection splits k on the tensor cores leave its partial sums for " +
+      "qk_norm_rope_cache to add up, one splitk_reduce dispatch a layer fewer (default true; " +
+      "--qkv-partials-in-rope=false: the reduce)",
   },
   moeRouterNorm: {
     type: "boolean",
@@ -212,6 +234,9 @@ export function tensorCoreOptions(
     readonly moeFusedRouterTokens?: number;
     readonly moeFusedRouterMinTokens?: number;
     readonly moeRouteDispatchTokens?: number;
+    readonly moeSplitRouterTokens?: number;
+    readonly moeSplitRouterMinTokens?: number;
+    readonly qkvPartialsInRope?: boolean;
     readonly moeCombineNorm?: boolean;
     readonly moeRouterNorm?: boolean;
     readonly moeTensorCorePrefill?: string;
@@ -233,6 +258,9 @@ export function tensorCoreOptions(
   moeFusedRouterTokens?: number;
   moeFusedRouterMinTokens?: number;
   moeRouteDispatchTokens?: number;
+  moeSplitRouterTokens?: number;
+  moeSplitRouterMinTokens?: number;
+  qkvPartialsInRope?: boolean;
   fuseCombineNorm?: boolean;
   moeRouterNorm?: boolean;
   moeTensorCorePrefill?: MoeTensorCorePrefillForm;
@@ -246,6 +274,9 @@ export function tensorCoreOptions(
     moeFusedRouterTokens: o.moeFusedRouterTokens,
     moeFusedRouterMinTokens: o.moeFusedRouterMinTokens,
     moeRouteDispatchTokens: o.moeRouteDispatchTokens,
+    moeSplitRouterTokens: o.moeSplitRouterTokens,
+    moeSplitRouterMinTokens: o.moeSplitRouterMinTokens,
+    qkvPartialsInRope: o.qkvPartialsInRope,
     fuseCombineNorm: o.moeCombineNorm,
     moeRouterNorm: o.moeRouterNorm,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,

@@ -62,6 +62,8 @@ import { MOE_ROUTE_DISPATCH_MAX_TOKENS } from "../../kernels/moe_route_dispatch.
 import {
   MOE_FUSED_ROUTER_MAX_TOKENS,
   MOE_FUSED_ROUTER_MIN_TOKENS,
+  MOE_SPLIT_ROUTER_MAX_TOKENS,
+  MOE_SPLIT_ROUTER_MIN_TOKENS,
   MOE_TC_ROWS_PER_EXPERT,
   MOE_TCS_ROWS_PER_EXPERT,
   MoeBlock,
@@ -321,6 +323,20 @@ export interface GpuModelOptions {
    */
   readonly moeRouteDispatchTokens?: number;
   /**
+   * f16 MoE steps of moeSplitRouterMinTokens to this many tokens take the layer's input RMSNorm
+   * and the router logits over the GPU (moe_router_logits), then the top-k apart
+   * (MoeBlockOptions.splitRouterMaxTokens; default MOE_SPLIT_ROUTER_MAX_TOKENS, 0 never; off
+   * with moeRouterNorm false).
+   */
+  readonly moeSplitRouterTokens?: number;
+  /** The fewest tokens of a step that splits its router (default MOE_SPLIT_ROUTER_MIN_TOKENS). */
+  readonly moeSplitRouterMinTokens?: number;
+  /**
+   * Steps whose qkv projection splits k on the tensor cores leave its partial sums for
+   * qk_norm_rope_cache to add up, one splitk_reduce dispatch a layer fewer; default true.
+   */
+  readonly qkvPartialsInRope?: boolean;
+  /**
    * A MoE layer followed by another ends with that layer's input RMSNorm fused into its
    * combine (moe_combine_norm: one dispatch a layer fewer); default true.
    */
@@ -520,6 +536,8 @@ type LinearForm =
     readonly path: "tc";
     readonly variant: string;
     readonly split: boolean;
+    /** The split-K partial sums the GEMM writes (1 unsplit). */
+    readonly splits: number;
     /** Whether cast_f16 writes the f16 copy first (false: an -a32 form reads x itself). */
     readonly cast: boolean;
   };
@@ -842,6 +860,9 @@ export class GpuModel implements ForwardModel {
       moeFusedRouterTokens: options.moeFusedRouterTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS,
       moeFusedRouterMinTokens: options.moeFusedRouterMinTokens ?? MOE_FUSED_ROUTER_MIN_TOKENS,
       moeRouteDispatchTokens: options.moeRouteDispatchTokens ?? MOE_ROUTE_DISPATCH_MAX_TOKENS,
+      moeSplitRouterTokens: options.moeSplitRouterTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS,
+      moeSplitRouterMinTokens: options.moeSplitRouterMinTokens ?? MOE_SPLIT_ROUTER_MIN_TOKENS,
+      qkvPartialsInRope: options.qkvPartialsInRope ?? true,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
       moeRouterNorm: options.moeRouterNorm ?? true,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
@@ -908,6 +929,8 @@ export class GpuModel implements ForwardModel {
         fusedRouterMinTokens: opts.moeFusedRouterMinTokens,
         fusedRouterNorm: opts.moeRouterNorm,
         routeDispatchMaxTokens: opts.moeRouteDispatchTokens,
+        splitRouterMaxTokens: opts.moeSplitRouterTokens,
+        splitRouterMinTokens: opts.moeSplitRouterMinTokens,
         tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
       })
       : null;
@@ -1066,6 +1089,10 @@ export class GpuModel implements ForwardModel {
               ? "moe_router_norm (with its input RMSNorm)"
               : "moe_router_fused"
           }, at ${this.opts.moeFusedRouterMinTokens}-${this.opts.moeFusedRouterTokens} tokens`
+          : ""
+      }${
+        this.moe?.splitsRouterAt(this.opts.moeSplitRouterMinTokens)
+          ? `; the MoE router's input RMSNorm and logits over the GPU, moe_router_logits, at ${this.opts.moeSplitRouterMinTokens}-${this.opts.moeSplitRouterTokens} tokens`
           : ""
       }${
         this.moe?.routesAndDispatchesAt(1)
@@ -1281,15 +1308,6 @@ export class GpuModel implements ForwardModel {
     });
 
     c.norm.setParams({ rows: T, n: H, eps: cfg.rmsNormEps });
-    c.qkNorm.setParams({
-      tokens: T,
-      num_q_heads: nq,
-      num_kv_heads: nkv,
-      head_dim: hd,
-      max_positions: this.maxModelLen,
-      qk_norm: cfg.qkNorm ? 1 : 0,
-      eps: cfg.rmsNormEps,
-    });
     const attnCommon = {
       num_seqs: plan.seqs,
       num_q_heads: nq,
@@ -1344,6 +1362,21 @@ export class GpuModel implements ForwardModel {
       if (kind === "lmHead") continue;
       this.setLinear(kind, T);
     }
+    // qk_norm_rope_cache adds up the qkv projection's split-K partials itself (no reduce)
+    const qkvForm = this.linearForms.qkv;
+    const qkvPartials = this.opts.qkvPartialsInRope && qkvForm.path === "tc" && qkvForm.split;
+    const qkvSplits = qkvPartials ? qkvForm.splits : 1;
+    c.qkNorm.setParams({
+      tokens: T,
+      num_q_heads: nq,
+      num_kv_heads: nkv,
+      head_dim: hd,
+      max_positions: this.maxModelLen,
+      qk_norm: cfg.qkNorm ? 1 : 0,
+      eps: cfg.rmsNormEps,
+      splits: qkvSplits,
+      split_stride: qkvPartials ? T * (nq + 2 * nkv) * hd : 0,
+    });
     if (this.moe) this.moe.setTokens(T);
     // the MoE layers' routing this step, the same in every layer: the router's logits in one
     // pass, and there the layer's input norm too (moe_router_norm)
@@ -1366,9 +1399,9 @@ export class GpuModel implements ForwardModel {
         });
       }
       normed = false;
-      this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv);
-      c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, `l${l}`, {
-        qkv: b.qkv,
+      this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv, qkvPartials);
+      c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, `l${l}${qkvPartials ? "p" : ""}`, {
+        qkv: qkvPartials ? this.buf.tcPartials! : b.qkv,
         q_norm: w.qNorm ?? w.inputNorm,
         k_norm: w.kNorm ?? w.inputNorm,
         cos_sin: b.ropeTable,
@@ -1546,12 +1579,17 @@ export class GpuModel implements ForwardModel {
         gemmTc.gemmTcKStep(variant),
       );
       l.tc.gemm.setParams(p);
+      const splits = Math.ceil(l.k / p.k_split);
       if (split) {
-        l.tc.reduce.setParams(
-          splitkReduce.splitkReduceParams(rows * l.n, Math.ceil(l.k / p.k_split), l.accumulate),
-        );
+        l.tc.reduce.setParams(splitkReduce.splitkReduceParams(rows * l.n, splits, l.accumulate));
       }
-      this.linearForms[kind] = { path: "tc", variant: variant.name, split, cast };
+      this.linearForms[kind] = {
+        path: "tc",
+        variant: variant.name,
+        split,
+        splits: split ? splits : 1,
+        cast,
+      };
       return;
     }
     const gemvVariant = this.gemvFor(kind, rows);
@@ -1567,7 +1605,11 @@ export class GpuModel implements ForwardModel {
     }
   }
 
-  /** One layer's `kind` linear, in the form setLinear chose for this step. */
+  /**
+   * One layer's `kind` linear, in the form setLinear chose for this step: y = x w^T (+= where
+   * the kind accumulates). With `partials`, a split-K form leaves its partial sums in
+   * tcPartials for the next kernel to add up (qkvPartials), with no reduce dispatch.
+   */
   private linear(
     step: StepPasses,
     kind: LinearKind,
@@ -1575,6 +1617,7 @@ export class GpuModel implements ForwardModel {
     x: BufferArg,
     w: BufferArg,
     y: BufferArg,
+    partials = false,
   ): void {
     const l = this.calls.linear[kind];
     const form = this.linearForms[kind];
@@ -1596,7 +1639,7 @@ export class GpuModel implements ForwardModel {
         b: w,
         c,
       });
-      if (form.split) {
+      if (form.split && !partials) {
         tc.reduce.dispatch(step.pass(label, "splitk_reduce"), "f32", key, {
           part: this.buf.tcPartials!,
           out: y,

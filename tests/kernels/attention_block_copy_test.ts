@@ -108,6 +108,8 @@ for (const variantName of ["f32", "f16"]) {
       max_positions: 16,
       qk_norm: 0,
       eps: 1e-6,
+      splits: 1,
+      split_stride: 0,
     }, {
       qkv: uploadBuffer(device, "qkv", rng.fillNormal(new Float32Array(heads * SHAPE.headDim))),
       q_norm: uploadBuffer(device, "q_norm", new Float32Array(SHAPE.headDim)),

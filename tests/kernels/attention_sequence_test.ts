@@ -97,6 +97,8 @@ for (const variantName of ["f32", "f16"]) {
         max_positions: MAX_POS,
         qk_norm: 1,
         eps: EPS,
+        splits: 1,
+        split_stride: 0,
       }, {
         qkv: uploadBuffer(device, "qkv", qkv),
         q_norm: common.qNormGpu,

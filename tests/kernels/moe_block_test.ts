@@ -318,11 +318,21 @@ test("steps of 1 to routeDispatchMaxTokens tokens route and dispatch in one work
   const refused = await MoeBlock.create(gpu, blockShape(40, "f32"), { routeDispatchMaxTokens: 65 })
     .then(() => "", (err: Error) => err.message);
   assert.match(refused, /routeDispatchMaxTokens 65 must be an integer in 0\.\.64/);
-  // the one-pass router's steps keep it (f16, 2 tokens and more)
-  const f16 = await MoeBlock.create(gpu, blockShape(40, "f16"), { routeDispatchMaxTokens: 4 });
+  // the one-pass router's steps keep moe_dispatch (f16, 2 tokens and more)
+  const f16 = await MoeBlock.create(gpu, blockShape(40, "f16"), {
+    routeDispatchMaxTokens: 4,
+    splitRouterMaxTokens: 0,
+  });
   assert.ok(f16.routesAndDispatchesAt(1));
   assert.is(f16.routesAndDispatchesAt(2), !f16.routesInOnePassAt(2));
   f16.destroy();
+  // the split router's steps rank their logits in it (the split router's own test runs them)
+  const split = await MoeBlock.create(gpu, blockShape(40, "f16"), {
+    routeDispatchMaxTokens: 4,
+    splitRouterMaxTokens: 4,
+  });
+  assert.ok(split.splitsRouterAt(2) && split.routesAndDispatchesAt(2));
+  split.destroy();
 });
 
 /** The router logits x . w[e] of `tokens` rows (f64 sums), as the router's GEMV writes them. */
@@ -343,7 +353,10 @@ test("given the router weight, f16 steps of 2 to fusedRouterMaxTokens tokens rou
   const d = gpu.device;
   for (const dtype of ["f32", "f16"] as const) {
     const shape = blockShape(40, dtype);
-    const block = await MoeBlock.create(gpu, shape, { fusedRouterMaxTokens: 5 });
+    const block = await MoeBlock.create(gpu, shape, {
+      fusedRouterMaxTokens: 5,
+      splitRouterMaxTokens: 0,
+    });
     for (const tokens of [1, 2, 5, 37]) {
       const rng = Rng.fromSeed(`moe one-pass router ${dtype} ${tokens}`);
       const x = rng.fillNormal(new Float32Array(tokens * H));
@@ -422,6 +435,7 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
     const block = await MoeBlock.create(gpu, shape, {
       fusedRouterMaxTokens: 5,
       fusedRouterMinTokens: fewest,
+      splitRouterMaxTokens: 0,
     });
     block.setTokens(tokens);
     // only the steps that route in one pass norm in the router
@@ -481,6 +495,89 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
     for (const b of made) b.destroy();
     block.destroy();
   }
+});
+
+test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxTokens tokens norm and take the logits over the GPU, then rank them apart", async () => {
+  const gpu = await sharedGpu();
+  const d = gpu.device;
+  const shape = { ...blockShape(40, "f16" as const), rmsNormEps: 1e-5 };
+  const off = await MoeBlock.create(gpu, shape, { fusedRouterNorm: false });
+  assert.not.ok(off.splitsRouterAt(2), "fusedRouterNorm false: no split router");
+  off.destroy();
+  const f32 = await MoeBlock.create(gpu, blockShape(40, "f32"));
+  assert.not.ok(f32.splitsRouterAt(2), "f32 routers keep the GEMV");
+  f32.destroy();
+  for (const bad of [{ splitRouterMinTokens: 0 }, { splitRouterMaxTokens: -1 }]) {
+    const refused = await MoeBlock.create(gpu, shape, bad).then(() => "", (e: Error) => e.message);
+    assert.match(refused, /splitRouter(Min|Max)Tokens -?\d+ must be a/);
+  }
+  const block = await MoeBlock.create(gpu, shape, {
+    splitRouterMinTokens: 1,
+    splitRouterMaxTokens: 37,
+  });
+  // 1 token: moe_route_dispatch ranks and dispatches; more: moe_router, then moe_dispatch
+  for (const tokens of [1, 2, 5, 37, 38]) {
+    block.setTokens(tokens);
+    const split = tokens <= 37;
+    assert.is(block.splitsRouterAt(tokens), split, `tokens=${tokens}`);
+    if (!split) continue;
+    assert.ok(block.normsInRouter && block.routesInOnePass, `tokens=${tokens}: no caller norm`);
+    const rng = Rng.fromSeed(`moe split router ${tokens}`);
+    const residual = rng.fillNormal(new Float32Array(tokens * H));
+    for (let i = 0; i < residual.length; i++) residual[i] *= 1 + Math.floor(i / H);
+    const normWeight = roundToF16InPlace(rng.fillUniform(new Float32Array(H), 0.5, 1.5));
+    const wRouter = roundToF16InPlace(rng.fillNormal(new Float32Array(E * H), 1 / Math.sqrt(H)));
+    const layer = makeLayer(rng, "f16");
+    const x = rmsnormRef(residual, normWeight, tokens, H, 1e-5);
+    const logits = routerLogitsRef(x, wRouter, tokens);
+    const made = [
+      uploadBuffer(d, "logits", new Float32Array(tokens * E).fill(-1)),
+      uploadBuffer(d, "x", new Float32Array(tokens * H).fill(NaN)),
+      weightBuffer(gpu, "w_router", wRouter, "f16"),
+      weightBuffer(gpu, "w_gate_up", layer.wGateUp, "f16"),
+      weightBuffer(gpu, "w_down", layer.wDown, "f16"),
+      uploadBuffer(d, "residual", residual),
+      weightBuffer(gpu, "norm", normWeight, "f16"),
+    ];
+    const [lg, xb, wr, wgu, wd, res, nw] = made;
+    const enc = d.createCommandEncoder();
+    // a pass a stage, as a profile records them: each span names its kernel
+    const kernels: string[] = [];
+    let open: GPUComputePassEncoder | null = null;
+    block.encode((stage) => {
+      kernels.push(block.kernelOf(stage, false));
+      open?.end();
+      open = enc.beginComputePass();
+      return open;
+    }, {
+      routerLogits: lg,
+      wRouter: wr,
+      routerNorm: { input: res, weight: nw },
+      x: xb,
+      wGateUp: wgu,
+      wDown: wd,
+      residual: res,
+    });
+    (open as GPUComputePassEncoder | null)?.end();
+    d.queue.submit([enc.finish()]);
+    const ranking = tokens === 1 ? "moe_route_dispatch" : "moe_router";
+    assert.equal(kernels.slice(0, 2), ["moe_router_logits", ranking], `tokens=${tokens}`);
+    assert.is(kernels.includes("moe_dispatch"), tokens > 1, `tokens=${tokens}: moe_dispatch`);
+    const what = `split router tokens=${tokens}`;
+    assertClose(new Float32Array(await readBuffer(d, xb, tokens * H * 4)), x, `${what}: x`);
+    assertClose(
+      new Float32Array(await readBuffer(d, lg, tokens * E * 4)),
+      logits,
+      `${what}: logits`,
+    );
+    assertClose(
+      new Float32Array(await readBuffer(d, res, tokens * H * 4)),
+      moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens),
+      what,
+    );
+    for (const b of made) b.destroy();
+  }
+  block.destroy();
 });
 
 test("given the next layer's norm, the combine also writes that RMSNorm of the new residual", async () => {

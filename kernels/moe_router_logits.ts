@@ -1,0 +1,163 @@
+/**
+ * The MoE router's logits spread over the GPU, with the layer's input RMSNorm fused: per token
+ * `out[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * norm_weight` (the normed row the expert GEMMs
+ * read) and `logits[t, e] = out[t] . w[e]`, over a grid of (groups of EG = 8 experts) x
+ * tokens, 32 invocations each (expert, token) pair; moe_route_dispatch (batch 1) or moe_router
+ * ranks the logits after it. Where moe_router_norm gives each token one workgroup that reads
+ * the whole router weight (512 KB at Qwen3-30B-A3B), here each workgroup reads 8 weight rows.
+ *
+ * On the H200 (2026-12-02, decode GPU ms at ctx 1024, against rmsnorm, the router's GEMV and
+ * moe_route_dispatch at batch 1 and moe_router_norm from 2 tokens): batch 1 5.25 -> 5.02,
+ * 1 x 8192 5.51 -> 5.36, but batch 8 11.92 -> 12.02, 32 23.12 -> 24.15, 64 28.35 -> 30.11 and
+ * 128 33.32 -> 36.78: past one token each workgroup reads its tokens' rows again for each of
+ * its 8 experts (moe_router_logits alone 47.7 us a layer in the 64 x 1024 profile, against
+ * moe_router_norm's 24.8), and forms of 2 and 4 tokens a workgroup (512 and 1024 invocations)
+ * were no faster. So the model takes it at batch 1 (MoeBlockOptions.splitRouterMaxTokens).
+ *
+ * ```ts
+ * const p = moeRouterLogitsParams({ tokens: 64, experts: 128, hidden: 2048 }, 1e-6);
+ * const { out, logits } = moeRouterLogitsRef(x, normWeight, w, p);
+ * ```
+ */
+import type { KernelCase } from "./case.ts";
+import type { KernelSpec, Variant } from "./kernel.ts";
+import { defineParams, type ParamValues } from "./params.ts";
+import { rmsnormRef } from "./rmsnorm.ts";
+
+const params = defineParams({
+  tokens: "u32",
+  experts: "u32",
+  hidden: "u32",
+  eps: "f32",
+});
+
+/** Experts a workgroup, and invocations an (expert, token) pair. */
+const EG = 8;
+const LANES = 32;
+/** Tokens a workgroup (the shader takes TB of them; the forms of 2 and 4 were no faster). */
+const TB = 1;
+
+/** f16 router and norm weights, read as 16-byte words (8 f16). */
+export const variants: readonly Variant[] = [{
+  name: "f16",
+  dtype: "f16",
+  wideWords: true,
+  consts: { WG: EG * TB * LANES, EG, TB, LANES, UNR: 8 },
+  workgroupBytes: 4 * (EG * TB * LANES + TB),
+}];
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "moe_router_logits",
+  shader: "moe_router_logits.wgsl",
+  params,
+  bindings: [
+    { name: "x", type: "vec4<f32>", access: "read", shape: "[tokens, hidden / 4] (residual)" },
+    { name: "norm_weight", type: "vec4<T>", access: "read", shape: "[hidden / 4]" },
+    { name: "w", type: "vec4<T>", access: "read", shape: "[experts, hidden / 4]" },
+    { name: "out", type: "vec4<f32>", access: "read_write", shape: "[tokens, hidden / 4]" },
+    { name: "logits", type: "f32", access: "read_write", shape: "[tokens, experts]" },
+  ],
+  variants,
+  grid: (p, v) => [
+    Math.ceil(p.experts / (v.consts?.EG ?? EG)),
+    Math.max(1, Math.ceil(p.tokens / (v.consts?.TB ?? TB))),
+    1,
+  ],
+};
+
+/** The router's shape. */
+export interface MoeRouterLogitsShape {
+  readonly tokens: number;
+  readonly experts: number;
+  readonly hidden: number;
+}
+
+/** Validated params; throws naming the bad field. */
+export function moeRouterLogitsParams(
+  s: MoeRouterLogitsShape,
+  eps: number,
+): ParamValues<typeof params.fields> {
+  if (!Number.isInteger(s.tokens) || s.tokens < 0) {
+    throw new Error(`moe_router_logits: tokens = ${s.tokens} must be a count`);
+  }
+  if (!Number.isInteger(s.experts) || s.experts < 1) {
+    throw new Error(`moe_router_logits: experts = ${s.experts} must be a positive integer`);
+  }
+  if (!Number.isInteger(s.hidden) || s.hidden < 8 || s.hidden % 8 !== 0) {
+    throw new Error(`moe_router_logits: hidden = ${s.hidden} must be a positive multiple of 8`);
+  }
+  if (!(eps > 0)) throw new Error(`moe_router_logits: eps = ${eps} must be positive`);
+  return {
+    tokens: s.tokens,
+    experts: s.experts,
+    hidden: s.hidden,
+    eps,
+  };
+}
+
+/** CPU reference: rmsnormRef's rows, then their f64 dot products with each expert's row. */
+export function moeRouterLogitsRef(
+  x: Float32Array,
+  normWeight: Float32Array,
+  w: Float32Array,
+  p: ParamValues<typeof params.fields>,
+): { out: Float32Array; logits: Float32Array } {
+  const { tokens, experts, hidden } = p;
+  const out = rmsnormRef(x, normWeight, tokens, hidden, p.eps);
+  const logits = new Float32Array(tokens * experts);
+  for (let t = 0; t < tokens; t++) {
+    for (let e = 0; e < experts; e++) {
+      let sum = 0;
+      for (let i = 0; i < hidden; i++) sum += out[t * hidden + i] * w[e * hidden + i];
+      logits[t * experts + e] = sum;
+    }
+  }
+  return { out, logits };
+}
+
+/**
+ * A case: x normal, its rows at different scales (as residual rows are), the norm weight on a
+ * grid of 1/8 and the router weight normal (both f16-rounded where stored, caseInputs); the
+ * GPU's sums run in another order than the reference's, so the outputs match to rounding.
+ */
+function logitsCase(shape: MoeRouterLogitsShape, note = ""): KernelCase<typeof params.fields> {
+  const p = moeRouterLogitsParams(shape, 1e-6);
+  const { tokens, experts, hidden } = shape;
+  return {
+    label: `tokens=${tokens} E=${experts} H=${hidden} ${note}`.trim(),
+    params: p,
+    inputs: (rng) => {
+      const x = rng.fillNormal(new Float32Array(tokens * hidden), 1);
+      for (let t = 0; t < tokens; t++) {
+        for (let i = 0; i < hidden; i++) x[t * hidden + i] *= 1 + 3 * t;
+      }
+      const normWeight = rng.fillUniform(new Float32Array(hidden), 0.5, 1.5);
+      for (let i = 0; i < hidden; i++) normWeight[i] = Math.round(normWeight[i] * 8) / 8;
+      const w = rng.fillNormal(new Float32Array(experts * hidden), 0.05);
+      return { x, norm_weight: normWeight, w };
+    },
+    outputs: { out: tokens * hidden, logits: tokens * experts },
+    reference: (inp) =>
+      moeRouterLogitsRef(
+        inp.x as Float32Array,
+        inp.norm_weight as Float32Array,
+        inp.w as Float32Array,
+        p,
+      ),
+    tolerance: () => ({ atol: 2e-5, rtol: 1e-4 }),
+    bytes: () => experts * hidden * 2 + hidden * 2 + tokens * (hidden * 8 + experts * 4),
+    flops: tokens * (4 * hidden + experts * 2 * hidden),
+  };
+}
+
+// (ragged expert groups, rows shorter than a pair's lanes)
+export const cases = [
+  logitsCase({ tokens: 1, experts: 8, hidden: 64 }),
+  logitsCase({ tokens: 5, experts: 8, hidden: 40 }, "ragged hidden"),
+  logitsCase({ tokens: 3, experts: 300, hidden: 64 }, "ragged experts"),
+  logitsCase({ tokens: 11, experts: 24, hidden: 256 }),
+  logitsCase({ tokens: 8, experts: 128, hidden: 2048 }, "qwen3-30b-a3b"),
+  logitsCase({ tokens: 64, experts: 128, hidden: 2048 }, "qwen3-30b-a3b"),
+  logitsCase({ tokens: 13, experts: 128, hidden: 2048 }, "qwen3-30b-a3b"),
+  logitsCase({ tokens: 2, experts: 8, hidden: 4096 }, "mixtral-8x7b"),
+];
