@@ -112,9 +112,15 @@ export interface MoeBlockIo {
    * The MoE layer's input RMSNorm, fused into the one-pass router (moe_router_norm) in the
    * steps that norm in the router (MoeBlock.normsInRouter, with wRouter): the rows it norms
    * (f32 [tokens, hidden], the residual) and its weight (T [hidden]); the normed rows go to x.
-   * The caller leaves out its own rmsnorm there.
+   * The caller leaves out its own rmsnorm there. `partials`: the split-K partial sums the
+   * residual still owes (the o projection's, as many as setTokens was told), which
+   * moe_router_norm adds to it first (the caller leaves out that reduce too).
    */
-  readonly routerNorm?: { readonly input: BufferArg; readonly weight: BufferArg };
+  readonly routerNorm?: {
+    readonly input: BufferArg;
+    readonly weight: BufferArg;
+    readonly partials?: BufferArg;
+  };
   /** T [experts, 2 * inter, hidden]: each expert's gate rows, then its up rows. */
   readonly wGateUp: BufferArg;
   /** T [experts, hidden, inter]. */
@@ -123,9 +129,15 @@ export interface MoeBlockIo {
   readonly residual: BufferArg;
   /**
    * The next layer's input RMSNorm, fused into the combine (moe_combine_norm): its weight
-   * (T [hidden]) and where the normed rows go (f32 [tokens, hidden]).
+   * (T [hidden]) and where the normed rows go (f32 [tokens, hidden]); `out16`, where they go
+   * in the storage type too (T [tokens, hidden], the next tensor-core GEMM's operand), in the
+   * steps setTokens was told so (normF16).
    */
-  readonly norm?: { readonly weight: BufferArg; readonly out: BufferArg };
+  readonly norm?: {
+    readonly weight: BufferArg;
+    readonly out: BufferArg;
+    readonly out16?: BufferArg;
+  };
   /**
    * Names this buffer set (e.g. the layer) so its bind groups are made once and reused;
    * without it they are made on every encode.
@@ -323,6 +335,8 @@ export interface MoeBlockScratch {
   /** The tensor-core path's f16 operands (null where it does not run). */
   readonly a16: GPUBuffer | null;
   readonly act16: GPUBuffer | null;
+  /** 16 bytes bound where a binding is not read or written in a step (o_part, out16). */
+  readonly placeholder: GPUBuffer;
 }
 
 /** One form of the tensor-core expert GEMMs: its gate/up and down pipelines. */
@@ -343,6 +357,10 @@ interface TcPipes {
 /** One MoE block's pipelines, params and scratch; encode() records its five dispatches. */
 export class MoeBlock {
   private tokens = -1;
+  /** The split-K partial sums this step's residual owes moe_router_norm (setTokens). */
+  private residualPartials = 0;
+  /** Whether this step's moe_combine_norm also writes its rows in the storage type. */
+  private normF16 = false;
   /** Bind groups by pipeline, then by MoeBlockIo.key. */
   private readonly bindGroups = new Map<Pipe, Map<string, GPUBindGroup>>();
   private gateUpName = "";
@@ -526,6 +544,7 @@ export class MoeBlock {
       y: createStorage(d, "moe.y", rows * hidden * 4),
       a16: tc ? createStorage(d, "moe.a16", (rows + MOE_TC_PAD_ROWS) * hidden * 2) : null,
       act16: tc ? createStorage(d, "moe.act16", (rows + MOE_TC_PAD_ROWS) * inter * 2) : null,
+      placeholder: createStorage(d, "moe.placeholder", 16),
     };
     return new MoeBlock(gpu, shape, options, pipes, params, scratch);
   }
@@ -541,13 +560,37 @@ export class MoeBlock {
    * Writes the params of a step of `tokens` tokens (queue writes, ordered before the next
    * submit); every layer encoded for that submit uses them.
    */
-  setTokens(tokens: number): void {
+  setTokens(
+    tokens: number,
+    { residualPartials = 0, normF16 = false }: {
+      /** Split-K partial sums the residual owes moe_router_norm (MoeBlockIo.routerNorm). */
+      readonly residualPartials?: number;
+      /** moe_combine_norm also writes the normed rows in the storage type (norm.out16). */
+      readonly normF16?: boolean;
+    } = {},
+  ): void {
     const s = this.shape;
     if (!Number.isInteger(tokens) || tokens < 0 || tokens > s.maxTokens) {
       throw new Error(`moe block: tokens = ${tokens} must be in 0..${s.maxTokens}`);
     }
-    // the params depend on the tokens alone: a step of as many as the last keeps them
-    if (tokens === this.tokens) return;
+    if (!Number.isInteger(residualPartials) || residualPartials < 0) {
+      throw new Error(`moe block: residualPartials = ${residualPartials} must be a count`);
+    }
+    if (residualPartials > 0 && !this.takesResidualPartialsAt(tokens)) {
+      throw new Error(
+        `moe block: a step of ${tokens} tokens does not run moe_router_norm, which adds the ` +
+          `residual's partial sums`,
+      );
+    }
+    // the params depend on these alone: a step like the last keeps them
+    if (
+      tokens === this.tokens && residualPartials === this.residualPartials &&
+      normF16 === this.normF16
+    ) {
+      return;
+    }
+    this.residualPartials = residualPartials;
+    this.normF16 = normF16;
     const write = <F extends ParamFields>(
       buffer: GPUBuffer,
       layout: { pack(v: ParamValues<F>): Uint8Array },
@@ -631,7 +674,7 @@ export class MoeBlock {
         write(
           this.params.routerNorm,
           routerNorm.spec.params,
-          routerNorm.moeRouterNormParams(fusedShape, s.rmsNormEps ?? 1e-6),
+          routerNorm.moeRouterNormParams(fusedShape, s.rmsNormEps ?? 1e-6, residualPartials),
         );
       }
     }
@@ -670,7 +713,13 @@ export class MoeBlock {
       );
     }
     write(this.params.combine, combine.spec.params, cp);
-    const np = combineNorm.moeCombineNormParams(tokens, s.hidden, s.topK, s.rmsNormEps ?? 1e-6);
+    const np = combineNorm.moeCombineNormParams(
+      tokens,
+      s.hidden,
+      s.topK,
+      s.rmsNormEps ?? 1e-6,
+      normF16,
+    );
     write(this.params.combineNorm, combineNorm.spec.params, np);
     this.combineNormGrid = combineNorm.spec.grid(np, this.pipes.combineNorm.variant, this.gpu);
     this.routerGrid = router.spec.grid(rp, this.pipes.router.variant, this.gpu);
@@ -702,6 +751,15 @@ export class MoeBlock {
   normsInRouterAt(tokens: number): boolean {
     return this.splitsRouterAt(tokens) ||
       (this.pipes.routerNorm !== null && this.onePassAt(tokens));
+  }
+
+  /**
+   * Whether a step of `tokens` tokens runs moe_router_norm (given MoeBlockIo.wRouter and
+   * routerNorm), which can add the residual's split-K partial sums (setTokens).
+   */
+  takesResidualPartialsAt(tokens: number): boolean {
+    return this.pipes.routerNorm !== null && this.onePassAt(tokens) &&
+      !this.splitsRouterAt(tokens);
   }
 
   /**
@@ -794,15 +852,17 @@ export class MoeBlock {
       p: GPUBuffer,
       b: Record<string, BufferArg>,
       grid?: readonly number[],
+      keySuffix = "",
     ) => {
       const pass = passOf(stage);
       pass.setPipeline(pipe.pipeline);
       let cached = this.bindGroups.get(pipe);
       if (!cached) this.bindGroups.set(pipe, cached = new Map());
-      let group = io.key === undefined ? undefined : cached.get(io.key);
+      const key = io.key === undefined ? undefined : io.key + keySuffix;
+      let group = key === undefined ? undefined : cached.get(key);
       if (!group) {
         group = makeBindGroup(gpu, pipe, p, b);
-        if (io.key !== undefined) cached.set(io.key, group);
+        if (key !== undefined) cached.set(key, group);
       }
       pass.setBindGroup(0, group);
       if (grid) pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
@@ -839,15 +899,30 @@ export class MoeBlock {
       }, this.routerLogitsGrid);
       this.encodingRouter = oneWorkgroup ? "moe_route_dispatch" : "moe_router";
     }
+    const owed = this.residualPartials > 0;
+    if (owed && !(wRouter && norm && !split && norm.partials)) {
+      throw new Error(
+        "moe block: the residual owes partial sums (setTokens) but encode runs no " +
+          "moe_router_norm given routerNorm.partials",
+      );
+    }
     if (wRouter && norm && !split) {
-      run("router", pipes.routerNorm!, params.routerNorm, {
-        x: norm.input,
-        norm_weight: norm.weight,
-        w: wRouter,
-        out: io.x,
-        logits: io.routerLogits,
-        ...routed,
-      }, this.routerGrid);
+      run(
+        "router",
+        pipes.routerNorm!,
+        params.routerNorm,
+        {
+          x: norm.input,
+          o_part: owed ? norm.partials! : sc.placeholder,
+          norm_weight: norm.weight,
+          w: wRouter,
+          out: io.x,
+          logits: io.routerLogits,
+          ...routed,
+        },
+        this.routerGrid,
+        owed ? "p" : "",
+      );
     } else if (wRouter && !split) {
       run("router", pipes.routerFused!, params.routerFused, {
         x: io.x,
@@ -910,14 +985,27 @@ export class MoeBlock {
         .dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     }
     if (io.norm) {
-      run("combine", pipes.combineNorm, params.combineNorm, {
-        y: sc.y,
-        row_of: sc.rowOf,
-        topk_weights: sc.topkWeights,
-        residual: io.residual,
-        weight: io.norm.weight,
-        out: io.norm.out,
-      }, this.combineNormGrid);
+      if (this.normF16 && !io.norm.out16) {
+        throw new Error(
+          "moe block: setTokens asked for f16 rows (normF16) but norm.out16 is missing",
+        );
+      }
+      run(
+        "combine",
+        pipes.combineNorm,
+        params.combineNorm,
+        {
+          y: sc.y,
+          row_of: sc.rowOf,
+          topk_weights: sc.topkWeights,
+          residual: io.residual,
+          weight: io.norm.weight,
+          out: io.norm.out,
+          out16: this.normF16 ? io.norm.out16! : sc.placeholder,
+        },
+        this.combineNormGrid,
+        this.normF16 ? "h" : "",
+      );
     } else {
       run("combine", pipes.combine, params.combine, {
         y: sc.y,

@@ -4,10 +4,12 @@
  * `out[t, :] = residual[t, :] * rsqrt(mean(residual[t, :]^2) + eps) * weight`, one workgroup
  * a token. A MoE layer followed by another layer ends with it, where moe_combine and that
  * layer's rmsnorm took two dispatches (the model's GpuModelOptions.fuseCombineNorm).
- * hidden must be a multiple of 4.
+ * hidden must be a multiple of 4. With `write_f16` the normed rows also go to out16 in the
+ * storage type (f16 in the f16 form, clamped to its range as cast_f16 writes them): the next
+ * layer's tensor-core GEMM reads them with no cast_f16 dispatch.
  *
  * ```ts
- * const p = moeCombineNormParams(tokens, 2048, 8, 1e-6);
+ * const p = moeCombineNormParams(tokens, 2048, 8, 1e-6, true); // out16 too
  * const { residual, out } = moeCombineNormRef(residual0, y, rowOf, weights, normWeight, p);
  * ```
  */
@@ -25,7 +27,13 @@ import {
 } from "./moe_combine.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
 
-const params = defineParams({ tokens: "u32", hidden: "u32", top_k: "u32", eps: "f32" });
+const params = defineParams({
+  tokens: "u32",
+  hidden: "u32",
+  top_k: "u32",
+  eps: "f32",
+  write_f16: "u32",
+});
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_combine_norm",
@@ -35,6 +43,12 @@ export const spec: KernelSpec<typeof params.fields> = {
     ...COMBINE_BINDINGS,
     { name: "weight", type: "T", access: "read", shape: "[hidden] (the norm's)" },
     { name: "out", type: "f32", access: "read_write", shape: "[tokens, hidden]" },
+    {
+      name: "out16",
+      type: "vec4<T>",
+      access: "read_write",
+      shape: "[tokens, hidden / 4] (written where write_f16; any buffer else)",
+    },
   ],
   variants: [
     { name: "f32", dtype: "f32", consts: { WG: 256 } },
@@ -49,10 +63,11 @@ export function moeCombineNormParams(
   hidden: number,
   topK: number,
   eps: number,
+  writeF16 = false,
 ): ParamValues<typeof params.fields> {
   moeCombineParams(tokens, hidden, topK);
   if (!(eps > 0)) throw new Error(`moe_combine_norm: eps = ${eps} must be positive`);
-  return { tokens, hidden, top_k: topK, eps };
+  return { tokens, hidden, top_k: topK, eps, write_f16: writeF16 ? 1 : 0 };
 }
 
 /** CPU reference: moeCombineRef's new residual, then rmsnormRef of it. */
@@ -68,32 +83,45 @@ export function moeCombineNormRef(
   return { residual: next, out: rmsnormRef(next, normWeight, p.tokens, p.hidden, p.eps) };
 }
 
-function combineNormCase(shape: CombineCaseShape): KernelCase<typeof params.fields> {
+function combineNormCase(
+  shape: CombineCaseShape,
+  writeF16 = false,
+): KernelCase<typeof params.fields> {
   const { tokens, hidden, topK } = shape;
-  const p = moeCombineNormParams(tokens, hidden, topK, 1e-6);
+  const p = moeCombineNormParams(tokens, hidden, topK, 1e-6, writeF16);
   const rows = tokens * topK;
   return {
-    label: combineCaseLabel(shape),
+    label: `${combineCaseLabel(shape)}${writeF16 ? " +f16 rows" : ""}`,
     params: p,
     inputs: (rng) => ({
       ...combineCaseInputs(rng, shape),
       weight: rng.fillUniform(new Float32Array(hidden), 0.5, 1.5),
+      // not written without write_f16: any 16 bytes
+      ...(writeF16 ? {} : { out16: new Float32Array(4) }),
     }),
-    outputs: { out: tokens * hidden },
-    reference: (inp) =>
-      moeCombineNormRef(
+    outputs: writeF16 ? { out: tokens * hidden, out16: tokens * hidden } : { out: tokens * hidden },
+    reference: (inp) => {
+      const r = moeCombineNormRef(
         inp.residual as Float32Array,
         inp.y as Float32Array,
         inp.row_of as Uint32Array,
         inp.topk_weights as Float32Array,
         inp.weight as Float32Array,
         p,
-      ),
-    tolerance: () => ({ atol: 1e-5, rtol: 1e-4 }),
+      );
+      return writeF16 ? { ...r, out16: r.out } : r;
+    },
+    // (out16 in the f16 form: f16 rounding, 2^-11 of a value)
+    tolerance: (v) =>
+      writeF16 && v.dtype === "f16" ? { atol: 1e-5, rtol: 1e-3 } : { atol: 1e-5, rtol: 1e-4 },
     bytes: (v) =>
       tokens * hidden * (12 + 4 * topK) + rows * 8 + hidden * (v.dtype === "f16" ? 2 : 4),
     flops: rows * hidden * 2 + tokens * hidden * 4,
   };
 }
 
-export const cases = COMBINE_CASE_SHAPES.map(combineNormCase);
+export const cases = [
+  ...COMBINE_CASE_SHAPES.map((s) => combineNormCase(s)),
+  combineNormCase(COMBINE_CASE_SHAPES[2], true),
+  combineNormCase(COMBINE_CASE_SHAPES[4], true),
+];

@@ -4,6 +4,9 @@
 // The k expert rows are summed in j order, as in moe_combine (deterministic, no float
 // atomics); a row_of outside the rows adds nothing. One dispatch a layer fewer than
 // moe_combine and rmsnorm, and the new residual row is read back from cache, not memory.
+// With write_f16 the normed row also goes to out16 as f16 (clamped to f16's range, as
+// cast_f16 writes it): the next layer's tensor-core qkv GEMM reads it with no cast dispatch.
+const F16_MAX: f32 = 65504.0;
 // Bytes: tokens * hidden * (12 + 4 * k) + tokens * k * 8 + hidden * sizeof(T).
 //#include "lib/workgroup_sum.wgsl"
 
@@ -38,9 +41,18 @@ fn main(
     // this invocation's own row values, written above
     let v = residual[t * h4 + c] * scale;
     let o = t * params.hidden + 4u * c;
-    out[o] = v.x * f32(weight[4u * c]);
-    out[o + 1u] = v.y * f32(weight[4u * c + 1u]);
-    out[o + 2u] = v.z * f32(weight[4u * c + 2u]);
-    out[o + 3u] = v.w * f32(weight[4u * c + 3u]);
+    let n = vec4<f32>(
+      v.x * f32(weight[4u * c]),
+      v.y * f32(weight[4u * c + 1u]),
+      v.z * f32(weight[4u * c + 2u]),
+      v.w * f32(weight[4u * c + 3u]),
+    );
+    out[o] = n.x;
+    out[o + 1u] = n.y;
+    out[o + 2u] = n.z;
+    out[o + 3u] = n.w;
+    if (params.write_f16 != 0u) {
+      out16[t * h4 + c] = vec4<T>(clamp(n, vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX)));
+    }
   }
 }

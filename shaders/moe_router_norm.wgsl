@@ -5,6 +5,9 @@
 // is written out (the expert GEMMs read it) and kept in workgroup memory, where
 // lib/router_fused_logits.wgsl takes the router logits and their top-k from it. One dispatch a
 // layer fewer than rmsnorm and moe_router_fused, and the residual row is read once.
+// With splits > 0 the residual still owes the o projection's split-K partial sums
+// o_part[s, t, :] (split_stride vec4s apart): they are added to it first, in splitk_reduce's
+// order, and the sum is written back to x, so that reduce dispatch is left out too.
 // norm_weight is read as 16-byte words (8 f16), like the router weight.
 // Bytes: E * hidden * 2 + hidden * 2 + tokens * (hidden * 8 + E * 4 + k * 8).
 //#include "lib/workgroup_sum.wgsl"
@@ -29,7 +32,13 @@ fn main(
   let row = token * 2u * words;
   var ss = 0.0;
   for (var i = lid; i < 2u * words; i += WG) {
-    let v = x[row + i];
+    var v = x[row + i];
+    if (params.splits > 0u) {
+      for (var s = 0u; s < params.splits; s++) {
+        v += o_part[s * params.split_stride + row + i];
+      }
+      x[row + i] = v;
+    }
     xs[i] = v;
     ss += dot(v, v);
   }

@@ -173,6 +173,18 @@ export const TENSOR_CORE_OPTIONS = {
       "qk_norm_rope_cache to add up, one splitk_reduce dispatch a layer fewer (default true; " +
       "--qkv-partials-in-rope=false: the reduce)",
   },
+  oPartialsInRouter: {
+    type: "boolean",
+    help: "MoE layers whose router takes the input norm in one pass (moe_router_norm) add the " +
+      "o projection's split-K partial sums to the residual there, one splitk_reduce dispatch " +
+      "a layer fewer (default true; --o-partials-in-router=false: the reduce)",
+  },
+  combineNormF16: {
+    type: "boolean",
+    help: "steps whose qkv projection casts its input to f16 for the tensor cores take that " +
+      "copy from the previous MoE layer's moe_combine_norm, one cast_f16 dispatch a layer " +
+      "fewer (default true; --combine-norm-f16=false: the cast)",
+  },
   moeRouterNorm: {
     type: "boolean",
     help: "MoE steps that route in one pass take the layer's input RMSNorm in the router " +
@@ -237,6 +249,8 @@ export function tensorCoreOptions(
     readonly moeSplitRouterTokens?: number;
     readonly moeSplitRouterMinTokens?: number;
     readonly qkvPartialsInRope?: boolean;
+    readonly oPartialsInRouter?: boolean;
+    readonly combineNormF16?: boolean;
     readonly moeCombineNorm?: boolean;
     readonly moeRouterNorm?: boolean;
     readonly moeTensorCorePrefill?: string;
@@ -261,6 +275,8 @@ export function tensorCoreOptions(
   moeSplitRouterTokens?: number;
   moeSplitRouterMinTokens?: number;
   qkvPartialsInRope?: boolean;
+  oPartialsInRouter?: boolean;
+  combineNormF16?: boolean;
   fuseCombineNorm?: boolean;
   moeRouterNorm?: boolean;
   moeTensorCorePrefill?: MoeTensorCorePrefillForm;
@@ -277,6 +293,8 @@ export function tensorCoreOptions(
     moeSplitRouterTokens: o.moeSplitRouterTokens,
     moeSplitRouterMinTokens: o.moeSplitRouterMinTokens,
     qkvPartialsInRope: o.qkvPartialsInRope,
+    oPartialsInRouter: o.oPartialsInRouter,
+    combineNormF16: o.combineNormF16,
     fuseCombineNorm: o.moeCombineNorm,
     moeRouterNorm: o.moeRouterNorm,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,

@@ -337,6 +337,18 @@ export interface GpuModelOptions {
    */
   readonly qkvPartialsInRope?: boolean;
   /**
+   * MoE layers whose router takes the input norm in one pass (moe_router_norm) add the o
+   * projection's split-K partial sums to the residual there, one splitk_reduce dispatch a
+   * layer fewer; default true.
+   */
+  readonly oPartialsInRouter?: boolean;
+  /**
+   * Steps whose qkv projection casts its input to f16 for the tensor cores take that copy
+   * from the previous MoE layer's moe_combine_norm instead (it writes the normed rows in f16
+   * too), one cast_f16 dispatch a layer fewer; default true.
+   */
+  readonly combineNormF16?: boolean;
+  /**
    * A MoE layer followed by another ends with that layer's input RMSNorm fused into its
    * combine (moe_combine_norm: one dispatch a layer fewer); default true.
    */
@@ -863,6 +875,8 @@ export class GpuModel implements ForwardModel {
       moeSplitRouterTokens: options.moeSplitRouterTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS,
       moeSplitRouterMinTokens: options.moeSplitRouterMinTokens ?? MOE_SPLIT_ROUTER_MIN_TOKENS,
       qkvPartialsInRope: options.qkvPartialsInRope ?? true,
+      oPartialsInRouter: options.oPartialsInRouter ?? true,
+      combineNormF16: options.combineNormF16 ?? true,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
       moeRouterNorm: options.moeRouterNorm ?? true,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
@@ -1377,7 +1391,16 @@ export class GpuModel implements ForwardModel {
       splits: qkvSplits,
       split_stride: qkvPartials ? T * (nq + 2 * nkv) * hd : 0,
     });
-    if (this.moe) this.moe.setTokens(T);
+    // moe_router_norm adds the o projection's split-K partials to the residual (no reduce)
+    const oForm = this.linearForms.o;
+    const oPartials = this.opts.oPartialsInRouter && oForm.path === "tc" && oForm.split &&
+      (this.moe?.takesResidualPartialsAt(T) ?? false);
+    // the MoE layers' moe_combine_norm writes the next qkv GEMM's f16 operand (no cast)
+    const normF16 = this.opts.combineNormF16 && this.opts.fuseCombineNorm &&
+      qkvForm.path === "tc" && qkvForm.cast;
+    if (this.moe) {
+      this.moe.setTokens(T, { residualPartials: oPartials ? oForm.splits : 0, normF16 });
+    }
     // the MoE layers' routing this step, the same in every layer: the router's logits in one
     // pass, and there the layer's input norm too (moe_router_norm)
     const moeOnePass = this.moe?.routesInOnePass ?? false;
@@ -1398,8 +1421,10 @@ export class GpuModel implements ForwardModel {
           out: b.h,
         });
       }
+      // the previous MoE layer's combine wrote this layer's f16 operand too (normF16)
+      const x16 = normed && normF16;
       normed = false;
-      this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv, qkvPartials);
+      this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv, { partials: qkvPartials, x16 });
       c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, `l${l}${qkvPartials ? "p" : ""}`, {
         qkv: qkvPartials ? this.buf.tcPartials! : b.qkv,
         q_norm: w.qNorm ?? w.inputNorm,
@@ -1442,7 +1467,8 @@ export class GpuModel implements ForwardModel {
           attention,
         );
       }
-      this.linear(step, "o", `l${l}`, b.attn, w.o, b.x);
+      const oOwed = oPartials && w.kind === "moe";
+      this.linear(step, "o", `l${l}`, b.attn, w.o, b.x, { partials: oOwed });
       const normInRouter = w.kind === "moe" && moeNormsInRouter;
       if (!normInRouter) {
         c.norm.dispatch(step.pass("rmsnorm"), dt, `post${l}`, {
@@ -1458,12 +1484,16 @@ export class GpuModel implements ForwardModel {
         this.moe!.encode((stage) => moePass(stage, normed), {
           routerLogits: b.routerLogits,
           wRouter: moeOnePass ? w.router! : undefined,
-          routerNorm: normInRouter ? { input: b.x, weight: w.postNorm } : undefined,
+          routerNorm: normInRouter
+            ? { input: b.x, weight: w.postNorm, partials: oOwed ? this.buf.tcPartials! : undefined }
+            : undefined,
           x: b.h,
           wGateUp: w.gateUp,
           wDown: w.down,
           residual: b.x,
-          norm: normed ? { weight: next.inputNorm, out: b.h } : undefined,
+          norm: normed
+            ? { weight: next.inputNorm, out: b.h, out16: normF16 ? this.buf.a16! : undefined }
+            : undefined,
           key: `l${l}`,
         });
         const r = this.routingStep;
@@ -1608,7 +1638,8 @@ export class GpuModel implements ForwardModel {
   /**
    * One layer's `kind` linear, in the form setLinear chose for this step: y = x w^T (+= where
    * the kind accumulates). With `partials`, a split-K form leaves its partial sums in
-   * tcPartials for the next kernel to add up (qkvPartials), with no reduce dispatch.
+   * tcPartials for the next kernel to add up (qkvPartials, oPartials), with no reduce
+   * dispatch; with `x16`, the f16 copy of x a cast would write is in a16 already.
    */
   private linear(
     step: StepPasses,
@@ -1617,7 +1648,7 @@ export class GpuModel implements ForwardModel {
     x: BufferArg,
     w: BufferArg,
     y: BufferArg,
-    partials = false,
+    { partials = false, x16 = false }: { partials?: boolean; x16?: boolean } = {},
   ): void {
     const l = this.calls.linear[kind];
     const form = this.linearForms[kind];
@@ -1628,7 +1659,7 @@ export class GpuModel implements ForwardModel {
       l.gemm.dispatch(step.pass(label, "gemm"), form.variant, key, { a: x, b: w, c: y });
     } else {
       const tc = l.tc!;
-      if (form.cast) {
+      if (form.cast && !x16) {
         tc.cast.dispatch(step.pass(label, "cast_f16"), "f16", key, { x, out: this.buf.a16! });
       }
       // split-K: partial sums into tcPartials, added up (and to the residual) by the reduce

@@ -2,7 +2,7 @@ import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { readBuffer, uploadBuffer } from "../../src/gpu/buffers.ts";
 import type { Gpu } from "../../src/gpu/device.ts";
-import { f32ToF16Bits, roundToF16InPlace } from "../../src/util/f16.ts";
+import { f16BitsToF32, f32ToF16Bits, roundToF16InPlace } from "../../src/util/f16.ts";
 import { Rng } from "../../src/util/rng.ts";
 import {
   MOE_FUSED_ROUTER_MIN_TOKENS,
@@ -497,6 +497,70 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
   }
 });
 
+test("moe_router_norm adds the residual's split-K partial sums first where setTokens says it owes them; other routers refuse them", async () => {
+  const gpu = await sharedGpu();
+  const d = gpu.device;
+  const shape = { ...blockShape(40, "f16" as const), rmsNormEps: 1e-5 };
+  const block = await MoeBlock.create(gpu, shape, { fusedRouterMaxTokens: 8 });
+  // batch 1 splits its router (moe_router_logits) and steps past 8 keep the GEMV: no partials
+  assert.not.ok(block.takesResidualPartialsAt(1));
+  assert.not.ok(block.takesResidualPartialsAt(9));
+  assert.throws(() => block.setTokens(9, { residualPartials: 2 }), /does not run moe_router_norm/);
+  const tokens = 5, splits = 3;
+  assert.ok(block.takesResidualPartialsAt(tokens));
+  block.setTokens(tokens, { residualPartials: splits });
+  const rng = Rng.fromSeed("moe router norm partials");
+  const residual = rng.fillNormal(new Float32Array(tokens * H));
+  const part = rng.fillNormal(new Float32Array(splits * tokens * H), 0.5);
+  const normWeight = roundToF16InPlace(rng.fillUniform(new Float32Array(H), 0.5, 1.5));
+  const wRouter = roundToF16InPlace(rng.fillNormal(new Float32Array(E * H), 1 / Math.sqrt(H)));
+  const layer = makeLayer(rng, "f16");
+  // the residual the o projection's reduce would have left: its partials added in order
+  const owed = new Float32Array(residual);
+  for (let s = 0; s < splits; s++) {
+    for (let i = 0; i < owed.length; i++) owed[i] += part[s * tokens * H + i];
+  }
+  const x = rmsnormRef(owed, normWeight, tokens, H, 1e-5);
+  const logits = routerLogitsRef(x, wRouter, tokens);
+  const made = [
+    uploadBuffer(d, "logits", new Float32Array(tokens * E)),
+    uploadBuffer(d, "x", new Float32Array(tokens * H)),
+    weightBuffer(gpu, "w_router", wRouter, "f16"),
+    weightBuffer(gpu, "w_gate_up", layer.wGateUp, "f16"),
+    weightBuffer(gpu, "w_down", layer.wDown, "f16"),
+    uploadBuffer(d, "residual", residual),
+    weightBuffer(gpu, "norm", normWeight, "f16"),
+    uploadBuffer(d, "partials", part),
+  ];
+  const [lg, xb, wr, wgu, wd, res, nw, pb] = made;
+  const io = {
+    routerLogits: lg,
+    wRouter: wr,
+    routerNorm: { input: res, weight: nw, partials: pb },
+    x: xb,
+    wGateUp: wgu,
+    wDown: wd,
+    residual: res,
+  };
+  const enc = d.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  assert.throws(
+    () => block.encode(pass, { ...io, routerNorm: { input: res, weight: nw } }),
+    /owes partial sums/,
+  );
+  block.encode(pass, io);
+  pass.end();
+  d.queue.submit([enc.finish()]);
+  assertClose(new Float32Array(await readBuffer(d, xb, tokens * H * 4)), x, "partials: x");
+  assertClose(
+    new Float32Array(await readBuffer(d, res, tokens * H * 4)),
+    moeBlockRef({ routerLogits: logits, x, ...layer, residual: owed }, shape, tokens),
+    "partials: the residual with the partials and the experts' sum",
+  );
+  for (const b of made) b.destroy();
+  block.destroy();
+});
+
 test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxTokens tokens norm and take the logits over the GPU, then rank them apart", async () => {
   const gpu = await sharedGpu();
   const d = gpu.device;
@@ -580,7 +644,7 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
   block.destroy();
 });
 
-test("given the next layer's norm, the combine also writes that RMSNorm of the new residual", async () => {
+test("given the next layer's norm, the combine also writes that RMSNorm of the new residual (f16 rows too where asked)", async () => {
   const gpu = await sharedGpu();
   const d = gpu.device;
   for (const dtype of ["f32", "f16"] as const) {
@@ -602,9 +666,11 @@ test("given the next layer's norm, the combine also writes that RMSNorm of the n
       uploadBuffer(d, "residual", residual),
       weightBuffer(gpu, "norm", normWeight, dtype),
       uploadBuffer(d, "normed", new Float32Array(tokens * H).fill(NaN)),
+      uploadBuffer(d, "normed16", new Uint16Array(tokens * H).fill(0x7e00)),
     ];
-    const [lg, xb, wgu, wd, res, nw, normed] = made;
-    block.setTokens(tokens);
+    const [lg, xb, wgu, wd, res, nw, normed, normed16] = made;
+    // the f16 block also writes the rows as f16 (the next tensor-core GEMM's operand)
+    block.setTokens(tokens, { normF16: dtype === "f16" });
     const enc = d.createCommandEncoder();
     const pass = enc.beginComputePass();
     block.encode(pass, {
@@ -613,15 +679,21 @@ test("given the next layer's norm, the combine also writes that RMSNorm of the n
       wGateUp: wgu,
       wDown: wd,
       residual: res,
-      norm: { weight: nw, out: normed },
+      norm: { weight: nw, out: normed, out16: normed16 },
     });
     pass.end();
     d.queue.submit([enc.finish()]);
+    const got16 = f16BitsToF32(new Uint16Array(await readBuffer(d, normed16, tokens * H * 2)));
     const out = new Float32Array(await readBuffer(d, res, tokens * shape.hidden * 4));
     const gotNormed = new Float32Array(await readBuffer(d, normed, tokens * H * 4));
     const want = moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens);
     assertClose(out, want, `combine norm ${dtype}: residual`);
     assertClose(gotNormed, rmsnormRef(want, normWeight, tokens, H, 1e-5), `combine norm ${dtype}`);
+    if (dtype === "f16") {
+      assert.equal([...got16], [...roundToF16InPlace(new Float32Array(gotNormed))], "f16 rows");
+    } else {
+      assert.ok(got16.every(Number.isNaN), "f32 block: the f16 rows are left alone");
+    }
     for (const b of made) b.destroy();
     block.destroy();
   }
