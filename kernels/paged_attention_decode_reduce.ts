@@ -2,11 +2,12 @@
  * The merge after a split paged_attention_decode: for each sequence and query head,
  * out = sum_i w_i o_i / sum_i w_i with w_i = exp(lse_i - max lse) over the splits that hold
  * keys of the sequence (ceil(contextLen / split_tokens) of them). Dispatched only when
- * num_splits > 1; params are the decode's.
+ * num_splits > 1; params are the decode's, and `write_f16`: the rows also go to out16 in the
+ * storage type (the f16 forms: the o projection's tensor-core operand, with no cast_f16).
  *
  * ```ts
  * const p = { num_seqs, num_q_heads, head_dim, split_tokens: plan.splitTokens,
- *   num_splits: plan.numSplits };
+ *   num_splits: plan.numSplits, write_f16: 0 };
  * pass.dispatchWorkgroups(...spec.grid(p, variant, gpu)); // [num_q_heads, num_seqs, 1]
  * ```
  *
@@ -24,6 +25,8 @@ const params = defineParams({
   head_dim: "u32",
   split_tokens: "u32",
   num_splits: "u32",
+  /** 1: the rows also go to out16 (T, clamped to f16's range); 0: out16 is not written. */
+  write_f16: "u32",
 });
 
 /** Params of paged_attention_decode_reduce. */
@@ -55,11 +58,20 @@ export const spec: KernelSpec<typeof params.fields> = {
       access: "read_write",
       shape: "[tokens, num_q_heads * head_dim / 4]",
     },
+    {
+      name: "out16",
+      type: "vec4<T>",
+      access: "read_write",
+      shape: "[tokens, num_q_heads * head_dim / 4] (where write_f16; any buffer else)",
+    },
   ],
-  // "f32": one group of 32 invocations walks every split; "f32-wg256": 8 groups share them
+  // "f32": one group of 32 invocations walks every split; "f32-wg256": 8 groups share them;
+  // "f16", "f16-wg256": the same, out16 in f16
   variants: [
     { name: "f32", dtype: "f32", consts: { WG: 32 } },
     { name: "f32-wg256", dtype: "f32", consts: { WG: 256 } },
+    { name: "f16", dtype: "f16", consts: { WG: 32 } },
+    { name: "f16-wg256", dtype: "f16", consts: { WG: 256 } },
   ],
   grid: (p) => {
     if (p.head_dim % 4 !== 0) throw new Error(`decode reduce: head_dim ${p.head_dim} % 4 != 0`);
@@ -111,6 +123,7 @@ function reduceCase(
   headDim: number,
   splitTokens: number,
   label: string,
+  writeF16 = false,
 ): KernelCase<typeof params.fields> {
   const numSeqs = contexts.length;
   const numSplits = Math.ceil(Math.max(...contexts) / splitTokens);
@@ -118,13 +131,16 @@ function reduceCase(
   const outElems = numSeqs * numQHeads * headDim;
   return {
     label:
-      `${label}: ${numSeqs} seqs, ${numQHeads} heads x ${headDim}, ${numSplits} x ${splitTokens}`,
+      `${label}: ${numSeqs} seqs, ${numQHeads} heads x ${headDim}, ${numSplits} x ${splitTokens}${
+        writeF16 ? " +f16 rows" : ""
+      }`,
     params: {
       num_seqs: numSeqs,
       num_q_heads: numQHeads,
       head_dim: headDim,
       split_tokens: splitTokens,
       num_splits: numSplits,
+      write_f16: writeF16 ? 1 : 0,
     },
     inputs: (rng) => {
       const seqInfo = new Int32Array(numSeqs * 3);
@@ -142,11 +158,13 @@ function reduceCase(
         seq_info: seqInfo,
         part_o: rng.fillNormal(new Float32Array(lseElems * headDim)),
         part_lse: partLse,
+        // not written without write_f16: any 16 bytes
+        ...(writeF16 ? {} : { out16: new Float32Array(4) }),
       };
     },
-    outputs: { out: outElems },
-    reference: (inp) => ({
-      out: mergeSplitsRef(
+    outputs: writeF16 ? { out: outElems, out16: outElems } : { out: outElems },
+    reference: (inp) => {
+      const out = mergeSplitsRef(
         inp.seq_info as Int32Array,
         inp.part_o as Float32Array,
         inp.part_lse as Float32Array,
@@ -155,9 +173,14 @@ function reduceCase(
         splitTokens,
         numSplits,
         numSeqs,
-      ),
-    }),
-    tolerance: () => ({ atol: 1e-6, rtol: 1e-5 }),
+      );
+      const want: Record<string, Float32Array> = { out };
+      if (writeF16) want.out16 = out;
+      return want;
+    },
+    // (out16 in the f16 forms: f16 rounding, 2^-11 of a value)
+    tolerance: (v) =>
+      writeF16 && v.dtype === "f16" ? { atol: 1e-6, rtol: 1e-3 } : { atol: 1e-6, rtol: 1e-5 },
     bytes: () => lseElems * (headDim + 1) * 4 + outElems * 4 + numSeqs * 12,
     flops: lseElems * headDim * 2,
   };
@@ -165,10 +188,12 @@ function reduceCase(
 
 /**
  * The variant for `numSplits` splits: past REDUCE_WIDE_SPLITS, 8 groups of invocations share the
- * splits (`f32-wg256`); else one group walks them (`f32`).
+ * splits (`f32-wg256`); else one group walks them (`f32`); with `f16Rows`, their f16 twins
+ * (which write out16 where write_f16 says so).
  */
-export function reduceVariant(numSplits: number): string {
-  return numSplits > REDUCE_WIDE_SPLITS ? "f32-wg256" : "f32";
+export function reduceVariant(numSplits: number, f16Rows = false): string {
+  const dtype = f16Rows ? "f16" : "f32";
+  return numSplits > REDUCE_WIDE_SPLITS ? `${dtype}-wg256` : dtype;
 }
 
 /**
@@ -187,4 +212,6 @@ export const cases: KernelCase<typeof params.fields>[] = [
   // sequences of different split counts
   reduceCase(Array(8).fill(8192), 32, 128, 176, "Qwen3-30B-A3B decode 8 x 8192 in 47 splits"),
   reduceCase([1000, 300, 17], 4, 256, 16, "head_dim 256"),
+  reduceCase([7, 1, 23], 3, 16, 5, "tiny", true),
+  reduceCase(Array(8).fill(8192), 32, 128, 176, "Qwen3-30B-A3B decode 8 x 8192 in 47 splits", true),
 ];

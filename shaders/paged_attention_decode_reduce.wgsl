@@ -4,9 +4,12 @@
 // Invocations 32 g .. 32 g + 31 (g < SG = WG / 32) take the splits g, g + SG, ... of each run
 // of 32 vec4 columns of the head; their sums meet in workgroup memory. With one group (WG 32)
 // each invocation walks every split, with no barrier: at 47 splits (8 x 8192 on the H200) a
-// chain of 47 loads.
+// chain of 47 loads. With write_f16 each row also goes to out16 in the storage type (clamped
+// to f16's range, as cast_f16 writes it): the o projection's tensor-core GEMM reads it with no
+// cast dispatch.
 //#include "lib/workgroup_max.wgsl"
 const NEG: f32 = -1.0e30;
+const F16_MAX: f32 = 65504.0;
 const SG: u32 = WG / 32u;
 const_assert SG * 32u == WG;
 
@@ -63,7 +66,12 @@ fn main(
       workgroupBarrier();
     }
     if (g == 0u && c < hd4) {
-      out[(query_row * params.num_q_heads + head) * hd4 + c] = acc / wsum;
+      let o = (query_row * params.num_q_heads + head) * hd4 + c;
+      let v = acc / wsum;
+      out[o] = v;
+      if (params.write_f16 != 0u) {
+        out16[o] = vec4<T>(clamp(v, vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX)));
+      }
     }
   }
 }

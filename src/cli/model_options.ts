@@ -185,6 +185,12 @@ export const TENSOR_CORE_OPTIONS = {
       "copy from the previous MoE layer's moe_combine_norm, one cast_f16 dispatch a layer " +
       "fewer (default true; --combine-norm-f16=false: the cast)",
   },
+  mergeF16: {
+    type: "boolean",
+    help: "decode steps whose o projection casts its input to f16 for the tensor cores take " +
+      "that copy from the split attention's merge, one cast_f16 dispatch a layer fewer " +
+      "(default true; --merge-f16=false: the cast)",
+  },
   moeRouterNorm: {
     type: "boolean",
     help: "MoE steps that route in one pass take the layer's input RMSNorm in the router " +
@@ -251,6 +257,7 @@ export function tensorCoreOptions(
     readonly qkvPartialsInRope?: boolean;
     readonly oPartialsInRouter?: boolean;
     readonly combineNormF16?: boolean;
+    readonly mergeF16?: boolean;
     readonly moeCombineNorm?: boolean;
     readonly moeRouterNorm?: boolean;
     readonly moeTensorCorePrefill?: string;
@@ -277,6 +284,7 @@ export function tensorCoreOptions(
   qkvPartialsInRope?: boolean;
   oPartialsInRouter?: boolean;
   combineNormF16?: boolean;
+  mergeF16?: boolean;
   fuseCombineNorm?: boolean;
   moeRouterNorm?: boolean;
   moeTensorCorePrefill?: MoeTensorCorePrefillForm;
@@ -295,6 +303,7 @@ export function tensorCoreOptions(
     qkvPartialsInRope: o.qkvPartialsInRope,
     oPartialsInRouter: o.oPartialsInRouter,
     combineNormF16: o.combineNormF16,
+    mergeF16: o.mergeF16,
     fuseCombineNorm: o.moeCombineNorm,
     moeRouterNorm: o.moeRouterNorm,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,

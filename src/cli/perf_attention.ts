@@ -568,6 +568,7 @@ async function benchVariant(
         head_dim: hd,
         split_tokens: plan.splitTokens,
         num_splits: splits,
+        write_f16: 0,
       });
     }
     const b = state.buffers;
@@ -589,6 +590,8 @@ async function benchVariant(
             part_o: partO,
             part_lse: partLse,
             out: b.out,
+            // not written (write_f16 0); a second writable binding of out is allowed
+            out16: b.out,
           });
         }
       }

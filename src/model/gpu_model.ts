@@ -349,6 +349,12 @@ export interface GpuModelOptions {
    */
   readonly combineNormF16?: boolean;
   /**
+   * Decode steps whose o projection casts its input to f16 for the tensor cores take that copy
+   * from the split attention's merge (paged_attention_decode_reduce writes its rows in f16
+   * too), one cast_f16 dispatch a layer fewer; default true.
+   */
+  readonly mergeF16?: boolean;
+  /**
    * A MoE layer followed by another ends with that layer's input RMSNorm fused into its
    * combine (moe_combine_norm: one dispatch a layer fewer); default true.
    */
@@ -877,6 +883,7 @@ export class GpuModel implements ForwardModel {
       qkvPartialsInRope: options.qkvPartialsInRope ?? true,
       oPartialsInRouter: options.oPartialsInRouter ?? true,
       combineNormF16: options.combineNormF16 ?? true,
+      mergeF16: options.mergeF16 ?? true,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
       moeRouterNorm: options.moeRouterNorm ?? true,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
@@ -1332,9 +1339,7 @@ export class GpuModel implements ForwardModel {
       scale: 1 / Math.sqrt(hd),
     };
     let splits = 1;
-    // the split merge's form for this step (CPU adapters pay for the wide form's barriers: the
-    // one-group form, which has none)
-    let merge = "f32";
+    let splitTokens = 0;
     let decodeVariant = c.decodeVariant;
     this.decodeSplitOfStep = null;
     if (plan.decode) {
@@ -1349,23 +1354,14 @@ export class GpuModel implements ForwardModel {
         this.opts.decodeSplit,
       );
       splits = split.numSplits;
+      splitTokens = split.splitTokens;
       this.decodeSplitOfStep = {
         variant: decodeVariant,
         splitTokens: split.splitTokens,
         numSplits: splits,
       };
       c.decode.setParams({ ...attnCommon, split_tokens: split.splitTokens, num_splits: splits });
-      if (splits > 1) {
-        if (this.gpu.adapter.type !== "cpu") merge = decodeReduce.reduceVariant(splits);
-        this.ensurePartials(plan.seqs * nq * splits);
-        c.decodeReduce.setParams({
-          num_seqs: plan.seqs,
-          num_q_heads: nq,
-          head_dim: hd,
-          split_tokens: split.splitTokens,
-          num_splits: splits,
-        });
-      }
+      if (splits > 1) this.ensurePartials(plan.seqs * nq * splits);
     } else {
       c.prefill.setParams({
         ...attnCommon,
@@ -1398,6 +1394,22 @@ export class GpuModel implements ForwardModel {
     // the MoE layers' moe_combine_norm writes the next qkv GEMM's f16 operand (no cast)
     const normF16 = this.opts.combineNormF16 && this.opts.fuseCombineNorm &&
       qkvForm.path === "tc" && qkvForm.cast;
+    // the split merge writes the o GEMM's f16 operand (no cast); its form for this step (CPU
+    // adapters pay for the wide form's barriers: the one-group form, which has none)
+    const mergeF16 = this.opts.mergeF16 && splits > 1 && oForm.path === "tc" && oForm.cast;
+    const merge = this.gpu.adapter.type === "cpu"
+      ? (mergeF16 ? "f16" : "f32")
+      : decodeReduce.reduceVariant(splits, mergeF16);
+    if (splits > 1) {
+      c.decodeReduce.setParams({
+        num_seqs: plan.seqs,
+        num_q_heads: nq,
+        head_dim: hd,
+        split_tokens: splitTokens,
+        num_splits: splits,
+        write_f16: mergeF16 ? 1 : 0,
+      });
+    }
     if (this.moe) {
       this.moe.setTokens(T, { residualPartials: oPartials ? oForm.splits : 0, normF16 });
     }
@@ -1452,11 +1464,14 @@ export class GpuModel implements ForwardModel {
           part_lse: this.partials!.lse,
         });
         if (splits > 1) {
-          c.decodeReduce.dispatch(step.pass("paged_attention_decode_reduce"), merge, "all", {
+          const key = mergeF16 ? "all16" : "all";
+          c.decodeReduce.dispatch(step.pass("paged_attention_decode_reduce"), merge, key, {
             seq_info: b.seqInfo,
             part_o: this.partials!.o,
             part_lse: this.partials!.lse,
             out: b.attn,
+            // (not written without mergeF16: a second writable binding of out)
+            out16: mergeF16 ? this.buf.a16! : b.attn,
           });
         }
       } else {
@@ -1468,7 +1483,7 @@ export class GpuModel implements ForwardModel {
         );
       }
       const oOwed = oPartials && w.kind === "moe";
-      this.linear(step, "o", `l${l}`, b.attn, w.o, b.x, { partials: oOwed });
+      this.linear(step, "o", `l${l}`, b.attn, w.o, b.x, { partials: oOwed, x16: mergeF16 });
       const normInRouter = w.kind === "moe" && moeNormsInRouter;
       if (!normInRouter) {
         c.norm.dispatch(step.pass("rmsnorm"), dt, `post${l}`, {
@@ -1986,7 +2001,11 @@ async function createCalls(
       pagedAttentionDecode.spec,
       [...new Set([decodeVariant, decodeDeepVariant])],
     ),
-    decodeReduce: await KernelCall.create(gpu, decodeReduce.spec, ["f32", "f32-wg256"]),
+    decodeReduce: await KernelCall.create(
+      gpu,
+      decodeReduce.spec,
+      dtype === "f16" ? ["f32", "f32-wg256", "f16", "f16-wg256"] : ["f32", "f32-wg256"],
+    ),
     blockCopy: await KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
     silu: await KernelCall.create(gpu, siluMul.spec, ["f32"]),
     gather: await KernelCall.create(gpu, gatherRows.spec, ["f32"]),

@@ -187,7 +187,14 @@ for (const variantName of ["f32", "f16"]) {
           head_dim: SHAPE.headDim,
           split_tokens: plan.splitTokens,
           num_splits: plan.numSplits,
-        }, { seq_info: meta.seq_info, part_o: partO, part_lse: partLse, out: decOut });
+          write_f16: 0,
+        }, {
+          seq_info: meta.seq_info,
+          part_o: partO,
+          part_lse: partLse,
+          out: decOut,
+          out16: decOut,
+        });
         const dec = await readF32(gpu, decOut, outElems);
         const decErr = maxAbsDiff(dec, want);
         assert.ok(decErr <= tol, `step ${stepIndex + 1} decode: max |gpu - ref| = ${decErr}`);
