@@ -12,7 +12,14 @@
  * ```
  */
 import type { KernelCase } from "./case.ts";
-import { grid1d, type KernelSpec } from "./kernel.ts";
+import type { Gpu } from "../src/gpu/device.ts";
+import {
+  grid1d,
+  type KernelSpec,
+  unsupportedReason,
+  type Variant,
+  variantByName,
+} from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 
 const params = defineParams({ rows: "u32", vocab: "u32" });
@@ -31,9 +38,24 @@ export const spec: KernelSpec<typeof params.fields> = {
     },
     { name: "sampled", type: "i32", access: "read_write", shape: "[rows]" },
   ],
-  variants: [{ name: "f32", dtype: "f32", consts: { WG: 256 } }],
+  // "f32-wg1024": four times the invocations a row, where a device allows them (sampleVariant)
+  variants: [
+    { name: "f32", dtype: "f32", consts: { WG: 256, UNR: 8 } },
+    { name: "f32-wg1024", dtype: "f32", consts: { WG: 1024, UNR: 8 } },
+  ],
   grid: (p, _v, gpu) => grid1d(p.rows, gpu),
 };
+
+/**
+ * The form for this device: 1024 invocations a row on a GPU that allows them, else 256 (CPU
+ * adapters too, which pay for a large workgroup's barriers).
+ */
+export function sampleVariant(gpu: Gpu): Variant {
+  const wide = variantByName(spec, "f32-wg1024");
+  return gpu.adapter.type !== "cpu" && unsupportedReason(gpu, wide) === null
+    ? wide
+    : variantByName(spec, "f32");
+}
 
 /** How one row is sampled: temperature 0 is greedy. */
 export interface SamplingRow {

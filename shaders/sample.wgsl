@@ -6,6 +6,9 @@
 // -log(u) is taken from a series in w = 1 - u when u is near 1 (where log(u) would lose
 // the digits that decide the winner). sampling[row] = (bitcast temperature, seed,
 // position, 0). Logits must be finite.
+// Each invocation keeps UNR loads in flight (a row of the Qwen3 vocabulary is 594 KB, and
+// one load at a time made this kernel take about 230 us a step on the H200 at every batch);
+// the winner does not depend on the order in which values are compared (value, then id).
 // Bytes: rows * vocab * 4 read, rows * 20 otherwise.
 //#include "lib/hash_u32.wgsl"
 
@@ -47,7 +50,26 @@ fn main(
   let base = row * params.vocab;
   var bv = 0.0;
   var bi = NO_TOKEN;
-  for (var i = lid; i < params.vocab; i += WG) {
+  var i = lid;
+  // whole groups of UNR values a lane, their loads issued together
+  for (; i + (UNR - 1u) * WG < params.vocab; i += UNR * WG) {
+    var vals = array<f32, UNR>();
+    for (var u = 0u; u < UNR; u++) {
+      vals[u] = logits[base + i + u * WG];
+    }
+    for (var u = 0u; u < UNR; u++) {
+      let j = i + u * WG;
+      var v = vals[u];
+      if (!greedy) {
+        v = v / temperature + gumbel(key, j);
+      }
+      if (ahead(v, j, bv, bi)) {
+        bv = v;
+        bi = j;
+      }
+    }
+  }
+  for (; i < params.vocab; i += WG) {
     var v = logits[base + i];
     if (!greedy) {
       v = v / temperature + gumbel(key, i);

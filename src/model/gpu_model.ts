@@ -1546,7 +1546,7 @@ export class GpuModel implements ForwardModel {
     this.setLinear("lmHead", R);
     this.linear(step, "lmHead", "head", b.hs, this.weights.lmHead, b.logits);
     c.sample.setParams(sample.sampleParams(R, cfg.vocabSize));
-    c.sample.dispatch(step.pass("sample"), "f32", `p${parity}`, {
+    c.sample.dispatch(step.pass("sample"), c.sampleVariant, `p${parity}`, {
       logits: b.logits,
       sampling: b.sampling,
       sampled: b.sampled[parity],
@@ -2009,7 +2009,8 @@ async function createCalls(
     blockCopy: await KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
     silu: await KernelCall.create(gpu, siluMul.spec, ["f32"]),
     gather: await KernelCall.create(gpu, gatherRows.spec, ["f32"]),
-    sample: await KernelCall.create(gpu, sample.spec, ["f32"]),
+    sampleVariant: sample.sampleVariant(gpu).name,
+    sample: await KernelCall.create(gpu, sample.spec, [sample.sampleVariant(gpu).name]),
   };
 }
 

@@ -11,12 +11,25 @@ import {
 import { sharedGpu } from "../shared_gpu.ts";
 import { dispatchOnce } from "./dispatch_once.ts";
 
+/** The ids of both forms (256 and 1024 invocations a row), which must agree. */
 async function sampleGpu(logits: Float32Array, vocab: number, rows: SamplingRow[]) {
-  const out = await dispatchOnce(await sharedGpu(), spec, "f32", sampleParams(rows.length, vocab), {
-    logits,
-    sampling: packSamplingRows(rows),
-  }, { sampled: rows.length * 4 });
-  return [...new Int32Array(out.sampled)];
+  const ids: number[][] = [];
+  for (const variant of ["f32", "f32-wg1024"]) {
+    const out = await dispatchOnce(
+      await sharedGpu(),
+      spec,
+      variant,
+      sampleParams(rows.length, vocab),
+      {
+        logits,
+        sampling: packSamplingRows(rows),
+      },
+      { sampled: rows.length * 4 },
+    );
+    ids.push([...new Int32Array(out.sampled)]);
+  }
+  assert.equal(ids[1], ids[0], "the 1024-invocation form samples what the 256 one does");
+  return ids[0];
 }
 
 test("temperature 0 returns the lowest id among tied maxima", async () => {
