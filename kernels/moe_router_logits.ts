@@ -23,6 +23,7 @@ import type { KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
+import { routerNormCaseInputs } from "./moe_router_norm.ts";
 
 const params = defineParams({
   tokens: "u32",
@@ -126,16 +127,7 @@ function logitsCase(shape: MoeRouterLogitsShape, note = ""): KernelCase<typeof p
   return {
     label: `tokens=${tokens} E=${experts} H=${hidden} ${note}`.trim(),
     params: p,
-    inputs: (rng) => {
-      const x = rng.fillNormal(new Float32Array(tokens * hidden), 1);
-      for (let t = 0; t < tokens; t++) {
-        for (let i = 0; i < hidden; i++) x[t * hidden + i] *= 1 + 3 * t;
-      }
-      const normWeight = rng.fillUniform(new Float32Array(hidden), 0.5, 1.5);
-      for (let i = 0; i < hidden; i++) normWeight[i] = Math.round(normWeight[i] * 8) / 8;
-      const w = rng.fillNormal(new Float32Array(experts * hidden), 0.05);
-      return { x, norm_weight: normWeight, w };
-    },
+    inputs: (rng) => routerNormCaseInputs(rng, tokens, hidden, experts),
     outputs: { out: tokens * hidden, logits: tokens * experts },
     reference: (inp) =>
       moeRouterLogitsRef(

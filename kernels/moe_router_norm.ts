@@ -16,6 +16,7 @@
  * ```
  */
 import type { Gpu } from "../src/gpu/device.ts";
+import type { Rng } from "../src/util/rng.ts";
 import type { KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec, type Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
@@ -116,6 +117,26 @@ export function moeRouterNormRef(
 }
 
 /**
+ * The inputs of a router-norm case (moe_router_logits' too): x normal, its rows at different
+ * scales (as residual rows are), the norm weight on a grid of 1/8, the router weight normal.
+ */
+export function routerNormCaseInputs(
+  rng: Rng,
+  tokens: number,
+  hidden: number,
+  experts: number,
+): { x: Float32Array; norm_weight: Float32Array; w: Float32Array } {
+  const x = rng.fillNormal(new Float32Array(tokens * hidden), 1);
+  for (let t = 0; t < tokens; t++) {
+    for (let i = 0; i < hidden; i++) x[t * hidden + i] *= 1 + 3 * t;
+  }
+  const normWeight = rng.fillUniform(new Float32Array(hidden), 0.5, 1.5);
+  for (let i = 0; i < hidden; i++) normWeight[i] = Math.round(normWeight[i] * 8) / 8;
+  const w = rng.fillNormal(new Float32Array(experts * hidden), 0.05);
+  return { x, norm_weight: normWeight, w };
+}
+
+/**
  * A case: x normal (its rows at different scales, as residual rows are), the norm weight on a
  * grid of 1/8 and the router weight normal (both f16-rounded where stored, caseInputs); the
  * normed rows are f32 sums in another order than the reference's, so the logits match to
@@ -134,15 +155,9 @@ function normCase(
     }${splits ? ` +${splits} partials` : ""} ${note}`.trim(),
     params: p,
     inputs: (rng) => {
-      const x = rng.fillNormal(new Float32Array(tokens * hidden), 1);
-      for (let t = 0; t < tokens; t++) {
-        for (let i = 0; i < hidden; i++) x[t * hidden + i] *= 1 + 3 * t;
-      }
-      const normWeight = rng.fillUniform(new Float32Array(hidden), 0.5, 1.5);
-      for (let i = 0; i < hidden; i++) normWeight[i] = Math.round(normWeight[i] * 8) / 8;
-      const w = rng.fillNormal(new Float32Array(experts * hidden), 0.05);
+      const inputs = routerNormCaseInputs(rng, tokens, hidden, experts);
       const part = rng.fillNormal(new Float32Array(Math.max(1, splits) * tokens * hidden), 0.5);
-      return { x, o_part: part, norm_weight: normWeight, w };
+      return { ...inputs, o_part: part };
     },
     outputs: {
       x: tokens * hidden,

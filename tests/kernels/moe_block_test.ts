@@ -348,6 +348,58 @@ function routerLogitsRef(x: Float32Array, wRouter: Float32Array, tokens: number)
   return logits;
 }
 
+/** A router-norm step's inputs: residual rows at different scales, f16 norm and router weights. */
+function routerNormInputs(rng: Rng, tokens: number) {
+  const residual = rng.fillNormal(new Float32Array(tokens * H));
+  for (let i = 0; i < residual.length; i++) residual[i] *= 1 + Math.floor(i / H);
+  const normWeight = roundToF16InPlace(rng.fillUniform(new Float32Array(H), 0.5, 1.5));
+  const wRouter = roundToF16InPlace(rng.fillNormal(new Float32Array(E * H), 1 / Math.sqrt(H)));
+  return { residual, normWeight, wRouter, layer: makeLayer(rng, "f16") };
+}
+
+/**
+ * Their buffers: logits (-1) and x (NaN) for the router to write, the router, gate/up and down
+ * weights, the residual and the norm weight, in that order.
+ */
+function routerNormBuffers(
+  gpu: Gpu,
+  tokens: number,
+  inp: ReturnType<typeof routerNormInputs>,
+): GPUBuffer[] {
+  const d = gpu.device;
+  return [
+    uploadBuffer(d, "logits", new Float32Array(tokens * E).fill(-1)),
+    uploadBuffer(d, "x", new Float32Array(tokens * H).fill(NaN)),
+    weightBuffer(gpu, "w_router", inp.wRouter, "f16"),
+    weightBuffer(gpu, "w_gate_up", inp.layer.wGateUp, "f16"),
+    weightBuffer(gpu, "w_down", inp.layer.wDown, "f16"),
+    uploadBuffer(d, "residual", inp.residual),
+    weightBuffer(gpu, "norm", inp.normWeight, "f16"),
+  ];
+}
+
+/** Asserts a routed step's normed rows (xb), logits (lg) and new residual (res). */
+async function assertRouted(
+  gpu: Gpu,
+  what: string,
+  tokens: number,
+  got: { lg: GPUBuffer; xb: GPUBuffer; res: GPUBuffer },
+  want: { x: Float32Array; logits: Float32Array; residual: Float32Array },
+): Promise<void> {
+  const d = gpu.device;
+  assertClose(new Float32Array(await readBuffer(d, got.xb, tokens * H * 4)), want.x, `${what}: x`);
+  assertClose(
+    new Float32Array(await readBuffer(d, got.lg, tokens * E * 4)),
+    want.logits,
+    `${what}: logits`,
+  );
+  assertClose(
+    new Float32Array(await readBuffer(d, got.res, tokens * H * 4)),
+    want.residual,
+    `${what}: residual`,
+  );
+}
+
 test("given the router weight, f16 steps of 2 to fusedRouterMaxTokens tokens route in one pass and write the logits; the others read them", async () => {
   const gpu = await sharedGpu();
   const d = gpu.device;
@@ -448,22 +500,10 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
     const rng = Rng.fromSeed(`moe router norm ${tokens}`);
     // the residual rows at different scales; the norm and the combine both read this buffer,
     // as in the model
-    const residual = rng.fillNormal(new Float32Array(tokens * H));
-    for (let i = 0; i < residual.length; i++) residual[i] *= 1 + Math.floor(i / H);
-    const normWeight = roundToF16InPlace(rng.fillUniform(new Float32Array(H), 0.5, 1.5));
-    const wRouter = roundToF16InPlace(rng.fillNormal(new Float32Array(E * H), 1 / Math.sqrt(H)));
-    const layer = makeLayer(rng, "f16");
+    const { residual, normWeight, wRouter, layer } = routerNormInputs(rng, tokens);
     const x = rmsnormRef(residual, normWeight, tokens, H, 1e-5);
     const logits = routerLogitsRef(x, wRouter, tokens);
-    const made = [
-      uploadBuffer(d, "logits", new Float32Array(tokens * E).fill(-1)),
-      uploadBuffer(d, "x", new Float32Array(tokens * H).fill(NaN)),
-      weightBuffer(gpu, "w_router", wRouter, "f16"),
-      weightBuffer(gpu, "w_gate_up", layer.wGateUp, "f16"),
-      weightBuffer(gpu, "w_down", layer.wDown, "f16"),
-      uploadBuffer(d, "residual", residual),
-      weightBuffer(gpu, "norm", normWeight, "f16"),
-    ];
+    const made = routerNormBuffers(gpu, tokens, { residual, normWeight, wRouter, layer });
     const [lg, xb, wr, wgu, wd, res, nw] = made;
     const enc = d.createCommandEncoder();
     const pass = enc.beginComputePass();
@@ -481,17 +521,11 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
     // a profile's span names the router that ran
     assert.is(block.kernelOf("router", false), "moe_router_norm");
     const what = `router norm tokens=${tokens}`;
-    assertClose(new Float32Array(await readBuffer(d, xb, tokens * H * 4)), x, `${what}: x`);
-    assertClose(
-      new Float32Array(await readBuffer(d, lg, tokens * E * 4)),
+    await assertRouted(gpu, what, tokens, { lg, xb, res }, {
+      x,
       logits,
-      `${what}: logits`,
-    );
-    assertClose(
-      new Float32Array(await readBuffer(d, res, tokens * H * 4)),
-      moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens),
-      what,
-    );
+      residual: moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens),
+    });
     for (const b of made) b.destroy();
     block.destroy();
   }
@@ -510,11 +544,9 @@ test("moe_router_norm adds the residual's split-K partial sums first where setTo
   assert.ok(block.takesResidualPartialsAt(tokens));
   block.setTokens(tokens, { residualPartials: splits });
   const rng = Rng.fromSeed("moe router norm partials");
-  const residual = rng.fillNormal(new Float32Array(tokens * H));
+  const inputs = routerNormInputs(rng, tokens);
+  const { residual, normWeight, wRouter, layer } = inputs;
   const part = rng.fillNormal(new Float32Array(splits * tokens * H), 0.5);
-  const normWeight = roundToF16InPlace(rng.fillUniform(new Float32Array(H), 0.5, 1.5));
-  const wRouter = roundToF16InPlace(rng.fillNormal(new Float32Array(E * H), 1 / Math.sqrt(H)));
-  const layer = makeLayer(rng, "f16");
   // the residual the o projection's reduce would have left: its partials added in order
   const owed = new Float32Array(residual);
   for (let s = 0; s < splits; s++) {
@@ -522,16 +554,7 @@ test("moe_router_norm adds the residual's split-K partial sums first where setTo
   }
   const x = rmsnormRef(owed, normWeight, tokens, H, 1e-5);
   const logits = routerLogitsRef(x, wRouter, tokens);
-  const made = [
-    uploadBuffer(d, "logits", new Float32Array(tokens * E)),
-    uploadBuffer(d, "x", new Float32Array(tokens * H)),
-    weightBuffer(gpu, "w_router", wRouter, "f16"),
-    weightBuffer(gpu, "w_gate_up", layer.wGateUp, "f16"),
-    weightBuffer(gpu, "w_down", layer.wDown, "f16"),
-    uploadBuffer(d, "residual", residual),
-    weightBuffer(gpu, "norm", normWeight, "f16"),
-    uploadBuffer(d, "partials", part),
-  ];
+  const made = [...routerNormBuffers(gpu, tokens, inputs), uploadBuffer(d, "partials", part)];
   const [lg, xb, wr, wgu, wd, res, nw, pb] = made;
   const io = {
     routerLogits: lg,
@@ -587,22 +610,10 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
     if (!split) continue;
     assert.ok(block.normsInRouter && block.routesInOnePass, `tokens=${tokens}: no caller norm`);
     const rng = Rng.fromSeed(`moe split router ${tokens}`);
-    const residual = rng.fillNormal(new Float32Array(tokens * H));
-    for (let i = 0; i < residual.length; i++) residual[i] *= 1 + Math.floor(i / H);
-    const normWeight = roundToF16InPlace(rng.fillUniform(new Float32Array(H), 0.5, 1.5));
-    const wRouter = roundToF16InPlace(rng.fillNormal(new Float32Array(E * H), 1 / Math.sqrt(H)));
-    const layer = makeLayer(rng, "f16");
+    const { residual, normWeight, wRouter, layer } = routerNormInputs(rng, tokens);
     const x = rmsnormRef(residual, normWeight, tokens, H, 1e-5);
     const logits = routerLogitsRef(x, wRouter, tokens);
-    const made = [
-      uploadBuffer(d, "logits", new Float32Array(tokens * E).fill(-1)),
-      uploadBuffer(d, "x", new Float32Array(tokens * H).fill(NaN)),
-      weightBuffer(gpu, "w_router", wRouter, "f16"),
-      weightBuffer(gpu, "w_gate_up", layer.wGateUp, "f16"),
-      weightBuffer(gpu, "w_down", layer.wDown, "f16"),
-      uploadBuffer(d, "residual", residual),
-      weightBuffer(gpu, "norm", normWeight, "f16"),
-    ];
+    const made = routerNormBuffers(gpu, tokens, { residual, normWeight, wRouter, layer });
     const [lg, xb, wr, wgu, wd, res, nw] = made;
     const enc = d.createCommandEncoder();
     // a pass a stage, as a profile records them: each span names its kernel
@@ -628,17 +639,11 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
     assert.equal(kernels.slice(0, 2), ["moe_router_logits", ranking], `tokens=${tokens}`);
     assert.is(kernels.includes("moe_dispatch"), tokens > 1, `tokens=${tokens}: moe_dispatch`);
     const what = `split router tokens=${tokens}`;
-    assertClose(new Float32Array(await readBuffer(d, xb, tokens * H * 4)), x, `${what}: x`);
-    assertClose(
-      new Float32Array(await readBuffer(d, lg, tokens * E * 4)),
+    await assertRouted(gpu, what, tokens, { lg, xb, res }, {
+      x,
       logits,
-      `${what}: logits`,
-    );
-    assertClose(
-      new Float32Array(await readBuffer(d, res, tokens * H * 4)),
-      moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens),
-      what,
-    );
+      residual: moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens),
+    });
     for (const b of made) b.destroy();
   }
   block.destroy();
