@@ -2,7 +2,7 @@
 // activation that the tensor-core GEMM (gemm_tc) reads straight from memory, padded with
 // zero rows to its row tile so that its loads never leave the buffer. One vec4 an
 // invocation, grid-stride.
-const F16_MAX: f32 = 65504.0;
+//#include "lib/clamp_f16.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(
@@ -17,8 +17,6 @@ fn main(
     if (i / w4 < params.rows) {
       v = x[i];
     }
-    // clamped to f16's largest finite value: an outlier stays finite instead of inf (and NaN
-    // in the products)
-    out[i] = vec4<T>(clamp(v, vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX)));
+    out[i] = vec4<T>(clamp_f16(v));
   }
 }

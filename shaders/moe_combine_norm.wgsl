@@ -6,9 +6,9 @@
 // moe_combine and rmsnorm, and the new residual row is read back from cache, not memory.
 // With write_f16 the normed row also goes to out16 as f16 (clamped to f16's range, as
 // cast_f16 writes it): the next layer's tensor-core qkv GEMM reads it with no cast dispatch.
-const F16_MAX: f32 = 65504.0;
 // Bytes: tokens * hidden * (12 + 4 * k) + tokens * k * 8 + hidden * sizeof(T).
 //#include "lib/workgroup_sum.wgsl"
+//#include "lib/clamp_f16.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(
@@ -52,7 +52,7 @@ fn main(
     out[o + 2u] = n.z;
     out[o + 3u] = n.w;
     if (params.write_f16 != 0u) {
-      out16[t * h4 + c] = vec4<T>(clamp(n, vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX)));
+      out16[t * h4 + c] = vec4<T>(clamp_f16(n));
     }
   }
 }

@@ -3,7 +3,7 @@
 // expert GEMM (moe_gemm_gate_up_tc) loads straight from memory, a work item's 64 rows at a
 // time (so up to 63 rows past the last item are read: rows_pad covers them). One vec4 an
 // invocation, grid-stride.
-const F16_MAX: f32 = 65504.0;
+//#include "lib/clamp_f16.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(
@@ -20,7 +20,6 @@ fn main(
     if (r < rows) {
       v = x[sorted_token[r] * h4 + i % h4];
     }
-    // clamped to f16's largest finite value (an outlier stays finite)
-    out[i] = vec4<T>(clamp(v, vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX)));
+    out[i] = vec4<T>(clamp_f16(v));
   }
 }

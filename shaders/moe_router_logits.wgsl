@@ -14,12 +14,10 @@
 //   4. the LANES partial sums of each pair meet in a tree in `part`.
 // One accumulator a lane and no array indexed in a loop (the driver moves those to memory).
 // Bytes: E * hidden * 2 + hidden * 2 + tokens * (hidden * 8 + E * 4).
+//#include "lib/f16_words.wgsl"
+
 var<workgroup> part: array<f32, WG>;
 var<workgroup> scales: array<f32, TB>;
-
-fn f16x4(a: u32, b: u32) -> vec4<f32> {
-  return vec4<f32>(vec2<f32>(bitcast<vec2<f16>>(a)), vec2<f32>(bitcast<vec2<f16>>(b)));
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

@@ -10,13 +10,10 @@
 // order, and the sum is written back to x, so that reduce dispatch is left out too.
 // norm_weight is read as 16-byte words (8 f16), like the router weight.
 // Bytes: E * hidden * 2 + hidden * 2 + tokens * (hidden * 8 + E * 4 + k * 8).
+//#include "lib/f16_words.wgsl"
 //#include "lib/workgroup_sum.wgsl"
 //#include "lib/router_top_k.wgsl"
 //#include "lib/router_fused_logits.wgsl"
-
-fn f16x4(a: u32, b: u32) -> vec4<f32> {
-  return vec4<f32>(vec2<f32>(bitcast<vec2<f16>>(a)), vec2<f32>(bitcast<vec2<f16>>(b)));
-}
 
 @compute @workgroup_size(WG)
 fn main(

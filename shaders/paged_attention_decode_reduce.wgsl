@@ -8,8 +8,8 @@
 // to f16's range, as cast_f16 writes it): the o projection's tensor-core GEMM reads it with no
 // cast dispatch.
 //#include "lib/workgroup_max.wgsl"
+//#include "lib/clamp_f16.wgsl"
 const NEG: f32 = -1.0e30;
-const F16_MAX: f32 = 65504.0;
 const SG: u32 = WG / 32u;
 const_assert SG * 32u == WG;
 
@@ -70,7 +70,7 @@ fn main(
       let v = acc / wsum;
       out[o] = v;
       if (params.write_f16 != 0u) {
-        out16[o] = vec4<T>(clamp(v, vec4<f32>(-F16_MAX), vec4<f32>(F16_MAX)));
+        out16[o] = vec4<T>(clamp_f16(v));
       }
     }
   }

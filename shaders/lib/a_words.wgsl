@@ -9,6 +9,7 @@
 // A word is loaded raw into an AWord and converted only when it is staged (a_halves), so the
 // loads of the next step stay in flight behind this step's products. Word w is f16 word w of
 // the row-major [rows, k] operand (k / 8 words a row).
+//#include "lib/clamp_f16.wgsl"
 
 struct AWord {
   lo: vec4<u32>,
@@ -30,7 +31,7 @@ fn a_load(w: u32) -> AWord {
 }
 
 fn a_pair(v: vec2<u32>) -> u32 {
-  let x = clamp(bitcast<vec2<f32>>(v), vec2<f32>(-65504.0), vec2<f32>(65504.0));
+  let x = clamp(bitcast<vec2<f32>>(v), vec2<f32>(-F16_MAX), vec2<f32>(F16_MAX));
   return bitcast<u32>(vec2<f16>(x));
 }
 
