@@ -553,8 +553,7 @@ type LinearForm =
   | {
     readonly path: "tc";
     readonly variant: string;
-    readonly split: boolean;
-    /** The split-K partial sums the GEMM writes (1 unsplit). */
+    /** The split-K partial sums the GEMM writes (1: unsplit, it writes y itself). */
     readonly splits: number;
     /** Whether cast_f16 writes the f16 copy first (false: an -a32 form reads x itself). */
     readonly cast: boolean;
@@ -1374,7 +1373,8 @@ export class GpuModel implements ForwardModel {
     }
     // qk_norm_rope_cache adds up the qkv projection's split-K partials itself (no reduce)
     const qkvForm = this.linearForms.qkv;
-    const qkvPartials = this.opts.qkvPartialsInRope && qkvForm.path === "tc" && qkvForm.split;
+    const qkvPartials = this.opts.qkvPartialsInRope && qkvForm.path === "tc" &&
+      qkvForm.splits > 1;
     const qkvSplits = qkvPartials ? qkvForm.splits : 1;
     c.qkNorm.setParams({
       tokens: T,
@@ -1389,7 +1389,7 @@ export class GpuModel implements ForwardModel {
     });
     // moe_router_norm adds the o projection's split-K partials to the residual (no reduce)
     const oForm = this.linearForms.o;
-    const oPartials = this.opts.oPartialsInRouter && oForm.path === "tc" && oForm.split &&
+    const oPartials = this.opts.oPartialsInRouter && oForm.path === "tc" && oForm.splits > 1 &&
       (this.moe?.takesResidualPartialsAt(T) ?? false);
     // the MoE layers' moe_combine_norm writes the next qkv GEMM's f16 operand (no cast)
     const normF16 = this.opts.combineNormF16 && this.opts.fuseCombineNorm &&
@@ -1614,27 +1614,15 @@ export class GpuModel implements ForwardModel {
         const rowsPad = gemmTc.gemmTcRowsPad(rows, variant);
         l.tc.cast.setParams(castF16.castF16Params(rows, rowsPad, l.k));
       }
-      const split = tc.splits > 1;
-      const p = gemmTc.gemmTcParams(
-        rows,
-        l.n,
-        l.k,
-        l.accumulate && !split,
-        tc.splits,
-        gemmTc.gemmTcKStep(variant),
+      const kStep = gemmTc.gemmTcKStep(variant);
+      const splits = Math.ceil(l.k / gemmTc.gemmTcSplitK(l.k, tc.splits, kStep));
+      l.tc.gemm.setParams(
+        gemmTc.gemmTcParams(rows, l.n, l.k, l.accumulate && splits === 1, tc.splits, kStep),
       );
-      l.tc.gemm.setParams(p);
-      const splits = Math.ceil(l.k / p.k_split);
-      if (split) {
+      if (splits > 1) {
         l.tc.reduce.setParams(splitkReduce.splitkReduceParams(rows * l.n, splits, l.accumulate));
       }
-      this.linearForms[kind] = {
-        path: "tc",
-        variant: variant.name,
-        split,
-        splits: split ? splits : 1,
-        cast,
-      };
+      this.linearForms[kind] = { path: "tc", variant: variant.name, splits, cast };
       return;
     }
     const gemvVariant = this.gemvFor(kind, rows);
@@ -1678,14 +1666,15 @@ export class GpuModel implements ForwardModel {
         tc.cast.dispatch(step.pass(label, "cast_f16"), "f16", key, { x, out: this.buf.a16! });
       }
       // split-K: partial sums into tcPartials, added up (and to the residual) by the reduce
-      const c = form.split ? this.buf.tcPartials! : y;
-      const bindKey = `${key}${form.split ? "s" : ""}${form.cast ? "" : "x"}`;
+      const split = form.splits > 1;
+      const c = split ? this.buf.tcPartials! : y;
+      const bindKey = `${key}${split ? "s" : ""}${form.cast ? "" : "x"}`;
       tc.gemm.dispatch(step.pass(label, "gemm_tc"), form.variant, bindKey, {
         a: form.cast ? this.buf.a16! : x,
         b: w,
         c,
       });
-      if (form.split && !partials) {
+      if (split && !partials) {
         tc.reduce.dispatch(step.pass(label, "splitk_reduce"), "f32", key, {
           part: this.buf.tcPartials!,
           out: y,
@@ -1970,6 +1959,7 @@ async function createCalls(
     0,
     ...Object.entries(linear).map(([kind, l]) => l.tc && kind !== "lmHead" ? l.n : 0),
   );
+  const sampleVariant = sample.sampleVariant(gpu).name;
   return {
     tensorCoreK,
     tensorCoreSplitN,
@@ -2009,8 +1999,8 @@ async function createCalls(
     blockCopy: await KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
     silu: await KernelCall.create(gpu, siluMul.spec, ["f32"]),
     gather: await KernelCall.create(gpu, gatherRows.spec, ["f32"]),
-    sampleVariant: sample.sampleVariant(gpu).name,
-    sample: await KernelCall.create(gpu, sample.spec, [sample.sampleVariant(gpu).name]),
+    sampleVariant,
+    sample: await KernelCall.create(gpu, sample.spec, [sampleVariant]),
   };
 }
 
