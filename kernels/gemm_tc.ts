@@ -57,7 +57,24 @@ function stagedSubgroupsVariant(rt: 2 | 4 | 8): Variant {
     perSubgroupMatrices: true,
     shader: "gemm_tcs_sg.wgsl",
     wideWords: true,
-    consts: { RT: rt, TM: 16 * rt, CW: 32, A32: 0 },
+    consts: { RT: rt, TM: 16 * rt, CS: 1, CW: 32, A32: 0 },
+  };
+}
+
+/**
+ * The staged several-subgroup form whose `rt` x `cs` subgroups take `rt` row tiles of 16 and
+ * `cs` column groups of 32 (CW = 32 cs columns a workgroup): `f16-tcs<TM>x<rt>w<CW>`, the LM
+ * head's forms (GEMM_TCS_WIDE_VARIANTS).
+ */
+function stagedColumnsVariant(rt: 1 | 2 | 4 | 8, cs: 2 | 4 | 8): Variant {
+  return {
+    name: `f16-tcs${16 * rt}x${rt}w${32 * cs}`,
+    dtype: "f16",
+    subgroupMatrix: { m: 16, n: 16, k: 16 },
+    perSubgroupMatrices: true,
+    shader: "gemm_tcs_sg.wgsl",
+    wideWords: true,
+    consts: { RT: rt, TM: 16 * rt, CS: cs, CW: 32 * cs, A32: 0 },
   };
 }
 
@@ -112,6 +129,15 @@ export const spec: KernelSpec<typeof params.fields> = {
     stagedSubgroupsVariant(2),
     stagedSubgroupsVariant(4),
     stagedSubgroupsVariant(8),
+    stagedColumnsVariant(1, 2),
+    stagedColumnsVariant(1, 4),
+    stagedColumnsVariant(1, 8),
+    stagedColumnsVariant(2, 2),
+    stagedColumnsVariant(2, 4),
+    stagedColumnsVariant(2, 8),
+    stagedColumnsVariant(4, 2),
+    stagedColumnsVariant(4, 4),
+    stagedColumnsVariant(8, 2),
     prefillVariant(1, 1, 16),
     prefillVariant(2, 1, 16),
     prefillVariant(1, 2, 16),
@@ -158,6 +184,24 @@ export const GEMM_TCS_VARIANTS = [
   "f16-tcs32x2",
   "f16-tcs64x4",
   "f16-tcs128x8",
+] as const;
+
+/**
+ * The staged forms with column groups (gemm_tcs_sg.wgsl with CS > 1): a workgroup stages TM rows
+ * of a once for CW = 32 CS weight rows. For weights of very many rows and few rows of a (the LM
+ * head: 151,936 x 2048), where the forms of 32 columns stage as many words of a as of the
+ * weights.
+ */
+export const GEMM_TCS_WIDE_VARIANTS = [
+  "f16-tcs16x1w64",
+  "f16-tcs16x1w128",
+  "f16-tcs16x1w256",
+  "f16-tcs32x2w64",
+  "f16-tcs32x2w128",
+  "f16-tcs32x2w256",
+  "f16-tcs64x4w64",
+  "f16-tcs64x4w128",
+  "f16-tcs128x8w64",
 ] as const;
 
 /**
@@ -424,6 +468,11 @@ export const cases = [
   // a partial row tile, half a column block, 2 splits of 512 and 256; an accumulating one
   tcCase(5, 80, 768, false, 2, 256),
   tcCase(13, 48, 512, true),
+  // the forms with column groups (GEMM_TCS_WIDE_VARIANTS): n cutting a workgroup's columns
+  // inside its first group (400 = 3 x 128 + 16), accumulate, and an LM head's k at 64 rows
+  tcCase(8, 400, 256),
+  tcCase(21, 208, 192, true),
+  tcCase(64, 4096, 2048),
   // the -a32 twins alone: unrounded f32 activations of exactly m rows, values past f16's range
   a32Case(5, 48, 256, 2),
   a32Case(19, 64, 512, 1),

@@ -43,6 +43,10 @@ test("a staged form takes the rows of one row block; a prefill form any rows", (
   assert.match(shapeReason(staged, { m: 64, n: 512, k: 96 })!, /k 96 .* k step 64/);
   const prefill = variantByName(gemmTc.spec, "f16-tcp256x128");
   assert.is(shapeReason(prefill, { m: 2048, n: 5120, k: 2048 }), null);
+  // the forms with column groups take several row blocks (the LM head's 128 rows on 16)
+  const wide = variantByName(gemmTc.spec, "f16-tcs16x1w128");
+  assert.is(shapeReason(wide, { m: 128, n: 151936, k: 2048 }), null);
+  assert.match(shapeReason(wide, { m: 16, n: 512, k: 96 })!, /k 96 .* k step 64/);
 });
 
 test("auto splits are the model's: toward 2048 workgroups, at least the form's k a split", () => {

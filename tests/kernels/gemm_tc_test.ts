@@ -6,6 +6,7 @@ import {
   GEMM_TC_A32,
   GEMM_TCP_VARIANTS,
   GEMM_TCS_VARIANTS,
+  GEMM_TCS_WIDE_VARIANTS,
   gemmTcFits,
   gemmTcKStep,
   gemmTcParams,
@@ -145,7 +146,7 @@ test("the several-subgroup staged forms: one subgroup a row tile, per-subgroup m
   for (const [name, rt] of [["f16-tcs32x2", 2], ["f16-tcs64x4", 4], ["f16-tcs128x8", 8]] as const) {
     const v = variantByName(spec, name);
     assert.is(v.shader, "gemm_tcs_sg.wgsl");
-    assert.equal(v.consts, { RT: rt, TM: 16 * rt, CW: 32, A32: 0 });
+    assert.equal(v.consts, { RT: rt, TM: 16 * rt, CS: 1, CW: 32, A32: 0 });
     assert.ok(v.perSubgroupMatrices && v.wideWords);
     assert.is(gemmTcKStep(v), 64);
     // Tint's uniformity check of the matrix offsets is off for these alone
@@ -165,6 +166,39 @@ test("the several-subgroup staged forms: one subgroup a row tile, per-subgroup m
   const wgsl = readFileSync(new URL("../../shaders/gemm_tcs_sg.wgsl", import.meta.url), "utf8");
   assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
   assert.match(wgsl, /@compute @workgroup_size\(THREADS\)/);
+});
+
+test("the forms with column groups: rt row tiles by cs groups of 32 columns, CW columns a block", () => {
+  const forms = GEMM_TCS_WIDE_VARIANTS.map((n) => variantByName(spec, n));
+  for (const v of forms) {
+    const [, tm, rt, cw] = /^f16-tcs(\d+)x(\d+)w(\d+)$/.exec(v.name)!.map(Number);
+    assert.equal(v.consts, { RT: rt, TM: tm, CS: cw / 32, CW: cw, A32: 0 }, v.name);
+    assert.is(v.shader, "gemm_tcs_sg.wgsl");
+    assert.ok(v.perSubgroupMatrices && v.wideWords);
+    assert.is(gemmTcKStep(v), 64);
+    // at most 1024 invocations and lavapipe-free workgroup memory under the H200's 48 KB:
+    // CW weight rows, TM rows of a (72 f16 each) and a 16 x 32 f32 tile
+    assert.ok(32 * rt * (cw / 32) <= 1024, v.name);
+    assert.ok((cw + tm) * 72 * 2 + 16 * 32 * 4 <= 49152, v.name);
+  }
+  // the LM head at 8 rows: one row block, 151936 / 128 column blocks; 64 rows of a 16-row form
+  // are 4 row blocks side by side
+  const p = gemmTcParams(8, 151936, 2048, false, 1, 64);
+  assert.equal(spec.grid(p, variantByName(spec, "f16-tcs16x1w128"), undefined as never), [
+    1,
+    1187,
+    1,
+  ]);
+  const p64 = gemmTcParams(64, 151936, 2048, false, 1, 64);
+  assert.equal(spec.grid(p64, variantByName(spec, "f16-tcs16x1w256"), undefined as never), [
+    4,
+    594,
+    1,
+  ]);
+  // validate runs them on every case whose k steps by 64, among them n cutting a block's
+  // first column group (400)
+  const cut = gemmTcKernel.cases.find((c) => c.label === "m=8 n=400 k=256")!;
+  for (const v of forms) assert.ok(!cut.variants || cut.variants.includes(v.name), v.name);
 });
 
 test("validate compares the staged forms only on shapes whose k and splits step by 64", () => {

@@ -43,6 +43,9 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["gemm_tc", gemmTc as unknown as Module, "f16-tc16"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs16"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs64x4"],
+  // the LM head's forms with column groups
+  ["gemm_tc", gemmTc as unknown as Module, "f16-tcs16x1w128"],
+  ["gemm_tc", gemmTc as unknown as Module, "f16-tcs32x2w64"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcp128x64"],
   // the f32-input twins (no cast_f16 before them)
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs16-a32"],
