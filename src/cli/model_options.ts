@@ -12,6 +12,8 @@ import { join } from "node:path";
 import type { Gpu } from "../gpu/device.ts";
 import {
   GpuModel,
+  LM_HEAD_FORMS,
+  type LmHeadForm,
   MOE_TENSOR_CORE_PREFILL_FORMS,
   type MoeTensorCorePrefillForm,
   type PrefillAttentionForm,
@@ -100,6 +102,14 @@ export const TENSOR_CORE_OPTIONS = {
     values: TENSOR_CORE_PREFILL_FORMS,
     help: "the tensor-core GEMM of steps past 256 rows: tc or a prefill form (those above and " +
       "tcp256x128, tcp128x256) (default: tcp256x128)",
+  },
+  lmHeadForms: {
+    type: "string",
+    help: "the LM head's tensor-core GEMM by sampled rows, ROWS:FORM,... (the first entry " +
+      "whose ROWS covers the step's; FORM a gemm_tc form without its f16- prefix) or none " +
+      "(the linear layers' choice) (default: " +
+      (LM_HEAD_FORMS.map((f) => `${f.maxRows}:${f.variant.slice(4)}`).join(",") || "none") +
+      ")",
   },
   tensorCoreSplitMinK: {
     type: "number",
@@ -244,6 +254,7 @@ export function tensorCoreOptions(
     readonly tensorCoreDecodeSubgroups?: string;
     readonly tensorCorePrefill?: string;
     readonly tensorCorePrefillWide?: string;
+    readonly lmHeadForms?: string;
     readonly tensorCoreSplitMinK?: number;
     readonly tensorCoreSplitTarget?: number;
     readonly tensorCoreF32InputRows?: number;
@@ -271,6 +282,7 @@ export function tensorCoreOptions(
   tensorCoreDecodeSubgroups?: "one" | "rows";
   tensorCorePrefill?: TensorCorePrefillForm;
   tensorCorePrefillWide?: TensorCorePrefillForm;
+  lmHeadForms?: readonly LmHeadForm[];
   tensorCoreSplitMinK?: number;
   tensorCoreSplitTarget?: number;
   tensorCoreF32InputRows?: number;
@@ -315,11 +327,34 @@ export function tensorCoreOptions(
     tensorCoreDecodeSubgroups: o.tensorCoreDecodeSubgroups as "one" | "rows" | undefined,
     tensorCorePrefill: o.tensorCorePrefill as TensorCorePrefillForm | undefined,
     tensorCorePrefillWide: o.tensorCorePrefillWide as TensorCorePrefillForm | undefined,
+    lmHeadForms: o.lmHeadForms === undefined ? undefined : parseLmHeadForms(o.lmHeadForms),
     tensorCoreSplitMinK: o.tensorCoreSplitMinK,
     tensorCoreTile: o.tensorCoreTile === undefined
       ? undefined
       : Number(o.tensorCoreTile) as 0 | 16 | 32 | 64,
   };
+}
+
+/**
+ * `--lm-head-forms`: "none" or ROWS:FORM entries, comma-separated (FORM without its f16-
+ * prefix), rows ascending; a bad entry is an InputError naming it (unknown forms are named
+ * when the model loads).
+ */
+export function parseLmHeadForms(text: string): LmHeadForm[] {
+  if (text.trim() === "none") return [];
+  let last = 0;
+  return text.split(",").map((entry) => {
+    const m = /^\s*(\d+):([\w-]+)\s*$/.exec(entry);
+    const rows = m ? Number(m[1]) : NaN;
+    if (!m || rows <= last) {
+      throw new InputError(
+        `--lm-head-forms: '${entry}' is not ROWS:FORM with ROWS a positive integer above the ` +
+          `previous entry's`,
+      );
+    }
+    last = rows;
+    return { maxRows: rows, variant: `f16-${m[2]}` };
+  });
 }
 
 /** The parsed values of MODEL_OPTIONS. */

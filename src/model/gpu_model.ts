@@ -265,6 +265,15 @@ export interface GpuModelOptions {
    */
   readonly tensorCorePrefillWide?: TensorCorePrefillForm;
   /**
+   * The LM head's tensor-core GEMM by the step's sampled rows, in place of the linear layers'
+   * choice (tensorCoreVariantFor): the first entry whose maxRows covers the rows, a gemm_tc
+   * form (f16-...) that compiles here; rows past every entry, an entry that does not compile,
+   * or [] keep the linears' choice. The LM head's 151,936 x 2048 weights (Qwen3) are read by
+   * many more workgroups than any other linear's, and the forms of 32 columns a workgroup
+   * stage as many words of the activations as of the weights. Default LM_HEAD_FORMS.
+   */
+  readonly lmHeadForms?: readonly LmHeadForm[];
+  /**
    * The least k a split of the staged forms takes (a multiple of 64). Default: each form's
    * own (gemm_tc's stagedSplitMinK: 1024 for the several-subgroup forms of 64 and 128 rows,
    * 512 for tcs32x2 and the one-subgroup ones, 256 for the prefill forms).
@@ -579,6 +588,8 @@ interface StepPlan {
   readonly seqs: number;
   readonly rows: number;
   readonly decode: boolean;
+  /** The sampled rows are the step's tokens in order (decode): no gather before the norm. */
+  readonly allRows: boolean;
 }
 
 const SAMPLE_STAGING = 4;
@@ -594,6 +605,15 @@ const TC_PREFILL_SPLIT_TARGET = 128;
 const TC_PREFILL_SPLIT_MIN_K = 256;
 /** Rows past which linear layers take GpuModelOptions.tensorCorePrefillWide. */
 export const PREFILL_WIDE_ROWS = 256;
+/** One entry of GpuModelOptions.lmHeadForms: the LM head's gemm_tc form up to maxRows rows. */
+export interface LmHeadForm {
+  readonly maxRows: number;
+  readonly variant: string;
+}
+
+/** GpuModelOptions.lmHeadForms' default (see there). */
+export const LM_HEAD_FORMS: readonly LmHeadForm[] = [];
+
 /** GpuModelOptions.tensorCoreF32InputRows' default. */
 export const TC_F32_INPUT_ROWS = 16;
 /** GpuModelOptions.tensorCoreSplitTarget's default. */
@@ -869,6 +889,7 @@ export class GpuModel implements ForwardModel {
       tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "rows",
       tensorCorePrefill: options.tensorCorePrefill ?? "tcp128x128",
       tensorCorePrefillWide: options.tensorCorePrefillWide ?? "tcp256x128",
+      lmHeadForms: options.lmHeadForms ?? LM_HEAD_FORMS,
       tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
       tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? TC_SPLIT_TARGET,
       tensorCoreF32InputRows: options.tensorCoreF32InputRows ?? TC_F32_INPUT_ROWS,
@@ -924,6 +945,7 @@ export class GpuModel implements ForwardModel {
       opts.tensorCoreRows > 0,
       opts.tensorCoreDecodeRows,
       [opts.tensorCorePrefill, opts.tensorCorePrefillWide],
+      opts.lmHeadForms.map((f) => f.variant),
       opts.tensorCoreF32InputRows > 0,
       blockSize,
       opts.decodeSplit.minTokens,
@@ -1134,6 +1156,10 @@ export class GpuModel implements ForwardModel {
                 ? `; f16-${this.opts.tensorCorePrefill} past them where k fits`
                 : ""
             }${
+              this.opts.lmHeadForms.filter((f) => this.calls.stagedTc.has(f.variant)).map((f) =>
+                `; the LM head ${f.variant} up to ${f.maxRows} rows`
+              ).join("")
+            }${
               this.calls.stagedTc.has(`f16-${this.opts.tensorCorePrefillWide}`) &&
                 !this.opts.tensorCoreTile
                 ? `; f16-${this.opts.tensorCorePrefillWide} past ${PREFILL_WIDE_ROWS} rows`
@@ -1248,7 +1274,9 @@ export class GpuModel implements ForwardModel {
     if (batch.sampling.length !== rows) {
       throw new Error("forward: one sampling entry per sampled row");
     }
-    return { tokens, seqs, rows, decode: batch.seqs.every((s) => s.queryLen === 1) };
+    let allRows = rows === tokens;
+    for (let i = 0; allRows && i < rows; i++) allRows = batch.sampleTokenIndices[i] === i;
+    return { tokens, seqs, rows, decode: batch.seqs.every((s) => s.queryLen === 1), allRows };
   }
 
   private writeInputs(batch: StepBatch, plan: StepPlan): void {
@@ -1531,15 +1559,18 @@ export class GpuModel implements ForwardModel {
 
     const R = plan.rows;
     if (R === 0) return;
-    c.gather.setParams({ count: R, width: H });
-    c.gather.dispatch(step.pass("gather_rows"), "f32", "all", {
-      x: b.x,
-      rows: b.sampleRows,
-      out: b.xs,
-    });
+    // every token sampled in order (a decode step): the norm reads the residual rows themselves
+    if (!plan.allRows) {
+      c.gather.setParams({ count: R, width: H });
+      c.gather.dispatch(step.pass("gather_rows"), "f32", "all", {
+        x: b.x,
+        rows: b.sampleRows,
+        out: b.xs,
+      });
+    }
     c.finalNorm.setParams({ rows: R, n: H, eps: cfg.rmsNormEps });
-    c.finalNorm.dispatch(step.pass("rmsnorm"), dt, "final", {
-      x: b.xs,
+    c.finalNorm.dispatch(step.pass("rmsnorm"), dt, plan.allRows ? "final-x" : "final", {
+      x: plan.allRows ? b.x : b.xs,
       weight: this.weights.finalNorm,
       out: b.hs,
     });
@@ -1575,7 +1606,8 @@ export class GpuModel implements ForwardModel {
     if (!l.tc || min <= 0 || rows < min) return null;
     const own = (this.opts.manyRowsByKind as Record<string, string | undefined>)[kind];
     if (own && own !== "gemm" && rows <= this.opts.stagedMaxRows) return null;
-    const variant = variantByName(
+    const head = kind === "lmHead" ? this.lmHeadFormFor(rows) : null;
+    const variant = head ?? variantByName(
       gemmTc.spec,
       tensorCoreVariantFor(rows, l.k, {
         decodeRows: this.opts.tensorCoreDecodeRows,
@@ -1596,6 +1628,12 @@ export class GpuModel implements ForwardModel {
       ? decodeSplits(rows, l.n, l.k, runs, target, this.opts.tensorCoreSplitMinK)
       : prefillSplits(rows, l.n, l.k, runs, (this.buf.tcPartials?.size ?? 0) / 4);
     return { variant: runs, splits };
+  }
+
+  /** The LM head's own form for `rows` rows (lmHeadForms), or null to take the linears'. */
+  private lmHeadFormFor(rows: number): Variant | null {
+    const f = this.opts.lmHeadForms.find((x) => rows <= x.maxRows);
+    return f && this.calls.stagedTc.has(f.variant) ? variantByName(gemmTc.spec, f.variant) : null;
   }
 
   /**
@@ -1783,6 +1821,7 @@ async function createCalls(
   tensorCores: boolean,
   tensorCoreDecodeRows: number,
   tensorCorePrefill: readonly TensorCorePrefillForm[],
+  lmHeadForms: readonly string[],
   tensorCoreF32Input: boolean,
   blockSize: number,
   minSplitTokens: number,
@@ -1885,12 +1924,26 @@ async function createCalls(
     ...(tensorCoreDecodeRows > 0 ? gemmTc.GEMM_TCS_VARIANTS : []),
     ...tensorCorePrefill.filter((f) => f !== "tc").map((f) => `f16-${f}`),
   ];
+  for (const name of lmHeadForms) {
+    if (!gemmTc.spec.variants.some((v) => v.name === name)) {
+      throw new ModelOptionError(
+        `model: lmHeadForms '${name}' is no gemm_tc form (${
+          gemmTc.spec.variants.map((v) => v.name).join(", ")
+        })`,
+      );
+    }
+  }
   // with tensorCoreF32InputRows, also the f32-input twins of those that have one
   const twins = tensorCoreF32Input
     ? stagedForms.map(gemmTc.a32Twin).filter((n): n is string => n !== null)
     : [];
   const stagedTc = tensorCores && dtype === "f16"
-    ? await compiledVariants(gpu, gemmTc.spec, [...new Set([...stagedForms, ...twins])], "model")
+    ? await compiledVariants(
+      gpu,
+      gemmTc.spec,
+      [...new Set([...stagedForms, ...twins, ...lmHeadForms])],
+      "model",
+    )
     : [];
   if (tensorCores) {
     const why = dtype === "f16"

@@ -32,4 +32,17 @@ test("perf-prefill refuses a split-K bound that is not a multiple of 64, without
   assert.not.match(r.stderr, STACK_LINE);
 });
 
+test("perf-decode names an LM head form that is no gemm_tc form, and a table out of order", () => {
+  const { dir } = ensureFixture("tiny-qwen3-moe");
+  const base = ["--model", dir, "--batch", "1", "--ctx", "16"];
+  const r = runTask("perf_decode", [...base, "--lm-head-forms", "16:tcs16x1w96"]);
+  assert.is(r.code, 2, r.stderr);
+  assert.match(r.stderr, /error: model: lmHeadForms 'f16-tcs16x1w96' is no gemm_tc form \(/);
+  assert.not.match(r.stderr, STACK_LINE);
+  const order = runTask("perf_decode", [...base, "--lm-head-forms", "32:tcs32x2,16:tcs16"]);
+  assert.is(order.code, 2, order.stderr);
+  assert.match(order.stderr, /--lm-head-forms: '16:tcs16' is not ROWS:FORM with ROWS a positive/);
+  assert.not.match(order.stderr, STACK_LINE);
+});
+
 test.run();
