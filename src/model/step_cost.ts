@@ -183,7 +183,8 @@ export function stepCost(
     linear("down", denseLayers, T, H, Id, true);
   }
   if (R > 0) {
-    add("gather_rows", 1, R * H * 8, 0);
+    // a step sampling every token (decode) norms the residual rows in place: no gather
+    if (R !== T) add("gather_rows", 1, R * H * 8, 0);
     add("rmsnorm", 1, R * H * 8 + H * es, R * H * 4);
     linear("lmHead", 1, R, config.vocabSize, H, false);
     add("sample", 1, R * config.vocabSize * 4 + R * 20, R * config.vocabSize * 2);
