@@ -626,6 +626,19 @@ export const LM_HEAD_FORMS: readonly LmHeadForm[] = [
   { maxRows: 128, variant: "f16-tcp128x256" },
 ];
 
+/**
+ * The LM head's own form for `rows` sampled rows: the first entry of `forms` whose maxRows covers
+ * them, where it compiled here; else null (the linears' choice takes them).
+ */
+export function lmHeadFormFor(
+  forms: readonly LmHeadForm[],
+  rows: number,
+  compiled: ReadonlySet<string>,
+): string | null {
+  const f = forms.find((x) => rows <= x.maxRows);
+  return f && compiled.has(f.variant) ? f.variant : null;
+}
+
 /** GpuModelOptions.tensorCoreF32InputRows' default. */
 export const TC_F32_INPUT_ROWS = 16;
 /** GpuModelOptions.tensorCoreSplitTarget's default. */
@@ -1644,8 +1657,8 @@ export class GpuModel implements ForwardModel {
 
   /** The LM head's own form for `rows` rows (lmHeadForms), or null to take the linears'. */
   private lmHeadFormFor(rows: number): Variant | null {
-    const f = this.opts.lmHeadForms.find((x) => rows <= x.maxRows);
-    return f && this.calls.stagedTc.has(f.variant) ? variantByName(gemmTc.spec, f.variant) : null;
+    const name = lmHeadFormFor(this.opts.lmHeadForms, rows, this.calls.stagedTc);
+    return name ? variantByName(gemmTc.spec, name) : null;
   }
 
   /**

@@ -23,6 +23,8 @@ import { castF16Params } from "../../kernels/cast_f16.ts";
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
 import {
   decodeSplits,
+  LM_HEAD_FORMS,
+  lmHeadFormFor,
   prefillSplits,
   TC_TCP_DECODE_WAVE,
   tensorCoreTileFor,
@@ -228,6 +230,32 @@ test("validate compares the staged forms only on shapes whose k and splits step 
     .map((c) => c.label);
   assert.ok(labels.includes("m=37 n=144 k=192 split 3"), labels.join(", "));
   assert.ok(labels.includes("m=9 n=80 k=128"), labels.join(", "));
+});
+
+test("the LM head takes the first of its forms whose rows cover the step's, where it compiled", () => {
+  const all = new Set(spec.variants.map((v) => v.name));
+  assert.equal(
+    [2, 8, 16, 17, 32, 33, 64, 65, 128, 129, 2048].map((r) => lmHeadFormFor(LM_HEAD_FORMS, r, all)),
+    [
+      "f16-tcs16x1w128",
+      "f16-tcs16x1w128",
+      "f16-tcs16x1w128",
+      "f16-tcs32x2w64",
+      "f16-tcs32x2w64",
+      "f16-tcs64x4w128",
+      "f16-tcs64x4w128",
+      "f16-tcp128x256",
+      "f16-tcp128x256",
+      null,
+      null,
+    ],
+  );
+  // every default form is a gemm_tc form; one that did not compile, or no table, leaves the
+  // rows to the linears' choice
+  for (const f of LM_HEAD_FORMS) assert.ok(all.has(f.variant), f.variant);
+  const without = new Set([...all].filter((n) => n !== "f16-tcs32x2w64"));
+  assert.is(lmHeadFormFor(LM_HEAD_FORMS, 32, without), null);
+  assert.is(lmHeadFormFor([], 8, all), null);
 });
 
 test("linear layers take the staged forms up to the decode rows where k steps by 64", () => {
