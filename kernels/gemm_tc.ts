@@ -13,7 +13,9 @@
  * workgroup memory: a workgroup owns TM rows x 32 columns and steps 64 of k at a time, so k
  * and k_split must be multiples of 64 there (`gemmTcKStep`). `f16-tcs32x2`, `f16-tcs64x4` and
  * `f16-tcs128x8` (gemm_tcs_sg.wgsl) stage the same way with 2, 4 or 8 subgroups a workgroup,
- * one row tile of 16 each, so the 32 weight rows a step stages feed every row tile. The
+ * one row tile of 16 each, so the 32 weight rows a step stages feed every row tile; their
+ * forms with column groups `f16-tcs<TM>x<RT>w<CW>` (GEMM_TCS_WIDE_VARIANTS, the LM head's) have
+ * CW / 32 subgroups a row tile, so the TM rows of `a` a step stages feed CW weight rows. The
  * `-a32` twins of the decode-sized forms (GEMM_TC_A32) read `a` as the f32 activations and
  * round them to f16 as they stage them, so no cast_f16 runs before them.
  */
