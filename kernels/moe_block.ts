@@ -40,8 +40,10 @@ import {
   type BufferArg,
   getPipeline,
   type KernelPipeline,
+  type KernelSpec,
   makeBindGroup,
   unsupportedReason,
+  type Variant,
   variantByName,
 } from "./kernel.ts";
 import type { ParamFields, ParamValues } from "./params.ts";
@@ -1037,16 +1039,12 @@ async function routeDispatchPipe(gpu: Gpu, options: MoeBlockOptions): Promise<Pi
     );
   }
   if (most === 0) return null;
-  const v = routeDispatch.spec.variants[0];
-  if (unsupportedReason(gpu, v) !== null) return null;
-  try {
-    return await getPipeline(gpu, routeDispatch.spec, v) as unknown as Pipe;
-  } catch (err) {
-    console.error(
-      `moe block: routing and dispatch in one workgroup left out: ${(err as Error).message}`,
-    );
-    return null;
-  }
+  return await optionalPipe(
+    gpu,
+    routeDispatch.spec,
+    routeDispatch.spec.variants[0],
+    "routing and dispatch in one workgroup",
+  );
 }
 
 /**
@@ -1066,13 +1064,7 @@ async function fusedRouterPipe(
   if (shape.dtype !== "f16" || shape.hidden % 8 !== 0) return null;
   if (shape.hidden > routerFused.MOE_FUSED_ROUTER_MAX_HIDDEN) return null;
   const v = routerFused.moeRouterFusedVariant(gpu);
-  if (unsupportedReason(gpu, v) !== null) return null;
-  try {
-    return await getPipeline(gpu, routerFused.spec, v) as unknown as Pipe;
-  } catch (err) {
-    console.error(`moe block: the one-pass router left out: ${(err as Error).message}`);
-    return null;
-  }
+  return await optionalPipe(gpu, routerFused.spec, v, "the one-pass router");
 }
 
 /**
@@ -1094,14 +1086,7 @@ async function splitRouterPipe(
   }
   if (most === 0 || options.fusedRouterNorm === false) return null;
   if (shape.dtype !== "f16" || shape.hidden % 8 !== 0) return null;
-  const v = routerLogits.variants[0];
-  if (unsupportedReason(gpu, v) !== null) return null;
-  try {
-    return await getPipeline(gpu, routerLogits.spec, v) as unknown as Pipe;
-  } catch (err) {
-    console.error(`moe block: the split router left out: ${(err as Error).message}`);
-    return null;
-  }
+  return await optionalPipe(gpu, routerLogits.spec, routerLogits.variants[0], "the split router");
 }
 
 /**
@@ -1111,11 +1096,24 @@ async function splitRouterPipe(
 async function routerNormPipe(gpu: Gpu, options: MoeBlockOptions): Promise<Pipe | null> {
   if (options.fusedRouterNorm === false) return null;
   const v = routerNorm.moeRouterNormVariant(gpu);
-  if (unsupportedReason(gpu, v) !== null) return null;
+  return await optionalPipe(gpu, routerNorm.spec, v, "the router's fused norm");
+}
+
+/**
+ * `variant`'s pipeline of `spec`, or null where it does not run on this device or does not
+ * compile here (`what` is then said left out, once: the block runs without it).
+ */
+async function optionalPipe<F extends ParamFields>(
+  gpu: Gpu,
+  spec: KernelSpec<F>,
+  variant: Variant,
+  what: string,
+): Promise<Pipe | null> {
+  if (unsupportedReason(gpu, variant) !== null) return null;
   try {
-    return await getPipeline(gpu, routerNorm.spec, v) as unknown as Pipe;
+    return await getPipeline(gpu, spec, variant) as unknown as Pipe;
   } catch (err) {
-    console.error(`moe block: the router's fused norm left out: ${(err as Error).message}`);
+    console.error(`moe block: ${what} left out: ${(err as Error).message}`);
     return null;
   }
 }
