@@ -250,6 +250,19 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
   };
 }
 
+/** A small Mixtral-form shape (no q/k norm), alone and with split-K partials. */
+const MIXTRAL_FORM: CaseShape = {
+  label: "7 tokens q/kv=6/2 hd=32 bs=4, no norm (Mixtral form)",
+  tokens: 7,
+  numQHeads: 6,
+  numKvHeads: 2,
+  headDim: 32,
+  blockSize: 4,
+  numBlocks: 5,
+  maxPositions: 300,
+  qkNorm: false,
+};
+
 export const cases: KernelCase<typeof params.fields>[] = [
   qkCase({
     label: "5 tokens (1 padding) q/kv=2/1 hd=16 bs=4, qk norm",
@@ -263,17 +276,7 @@ export const cases: KernelCase<typeof params.fields>[] = [
     qkNorm: true,
     padding: [3],
   }),
-  qkCase({
-    label: "7 tokens q/kv=6/2 hd=32 bs=4, no norm (Mixtral form)",
-    tokens: 7,
-    numQHeads: 6,
-    numKvHeads: 2,
-    headDim: 32,
-    blockSize: 4,
-    numBlocks: 5,
-    maxPositions: 300,
-    qkNorm: false,
-  }),
+  qkCase(MIXTRAL_FORM),
   qkCase({
     label: "3 tokens (last padding) q/kv=8/1 hd=128 bs=16, qk norm",
     tokens: 3,
@@ -311,15 +314,8 @@ export const cases: KernelCase<typeof params.fields>[] = [
     splits: 4,
   }),
   qkCase({
+    ...MIXTRAL_FORM,
     label: "7 tokens q/kv=6/2 hd=32 bs=4, no norm, 3 split-K partials",
-    tokens: 7,
-    numQHeads: 6,
-    numKvHeads: 2,
-    headDim: 32,
-    blockSize: 4,
-    numBlocks: 5,
-    maxPositions: 300,
-    qkNorm: false,
     splits: 3,
   }),
   qkCase({
