@@ -12,6 +12,7 @@ import { join } from "node:path";
 import type { Gpu } from "../gpu/device.ts";
 import {
   GpuModel,
+  type GpuModelOptions,
   LM_HEAD_FORMS,
   type LmHeadForm,
   MOE_TENSOR_CORE_PREFILL_FORMS,
@@ -275,34 +276,7 @@ export function tensorCoreOptions(
     readonly moeExpertTiles?: boolean;
     readonly prefillAttention?: string;
   },
-): {
-  tensorCoreRows?: number;
-  tensorCoreTile?: 0 | 16 | 32 | 64;
-  tensorCoreDecodeRows?: number;
-  tensorCoreDecodeSubgroups?: "one" | "rows";
-  tensorCorePrefill?: TensorCorePrefillForm;
-  tensorCorePrefillWide?: TensorCorePrefillForm;
-  lmHeadForms?: readonly LmHeadForm[];
-  tensorCoreSplitMinK?: number;
-  tensorCoreSplitTarget?: number;
-  tensorCoreF32InputRows?: number;
-  moeTensorCoreRows?: number;
-  moeTensorCoreDecodeRows?: number;
-  moeFusedRouterTokens?: number;
-  moeFusedRouterMinTokens?: number;
-  moeRouteDispatchTokens?: number;
-  moeSplitRouterTokens?: number;
-  moeSplitRouterMinTokens?: number;
-  qkvPartialsInRope?: boolean;
-  oPartialsInRouter?: boolean;
-  combineNormF16?: boolean;
-  mergeF16?: boolean;
-  fuseCombineNorm?: boolean;
-  moeRouterNorm?: boolean;
-  moeTensorCorePrefill?: MoeTensorCorePrefillForm;
-  moeExpertTiles?: boolean;
-  prefillAttention?: PrefillAttentionForm;
-} {
+): GpuModelOptions {
   return {
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
