@@ -358,24 +358,36 @@ function routerNormInputs(rng: Rng, tokens: number) {
 }
 
 /**
- * Their buffers: logits (-1) and x (NaN) for the router to write, the router, gate/up and down
- * weights, the residual and the norm weight, in that order.
+ * Their buffers (`made`, to destroy) and the block's io over them: logits (-1) and x (NaN) for
+ * the router to write, the router, gate/up and down weights, the residual (the norm's input and
+ * the combine's) and the norm weight.
  */
 function routerNormBuffers(
   gpu: Gpu,
   tokens: number,
   inp: ReturnType<typeof routerNormInputs>,
-): GPUBuffer[] {
+) {
   const d = gpu.device;
-  return [
-    uploadBuffer(d, "logits", new Float32Array(tokens * E).fill(-1)),
-    uploadBuffer(d, "x", new Float32Array(tokens * H).fill(NaN)),
-    weightBuffer(gpu, "w_router", inp.wRouter, "f16"),
-    weightBuffer(gpu, "w_gate_up", inp.layer.wGateUp, "f16"),
-    weightBuffer(gpu, "w_down", inp.layer.wDown, "f16"),
-    uploadBuffer(d, "residual", inp.residual),
-    weightBuffer(gpu, "norm", inp.normWeight, "f16"),
-  ];
+  const lg = uploadBuffer(d, "logits", new Float32Array(tokens * E).fill(-1));
+  const xb = uploadBuffer(d, "x", new Float32Array(tokens * H).fill(NaN));
+  const wr = weightBuffer(gpu, "w_router", inp.wRouter, "f16");
+  const wgu = weightBuffer(gpu, "w_gate_up", inp.layer.wGateUp, "f16");
+  const wd = weightBuffer(gpu, "w_down", inp.layer.wDown, "f16");
+  const res = uploadBuffer(d, "residual", inp.residual);
+  const nw = weightBuffer(gpu, "norm", inp.normWeight, "f16");
+  return {
+    made: [lg, xb, wr, wgu, wd, res, nw],
+    io: {
+      routerLogits: lg,
+      wRouter: wr,
+      routerNorm: { input: res, weight: nw },
+      x: xb,
+      wGateUp: wgu,
+      wDown: wd,
+      residual: res,
+    },
+    got: { lg, xb, res },
+  };
 }
 
 /** Asserts a routed step's normed rows (xb), logits (lg) and new residual (res). */
@@ -503,25 +515,21 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
     const { residual, normWeight, wRouter, layer } = routerNormInputs(rng, tokens);
     const x = rmsnormRef(residual, normWeight, tokens, H, 1e-5);
     const logits = routerLogitsRef(x, wRouter, tokens);
-    const made = routerNormBuffers(gpu, tokens, { residual, normWeight, wRouter, layer });
-    const [lg, xb, wr, wgu, wd, res, nw] = made;
+    const { made, io, got } = routerNormBuffers(gpu, tokens, {
+      residual,
+      normWeight,
+      wRouter,
+      layer,
+    });
     const enc = d.createCommandEncoder();
     const pass = enc.beginComputePass();
-    block.encode(pass, {
-      routerLogits: lg,
-      wRouter: wr,
-      routerNorm: { input: res, weight: nw },
-      x: xb,
-      wGateUp: wgu,
-      wDown: wd,
-      residual: res,
-    });
+    block.encode(pass, io);
     pass.end();
     d.queue.submit([enc.finish()]);
     // a profile's span names the router that ran
     assert.is(block.kernelOf("router", false), "moe_router_norm");
     const what = `router norm tokens=${tokens}`;
-    await assertRouted(gpu, what, tokens, { lg, xb, res }, {
+    await assertRouted(gpu, what, tokens, got, {
       x,
       logits,
       residual: moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens),
@@ -554,29 +562,19 @@ test("moe_router_norm adds the residual's split-K partial sums first where setTo
   }
   const x = rmsnormRef(owed, normWeight, tokens, H, 1e-5);
   const logits = routerLogitsRef(x, wRouter, tokens);
-  const made = [...routerNormBuffers(gpu, tokens, inputs), uploadBuffer(d, "partials", part)];
-  const [lg, xb, wr, wgu, wd, res, nw, pb] = made;
-  const io = {
-    routerLogits: lg,
-    wRouter: wr,
-    routerNorm: { input: res, weight: nw, partials: pb },
-    x: xb,
-    wGateUp: wgu,
-    wDown: wd,
-    residual: res,
-  };
+  const { made, io: owing, got } = routerNormBuffers(gpu, tokens, inputs);
+  const pb = uploadBuffer(d, "partials", part);
+  made.push(pb);
+  const io = { ...owing, routerNorm: { ...owing.routerNorm, partials: pb } };
   const enc = d.createCommandEncoder();
   const pass = enc.beginComputePass();
-  assert.throws(
-    () => block.encode(pass, { ...io, routerNorm: { input: res, weight: nw } }),
-    /owes partial sums/,
-  );
+  assert.throws(() => block.encode(pass, owing), /owes partial sums/);
   block.encode(pass, io);
   pass.end();
   d.queue.submit([enc.finish()]);
-  assertClose(new Float32Array(await readBuffer(d, xb, tokens * H * 4)), x, "partials: x");
+  assertClose(new Float32Array(await readBuffer(d, got.xb, tokens * H * 4)), x, "partials: x");
   assertClose(
-    new Float32Array(await readBuffer(d, res, tokens * H * 4)),
+    new Float32Array(await readBuffer(d, got.res, tokens * H * 4)),
     moeBlockRef({ routerLogits: logits, x, ...layer, residual: owed }, shape, tokens),
     "partials: the residual with the partials and the experts' sum",
   );
@@ -613,8 +611,12 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
     const { residual, normWeight, wRouter, layer } = routerNormInputs(rng, tokens);
     const x = rmsnormRef(residual, normWeight, tokens, H, 1e-5);
     const logits = routerLogitsRef(x, wRouter, tokens);
-    const made = routerNormBuffers(gpu, tokens, { residual, normWeight, wRouter, layer });
-    const [lg, xb, wr, wgu, wd, res, nw] = made;
+    const { made, io, got } = routerNormBuffers(gpu, tokens, {
+      residual,
+      normWeight,
+      wRouter,
+      layer,
+    });
     const enc = d.createCommandEncoder();
     // a pass a stage, as a profile records them: each span names its kernel
     const kernels: string[] = [];
@@ -624,22 +626,14 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
       open?.end();
       open = enc.beginComputePass();
       return open;
-    }, {
-      routerLogits: lg,
-      wRouter: wr,
-      routerNorm: { input: res, weight: nw },
-      x: xb,
-      wGateUp: wgu,
-      wDown: wd,
-      residual: res,
-    });
+    }, io);
     (open as GPUComputePassEncoder | null)?.end();
     d.queue.submit([enc.finish()]);
     const ranking = tokens === 1 ? "moe_route_dispatch" : "moe_router";
     assert.equal(kernels.slice(0, 2), ["moe_router_logits", ranking], `tokens=${tokens}`);
     assert.is(kernels.includes("moe_dispatch"), tokens > 1, `tokens=${tokens}: moe_dispatch`);
     const what = `split router tokens=${tokens}`;
-    await assertRouted(gpu, what, tokens, { lg, xb, res }, {
+    await assertRouted(gpu, what, tokens, got, {
       x,
       logits,
       residual: moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens),
