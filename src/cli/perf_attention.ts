@@ -7,7 +7,9 @@
  * Per point (B sequences of context CTX, query length 1): one layer's paged K and V caches
  * [blocks, block_size, kv_heads, head_dim] drawn on the GPU by fill_random (no host upload),
  * each sequence on its own distinct blocks in a shuffled order (layoutSeqs), q random. Per
- * decode variant: planDecodeSplits, then the split kernel and, with more than one split, the
+ * decode variant: planDecodeSplits (by default with the target a decode step of these sequences
+ * takes in the model, decodeStepSplitTarget; --split-workgroups / --split-waves ask for others),
+ * then the split kernel and, with more than one split, the
  * log-sum-exp merge, dispatched through KernelCall as GpuModel does. One untimed batch of
  * `--reps` repetitions, then `--reps` repetitions of (split kernel + merge) in one compute
  * pass timed by timestamp queries: GPU µs per repetition = pass time / reps; a second pass
@@ -42,7 +44,7 @@ import { paced } from "../gpu/event_pacing.ts";
 import { PassTimer, timeComputePass, warmComputePasses } from "../gpu/timestamps.ts";
 import { KernelCall } from "../model/kernel_call.ts";
 import { submitRandomFill } from "../model/random_fill.ts";
-import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
+import { unsupportedReason, type Variant, variantByName } from "../../kernels/kernel.ts";
 import * as fillRandom from "../../kernels/fill_random.ts";
 import * as decode from "../../kernels/paged_attention_decode.ts";
 import type { DecodeSplitTarget } from "../../kernels/paged_attention_decode.ts";
@@ -66,6 +68,11 @@ import { runCli } from "./run_cli.ts";
 import { runRecord } from "./run_record.ts";
 import { readRoof, roofLine } from "./bandwidth_roof.ts";
 import { round3 } from "../util/sample_stats.ts";
+import {
+  DECODE_SPLIT_MIN_TOKENS,
+  decodeStepSplitTarget,
+  deepDecodeCandidates,
+} from "../model/gpu_model.ts";
 
 const SPEC = {
   points: {
@@ -100,13 +107,14 @@ const SPEC = {
   splitWorkgroups: {
     type: "list",
     help: "split plans: about this many (split, seq, kv head) workgroups (planDecodeSplits; " +
-      "several: one row each, with every --split-min-tokens) (default: 1024 unless " +
-      "--split-waves is given)",
+      "several: one row each, with every --split-min-tokens) (default, without --split-waves: " +
+      "the model's plan for each form, as a decode step of these sequences takes it)",
   },
   splitWaves: {
     type: "list",
     help: "split plans: the fewest whole waves of this many workgroups whose splits fit the " +
-      "variant (the model's plan for the tensor-core forms: 1536), one row each",
+      "variant (the model's plans for the tensor-core forms: 1536, or 768 where their splits " +
+      "reach 256 keys), one row each",
   },
   splitMinTokens: {
     type: "list",
@@ -152,16 +160,28 @@ export interface VariantSkip {
 }
 
 /**
- * The decode variants to run: `names`, or by default DTYPE-tiled, DTYPE-lanes32,
- * DTYPE-lanes8 and DTYPE; those this adapter cannot run come back in `skipped`. An unknown
- * name, or one of another storage type than `dtype`, is a UsageError.
+ * The decode variants to run: `names`, or by default DTYPE-tiled, the tensor-core form the
+ * model takes for deep steps here (f16 only: the first of deepDecodeCandidates that runs and
+ * takes `heads`), DTYPE-lanes32, DTYPE-lanes8 and DTYPE; those this adapter cannot run come
+ * back in `skipped`. An unknown name, or one of another storage type than `dtype`, is a
+ * UsageError.
  */
 export function selectVariants(
   gpu: Gpu,
   dtype: "f16" | "f32",
   names?: readonly string[],
+  heads: { readonly num_q_heads: number; readonly num_kv_heads: number } = {
+    num_q_heads: 32,
+    num_kv_heads: 4,
+  },
 ): { run: Variant[]; skipped: VariantSkip[] } {
-  const wanted = names ?? [`${dtype}-tiled`, `${dtype}-lanes32`, `${dtype}-lanes8`, dtype];
+  const deep = dtype === "f16"
+    ? deepDecodeCandidates(decode.tcHalfRowsReason(heads) === null).find((name) =>
+      unsupportedReason(gpu, variantByName(decode.spec, name)) === null
+    )
+    : undefined;
+  const wanted = names ??
+    [`${dtype}-tiled`, ...(deep ? [deep] : []), `${dtype}-lanes32`, `${dtype}-lanes8`, dtype];
   const run: Variant[] = [], skipped: VariantSkip[] = [];
   for (const name of wanted) {
     const v = decode.spec.variants.find((x) => x.name === name);
@@ -203,9 +223,12 @@ export interface PerfAttentionOptions {
   readonly bytesPerSecond: number | null;
 }
 
-/** What a split plan is made from: planDecodeSplits' target and least keys a split. */
+/**
+ * What a split plan is made from: planDecodeSplits' target ("model": the one a decode step of
+ * the point's sequences takes in the model, decodeStepSplitTarget) and least keys a split.
+ */
 export interface SplitPlanInputs {
-  readonly target: DecodeSplitTarget;
+  readonly target: DecodeSplitTarget | "model";
   readonly minTokens: number;
 }
 
@@ -218,8 +241,10 @@ export interface AttentionRow {
   readonly num_splits: number;
   /**
    * The split plan's inputs (planDecodeSplits' target: about this many workgroups, or whole
-   * waves of `split_wave` workgroups, the other null; and minSplitTokens).
+   * waves of `split_wave` workgroups, the other null; and minSplitTokens), and whether it is
+   * the model's plan (`split_rule` "model") or one asked for ("asked").
    */
+  readonly split_rule: "model" | "asked";
   readonly split_workgroups: number | null;
   readonly split_wave: number | null;
   readonly split_min_tokens: number;
@@ -316,8 +341,8 @@ export async function benchAttention(
   return { rows, skipped, timing: timer.enabled ? "timestamps" : "wall" };
 }
 
-/** planDecodeSplits' defaults (the model's unless told otherwise). */
-const DEFAULT_SPLIT: SplitPlanInputs = { target: 1024, minTokens: 64 };
+/** The split plan by default: the model's. */
+const DEFAULT_SPLIT: SplitPlanInputs = { target: "model", minTokens: DECODE_SPLIT_MIN_TOKENS };
 
 /** Why a point's caches cannot be bound, or null. */
 function cacheLimitReason(gpu: Gpu, o: PerfAttentionOptions, p: AttentionPoint): string | null {
@@ -524,17 +549,14 @@ async function benchVariant(
   const { batch, ctx } = state.point;
   const { numQHeads: nq, numKvHeads: nkv, headDim: hd } = o;
   let plan: decode.DecodeSplitPlan;
+  let target: DecodeSplitTarget;
   try {
-    plan = decode.planDecodeSplits(
-      state.seqs.map((s) => s.contextLen),
-      {
-        numQHeads: nq,
-        numKvHeads: nkv,
-      },
-      variant,
-      splitPlan.target,
-      splitPlan.minTokens,
-    );
+    const lens = state.seqs.map((s) => s.contextLen);
+    const shape = { numQHeads: nq, numKvHeads: nkv };
+    target = splitPlan.target === "model"
+      ? decodeStepSplitTarget(lens, shape, variant, { minTokens: splitPlan.minTokens })
+      : splitPlan.target;
+    plan = decode.planDecodeSplits(lens, shape, variant, target, splitPlan.minTokens);
   } catch (err) {
     return (err as Error).message;
   }
@@ -616,9 +638,10 @@ async function benchVariant(
       variant: variant.name,
       split_tokens: plan.splitTokens,
       num_splits: splits,
-      split_workgroups: typeof splitPlan.target === "number" ? splitPlan.target : null,
-      split_wave: typeof splitPlan.target === "number" ? null : splitPlan.target.wave,
+      split_workgroups: typeof target === "number" ? target : null,
+      split_wave: typeof target === "number" ? null : target.wave,
       split_min_tokens: splitPlan.minTokens,
+      split_rule: (splitPlan.target === "model" ? "model" : "asked") as AttentionRow["split_rule"],
       kv_bytes: kvBytes(state.seqs, o, variant),
       cache_suspect: kvBytes(state.seqs, o, variant) < CACHE_SUSPECT_BYTES,
       check,
@@ -654,7 +677,7 @@ async function benchVariant(
 function describeRow(r: AttentionRow): string {
   const head = `${r.batch} x ${r.ctx} ${r.variant}: ${r.num_splits} split${
     r.num_splits > 1 ? "s" : ""
-  } of ${r.split_tokens} keys`;
+  } of ${r.split_tokens} keys (${planText(r)})`;
   const check = r.check === "off" ? "" : `, check ${r.check} (${r.check_error!.toExponential(1)})`;
   if (r.gpu_us === null) return `${head}${check}: not timed`;
   return `${head}, ${r.gpu_us.toFixed(1)} µs, ${gbpsText(r.gbps!)} GB/s${
@@ -668,6 +691,12 @@ function gbpsText(gbps: number): string {
 }
 
 /** The table: one row per (point, variant). */
+/** A row's split plan inputs in words: "model, waves of 768", "~1024 wg". */
+function planText(r: AttentionRow): string {
+  const inputs = r.split_wave !== null ? `waves of ${r.split_wave}` : `~${r.split_workgroups} wg`;
+  return r.split_rule === "model" ? `model, ${inputs}` : inputs;
+}
+
 export function formatRows(rows: readonly AttentionRow[]): string {
   const num = (x: number | null, digits: number) => (x === null ? "-" : x.toFixed(digits));
   return formatTable(
@@ -675,6 +704,7 @@ export function formatRows(rows: readonly AttentionRow[]): string {
       "batch",
       "ctx",
       "variant",
+      "plan",
       "splits",
       "GPU µs",
       "split µs",
@@ -687,6 +717,7 @@ export function formatRows(rows: readonly AttentionRow[]): string {
       String(r.batch),
       String(r.ctx),
       r.variant,
+      planText(r),
       `${r.split_tokens}x${r.num_splits}`,
       num(r.gpu_us, 1),
       num(r.split_us, 1),
@@ -715,16 +746,20 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
   if (o.headDim % 4 !== 0) throw new UsageError(`--head-dim ${o.headDim} is not a multiple of 4`);
   const waves = intList("--split-waves", o.splitWaves ?? []);
-  const targets: DecodeSplitTarget[] = [
-    ...intList("--split-workgroups", o.splitWorkgroups ?? (waves.length ? [] : ["1024"])),
+  const asked: DecodeSplitTarget[] = [
+    ...intList("--split-workgroups", o.splitWorkgroups ?? []),
     ...waves.map((wave) => ({ wave })),
   ];
+  const targets: SplitPlanInputs["target"][] = asked.length ? asked : ["model"];
   const splitPlans = targets.flatMap((target) =>
     intList("--split-min-tokens", o.splitMinTokens).map((minTokens) => ({ target, minTokens }))
   );
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
-  const variants = selectVariants(gpu, dtype, o.variant);
+  const variants = selectVariants(gpu, dtype, o.variant, {
+    num_q_heads: o.qHeads,
+    num_kv_heads: o.kvHeads,
+  });
   for (const s of variants.skipped) console.log(`skip variant ${s.variant}: ${s.reason}`);
   const bw = await readRoof(gpu, o.bandwidthGbps);
   console.log(roofLine(bw));

@@ -494,6 +494,18 @@ const DECODE_HALF_WAVE_MIN_KEYS = 256;
 const TC_DECODE_FALLBACK = "f16-tcdw";
 
 /**
+ * The tensor-core decode attention forms of deep steps in the order the model tries them (the
+ * first that runs here takes them): f16-tcdw2h where a kv head has at most 8 query heads
+ * (`halfRows`), then f16-tcdw2, then f16-tcdw.
+ */
+export function deepDecodeCandidates(halfRows: boolean): string[] {
+  return [...(halfRows ? [TC_DECODE_HALF_ROWS] : []), TC_DECODE_VARIANT, TC_DECODE_FALLBACK];
+}
+
+/** GpuModelOptions.decodeSplit.minTokens' default: the fewest keys a decode split takes. */
+export const DECODE_SPLIT_MIN_TOKENS = 64;
+
+/**
  * Why the tensor-core decode attention `variant` cannot run here, or null: it needs f16 KV,
  * subgroup matrices, 16-key tiles inside a block and splits of multiples of 16 keys.
  */
@@ -671,12 +683,33 @@ export function decodeStepSplits(
   variant: Variant,
   split: { readonly workgroups?: number; readonly wave?: number; readonly minTokens?: number },
 ): pagedAttentionDecode.DecodeSplitPlan {
-  const planFor = (target: pagedAttentionDecode.DecodeSplitTarget) =>
-    pagedAttentionDecode.planDecodeSplits(contextLens, shape, variant, target, split.minTokens);
-  if (split.workgroups !== undefined) return planFor(split.workgroups);
-  if (split.wave !== undefined) return planFor({ wave: split.wave });
-  if (!variant.subgroupMatrix) return planFor(DECODE_SPLIT_WORKGROUPS);
-  const half = planFor({ wave: DECODE_SPLIT_WAVE_TC / 2 });
+  return pagedAttentionDecode.planDecodeSplits(
+    contextLens,
+    shape,
+    variant,
+    decodeStepSplitTarget(contextLens, shape, variant, split),
+    split.minTokens,
+  );
+}
+
+/** The planDecodeSplits target decodeStepSplits plans a step with (see there). */
+export function decodeStepSplitTarget(
+  contextLens: readonly number[],
+  shape: { readonly numQHeads: number; readonly numKvHeads: number },
+  variant: Variant,
+  split: { readonly workgroups?: number; readonly wave?: number; readonly minTokens?: number },
+): pagedAttentionDecode.DecodeSplitTarget {
+  if (split.workgroups !== undefined) return split.workgroups;
+  if (split.wave !== undefined) return { wave: split.wave };
+  if (!variant.subgroupMatrix) return DECODE_SPLIT_WORKGROUPS;
+  const halfWave = { wave: DECODE_SPLIT_WAVE_TC / 2 };
+  const half = pagedAttentionDecode.planDecodeSplits(
+    contextLens,
+    shape,
+    variant,
+    halfWave,
+    split.minTokens,
+  );
   // the workgroups that hold keys (a short sequence's splits past its context exit at once)
   let busy = 0;
   for (const len of contextLens) {
@@ -684,8 +717,8 @@ export function decodeStepSplits(
   }
   const fills = busy >= DECODE_SPLIT_WAVE_TC / 2;
   return half.splitTokens >= DECODE_HALF_WAVE_MIN_KEYS && fills
-    ? half
-    : planFor({ wave: DECODE_SPLIT_WAVE_TC });
+    ? halfWave
+    : { wave: DECODE_SPLIT_WAVE_TC };
 }
 
 /**
@@ -944,7 +977,7 @@ export class GpuModel implements ForwardModel {
       decodeSplit: {
         workgroups: options.decodeSplit?.workgroups,
         wave: options.decodeSplit?.wave,
-        minTokens: options.decodeSplit?.minTokens ?? 64,
+        minTokens: options.decodeSplit?.minTokens ?? DECODE_SPLIT_MIN_TOKENS,
       },
     };
     if (options.linearFewRows && !decodeForms) {
@@ -1882,9 +1915,7 @@ async function createCalls(
     num_kv_heads: config.numKvHeads,
   }) === null;
   const deepTc = decodeAttentionDefault && decodeAttention === "tiled"
-    ? [...(halfRows ? [TC_DECODE_HALF_ROWS] : []), TC_DECODE_VARIANT, TC_DECODE_FALLBACK].find(
-      tcRuns,
-    )
+    ? deepDecodeCandidates(halfRows).find(tcRuns)
     : undefined;
   const decodeDeepVariant = deepTc ?? decodeVariant;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.

@@ -5,6 +5,7 @@
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
+import type { Gpu } from "../../src/gpu/device.ts";
 import { unsupportedReason } from "../../kernels/kernel.ts";
 import * as decode from "../../kernels/paged_attention_decode.ts";
 import { UsageError } from "../../src/cli/args.ts";
@@ -65,7 +66,12 @@ for (const dtype of ["f32", "f16"] as const) {
       assert.is(row.kv_bytes, row.batch * row.ctx * SHAPE.numKvHeads * SHAPE.headDim * 2 * elem);
       // tiny KV: flagged as possibly read from cache; the model's split plan by default
       assert.is(row.cache_suspect, true);
-      assert.equal([row.split_workgroups, row.split_min_tokens], [1024, 64]);
+      // the FMA forms take the model's plan of about 2048 workgroups (DECODE_SPLIT_WORKGROUPS)
+      assert.equal(
+        [row.split_rule, row.split_workgroups, row.split_wave, row.split_min_tokens],
+        ["model", 2048, null, 64],
+        what,
+      );
       assert.ok(Math.abs(row.gbps! - row.kv_bytes / (row.gpu_us! * 1e3)) < 1e-9 * row.gbps!);
       assert.ok(Math.abs(row.roof_share! - row.gbps!) < 1e-12, "a roof of 1 GB/s");
       assert.ok(row.split_tokens * row.num_splits >= row.ctx, `${what}: splits cover ctx`);
@@ -75,6 +81,49 @@ for (const dtype of ["f32", "f16"] as const) {
     assert.is(lines.length, r.rows.length, "one line per row");
   });
 }
+
+test("a split plan asked for is kept apart from the model's: --split-waves and --split-workgroups", async () => {
+  const gpu = await sharedGpu();
+  const v = decode.spec.variants.find((x) => x.name === "f32-tiled")!;
+  const r = await benchAttention(gpu, {
+    ...options("f32", [v]),
+    points: [POINTS[1]],
+    splitPlans: [{ target: 8, minTokens: 16 }, { target: { wave: 4 }, minTokens: 64 }],
+  }, () => {});
+  assert.equal(
+    r.rows.map((x) => [x.split_rule, x.split_workgroups, x.split_wave, x.split_min_tokens]),
+    [["asked", 8, null, 16], ["asked", null, 4, 64]],
+  );
+  // 2 sequences x 2 kv heads: about 8 workgroups are 2 splits (of 112 keys), a wave of 4 one
+  assert.equal(r.rows.map((x) => x.num_splits), [2, 1]);
+});
+
+test("by default the tensor-core form the model takes for deep steps is measured too, where it runs", () => {
+  const tensorCores = {
+    f16: true,
+    subgroups: true,
+    subgroupMinSize: 32,
+    subgroupMaxSize: 32,
+    subgroupLanesConsecutive: true,
+    subgroupMatrixConfigs: [
+      { componentType: "f16", resultComponentType: "f32", M: 16, N: 16, K: 16 },
+    ],
+    limits: { maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupStorageSize: 49152 },
+  } as unknown as Gpu;
+  const names = (heads?: { num_q_heads: number; num_kv_heads: number }) =>
+    selectVariants(tensorCores, "f16", undefined, heads).run.map((v) => v.name);
+  // Qwen3-30B-A3B's 8 query heads a kv head: f16-tcdw2h; 16 a kv head: f16-tcdw2
+  assert.equal(names(), ["f16-tiled", "f16-tcdw2h", "f16-lanes32", "f16"]);
+  assert.equal(names({ num_q_heads: 32, num_kv_heads: 2 }).slice(0, 2), [
+    "f16-tiled",
+    "f16-tcdw2",
+  ]);
+  // f32 K/V: no tensor-core form
+  assert.not.ok(
+    selectVariants(tensorCores, "f32").run.some((v) => v.subgroupMatrix),
+    "f32 runs no tensor-core form",
+  );
+});
 
 test("without timestamp queries the time is host wall per repetition", async () => {
   const gpu = { ...(await sharedGpu()), timestamps: false };
