@@ -20,7 +20,7 @@
 # and profile-NAME*.json (kernel forms compared in one call); EVIDENCE_PREFILL=off skips
 # perf-prefill (any other value runs it). The attention stage runs perf-attention at
 # EVIDENCE_ATTENTION_POINTS (default 64x8192,8x131072,64x1024) with EVIDENCE_ATTENTION_FLAGS
-# (default: two split-plan lists).
+# (default none: each form in the model's own split plan; e.g. "--split-waves 768,1536" for more).
 # Every stage writes its logs and JSON under OUTDIR and never stops the next stage.
 set -uo pipefail
 set -f # flags in EVIDENCE_* values are split on spaces, never globbed
@@ -143,7 +143,7 @@ for stage in "$@"; do
       log "perf-attention: decode attention alone at deep KV, per form and split plan"
       # shellcheck disable=SC2086
       run perf-attention --points ${EVIDENCE_ATTENTION_POINTS:-64x8192,8x131072,64x1024} \
-        ${EVIDENCE_ATTENTION_FLAGS:---split-workgroups 1024,4096 --split-min-tokens 32,128} \
+        ${EVIDENCE_ATTENTION_FLAGS:-} \
         --json "$out/h200-attention.json" 2>&1 | tee "$out/perf-attention.txt" | tail -60
       ;;
     bench)
