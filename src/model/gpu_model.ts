@@ -670,6 +670,9 @@ export const TC_SPLIT_TARGET = 2048;
  */
 export const TC_TCP_DECODE_WAVE = 132;
 
+/** A decode step's heads, as its split plan sees them. */
+type DecodeHeads = { readonly numQHeads: number; readonly numKvHeads: number };
+
 /**
  * Decode attention's split plan for one step (planDecodeSplits with GpuModelOptions.decodeSplit):
  * about `workgroups` workgroups, or whole waves of `wave`, where asked; by default about
@@ -679,9 +682,9 @@ export const TC_TCP_DECODE_WAVE = 132;
  */
 export function decodeStepSplits(
   contextLens: readonly number[],
-  shape: { readonly numQHeads: number; readonly numKvHeads: number },
+  shape: DecodeHeads,
   variant: Variant,
-  split: { readonly workgroups?: number; readonly wave?: number; readonly minTokens?: number },
+  split: NonNullable<GpuModelOptions["decodeSplit"]>,
 ): pagedAttentionDecode.DecodeSplitPlan {
   return pagedAttentionDecode.planDecodeSplits(
     contextLens,
@@ -695,9 +698,9 @@ export function decodeStepSplits(
 /** The planDecodeSplits target decodeStepSplits plans a step with (see there). */
 export function decodeStepSplitTarget(
   contextLens: readonly number[],
-  shape: { readonly numQHeads: number; readonly numKvHeads: number },
+  shape: DecodeHeads,
   variant: Variant,
-  split: { readonly workgroups?: number; readonly wave?: number; readonly minTokens?: number },
+  split: NonNullable<GpuModelOptions["decodeSplit"]>,
 ): pagedAttentionDecode.DecodeSplitTarget {
   if (split.workgroups !== undefined) return split.workgroups;
   if (split.wave !== undefined) return { wave: split.wave };
