@@ -26,6 +26,13 @@ import { CoordinatorLink, FollowerLink, LinkClosedError } from "./zmq_link.ts";
 export const FOLLOWER_GRACE_MS = 2000;
 
 /**
+ * How long rank 0 looks for the last notice of a rank it can no longer answer, ms: a rank that
+ * is interrupted sends its notice and leaves, and rank 0 may find it gone while answering a
+ * round before it has read the notice (then the group ends interrupted, not failed).
+ */
+export const DEPARTED_NOTICE_MS = 250;
+
+/**
  * How rank 0 answers a round: from every rank's request (index = rank) to each rank's
  * reply payload. It throws a {@link DpError} when the ranks disagree.
  */
@@ -215,13 +222,7 @@ export class GroupRounds {
           [sender],
         );
       }
-      if (message.type === "error") {
-        const prefix = `rank ${sender} failed: `;
-        const text = message.message.startsWith(prefix)
-          ? message.message
-          : prefix + message.message;
-        throw new DpError("peer_failure", text, [sender]);
-      }
+      if (message.type === "error") throw peerError(message.message, sender);
       if (message.type !== type || message.round !== round) {
         throw new DpError(
           "lockstep",
@@ -245,10 +246,10 @@ export class GroupRounds {
     for (let r = 1; r < this.size; r++) {
       const reply = { type: replyType, rank: 0, round, ...replyFor(r) } as AnyMessage;
       if (!await link.send(String(r), encodeMessage(reply), performance.now() + timeoutMs)) {
-        throw new DpError(
-          "peer_failure",
-          `rank ${r} is no longer connected: the ${replyType} of round ${round} could not be delivered`,
-          [r],
+        throw await this.#departed(
+          link,
+          r,
+          `the ${replyType} of round ${round} could not be delivered`,
         );
       }
     }
@@ -334,6 +335,27 @@ export class GroupRounds {
     return payload as ReplyPayloads[ReplyTypeOf<T>];
   }
 
+  /**
+   * Why rank 0 cannot reach rank `r` (`what` could not be delivered): the error `r` sent before
+   * it left where it reaches rank 0 within DEPARTED_NOTICE_MS (its interrupt notice, say),
+   * else that `r` is no longer connected. Other messages read meanwhile are dropped: the
+   * group is failing.
+   */
+  async #departed(link: CoordinatorLink, r: number, what: string): Promise<DpError> {
+    const deadline = performance.now() + DEPARTED_NOTICE_MS;
+    for (let got = await link.receive(deadline); got !== null; got = await link.receive(deadline)) {
+      if (got.from !== String(r) || got.frames.length !== 1) continue;
+      let message: AnyMessage;
+      try {
+        message = parseMessage(got.frames[0], `rank ${r}`);
+      } catch {
+        continue;
+      }
+      if (message.type === "error" && message.rank === r) return peerError(message.message, r);
+    }
+    return new DpError("peer_failure", `rank ${r} is no longer connected: ${what}`, [r]);
+  }
+
   #senderRank(from: string): number {
     const rank = /^[1-9]\d*$/.test(from) ? Number(from) : NaN;
     if (!(rank >= 1 && rank < this.size)) {
@@ -416,6 +438,12 @@ export class GroupRounds {
     return err;
   }
 }
+/** A follower's error notice as rank 0 reports it: `rank <sender> failed: ...`. */
+function peerError(text: string, sender: number): DpError {
+  const prefix = `rank ${sender} failed: `;
+  return new DpError("peer_failure", text.startsWith(prefix) ? text : prefix + text, [sender]);
+}
+
 function toDpError(cause: unknown, closedLocally: boolean): DpError {
   if (cause instanceof DpError) return cause;
   if (cause instanceof LinkClosedError || closedLocally) {

@@ -279,4 +279,26 @@ test("after a failure every call is refused and names the original failure", asy
   }
 });
 
+test("a follower that sends its notice and leaves mid-round: rank 0 reports the notice, not a lost rank", async () => {
+  // Ctrl-C on a group: rank 1 has sent its barrier request when its SIGINT handler aborts the
+  // group and exits; rank 0, answering that round, finds rank 1 gone before it has read the
+  // notice queued behind the request. The notice is what ends the group (as interrupted).
+  const group = await openGroup(2, fast);
+  try {
+    const waiting = failureOf(group[1].barrier(3));
+    await sleep(100);
+    await group[1].abort(new Error("interrupted by SIGINT"));
+    // (its own pending round ends with its notice)
+    assert.match((await waiting).message, /interrupted by SIGINT$/);
+    // rank 1's socket is closed: a reply to it can no longer be routed
+    await sleep(300);
+    const err = await failureOf(group[0].barrier(3));
+    assert.is(err.code, "peer_failure");
+    assert.equal(err.ranks, [1]);
+    assert.is(err.message, "rank 1 failed: interrupted by SIGINT");
+  } finally {
+    closeAll(group);
+  }
+});
+
 test.run();
