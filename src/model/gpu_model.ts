@@ -475,7 +475,14 @@ const TC_DECODE_VARIANT = "f16-tcdw2";
 const TC_DECODE_HALF_ROWS = "f16-tcdw2h";
 /** Decode attention's split plan by default: about this many workgroups a step. */
 const DECODE_SPLIT_WORKGROUPS = 2048;
-/** ... on the tensor-core forms: whole waves of this many (as many as the H200 holds at once). */
+/**
+ * ... on the tensor-core forms: whole waves of this many, or half waves (below). The name says
+ * "wave", but the H200 seems to hold only about 768 f16-tcdw2h workgroups at once (6 an SM,
+ * bound by their registers): 64 x 8192 in perf-attention (2026-12-02, session 25) read 76.9%
+ * of the roof in 768 workgroups (3 splits of 2736 keys), 75.4% in 1536 (6 of 1376), but 53.7%
+ * in 1024 (4 of 2048), a wave and a third; f16-tcdw2h with 32 more registers a lane read 51.1%
+ * in 768. Both of the plans this rule takes are whole multiples of 768.
+ */
 const DECODE_SPLIT_WAVE_TC = 1536;
 /**
  * ... or half waves (768) where that plan's splits take at least this many keys and its
