@@ -8,7 +8,7 @@
  * [blocks, block_size, kv_heads, head_dim] drawn on the GPU by fill_random (no host upload),
  * each sequence on its own distinct blocks in a shuffled order (layoutSeqs), q random. Per
  * decode variant: planDecodeSplits (by default with the target a decode step of these sequences
- * takes in the model, decodeStepSplitTarget; --split-workgroups / --split-waves ask for others),
+ * takes in the model, decodeStepSplitChoice; --split-workgroups / --split-waves ask for others),
  * then the split kernel and, with more than one split, the
  * log-sum-exp merge, dispatched through KernelCall as GpuModel does. One untimed batch of
  * `--reps` repetitions, then `--reps` repetitions of (split kernel + merge) in one compute
@@ -44,7 +44,7 @@ import { paced } from "../gpu/event_pacing.ts";
 import { PassTimer, timeComputePass, warmComputePasses } from "../gpu/timestamps.ts";
 import { KernelCall } from "../model/kernel_call.ts";
 import { submitRandomFill } from "../model/random_fill.ts";
-import { unsupportedReason, type Variant, variantByName } from "../../kernels/kernel.ts";
+import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
 import * as fillRandom from "../../kernels/fill_random.ts";
 import * as decode from "../../kernels/paged_attention_decode.ts";
 import type { DecodeSplitTarget } from "../../kernels/paged_attention_decode.ts";
@@ -70,9 +70,18 @@ import { readRoof, roofLine } from "./bandwidth_roof.ts";
 import { round3 } from "../util/sample_stats.ts";
 import {
   DECODE_SPLIT_MIN_TOKENS,
-  decodeStepSplitTarget,
-  deepDecodeCandidates,
+  decodeStepSplitChoice,
+  type DeepDecodeContext,
+  deepDecodeVariant,
 } from "../model/gpu_model.ts";
+
+/** Qwen3-30B-A3B's decode attention shape (the defaults; the model's split floor). */
+const DEFAULT_SHAPE = {
+  blockSize: 16,
+  numQHeads: 32,
+  numKvHeads: 4,
+  minSplitTokens: DECODE_SPLIT_MIN_TOKENS,
+} as const;
 
 const SPEC = {
   points: {
@@ -100,9 +109,27 @@ const SPEC = {
     min: 1,
     help: "read bandwidth of the roof (default: measured by read_bandwidth)",
   },
-  blockSize: { type: "number", default: 16, integer: true, min: 1, help: "KV block size" },
-  qHeads: { type: "number", default: 32, integer: true, min: 1, help: "query heads" },
-  kvHeads: { type: "number", default: 4, integer: true, min: 1, help: "KV heads" },
+  blockSize: {
+    type: "number",
+    default: DEFAULT_SHAPE.blockSize,
+    integer: true,
+    min: 1,
+    help: "KV block size",
+  },
+  qHeads: {
+    type: "number",
+    default: DEFAULT_SHAPE.numQHeads,
+    integer: true,
+    min: 1,
+    help: "query heads",
+  },
+  kvHeads: {
+    type: "number",
+    default: DEFAULT_SHAPE.numKvHeads,
+    integer: true,
+    min: 1,
+    help: "KV heads",
+  },
   headDim: { type: "number", default: 128, integer: true, min: 4, help: "head dimension" },
   splitWorkgroups: {
     type: "list",
@@ -161,25 +188,17 @@ export interface VariantSkip {
 
 /**
  * The decode variants to run: `names`, or by default DTYPE-tiled, the tensor-core form the
- * model takes for deep steps here (f16 only: the first of deepDecodeCandidates that runs and
- * takes `heads`), DTYPE-lanes32, DTYPE-lanes8 and DTYPE; those this adapter cannot run come
- * back in `skipped`. An unknown name, or one of another storage type than `dtype`, is a
+ * model takes for deep steps of `shape` here (deepDecodeVariant), DTYPE-lanes32, DTYPE-lanes8
+ * and DTYPE; those this adapter cannot run come back in `skipped`. An unknown name, or one of another storage type than `dtype`, is a
  * UsageError.
  */
 export function selectVariants(
   gpu: Gpu,
   dtype: "f16" | "f32",
   names?: readonly string[],
-  heads: { readonly num_q_heads: number; readonly num_kv_heads: number } = {
-    num_q_heads: 32,
-    num_kv_heads: 4,
-  },
+  shape: Omit<DeepDecodeContext, "dtype"> = DEFAULT_SHAPE,
 ): { run: Variant[]; skipped: VariantSkip[] } {
-  const deep = dtype === "f16"
-    ? deepDecodeCandidates(decode.tcHalfRowsReason(heads) === null).find((name) =>
-      unsupportedReason(gpu, variantByName(decode.spec, name)) === null
-    )
-    : undefined;
+  const deep = deepDecodeVariant(gpu, { ...shape, dtype });
   const wanted = names ??
     [`${dtype}-tiled`, ...(deep ? [deep] : []), `${dtype}-lanes32`, `${dtype}-lanes8`, dtype];
   const run: Variant[] = [], skipped: VariantSkip[] = [];
@@ -225,7 +244,7 @@ export interface PerfAttentionOptions {
 
 /**
  * What a split plan is made from: planDecodeSplits' target ("model": the one a decode step of
- * the point's sequences takes in the model, decodeStepSplitTarget) and least keys a split.
+ * the point's sequences takes in the model, decodeStepSplitChoice) and least keys a split.
  */
 export interface SplitPlanInputs {
   readonly target: DecodeSplitTarget | "model";
@@ -553,10 +572,12 @@ async function benchVariant(
   try {
     const lens = state.seqs.map((s) => s.contextLen);
     const shape = { numQHeads: nq, numKvHeads: nkv };
-    target = splitPlan.target === "model"
-      ? decodeStepSplitTarget(lens, shape, variant, { minTokens: splitPlan.minTokens })
-      : splitPlan.target;
-    plan = decode.planDecodeSplits(lens, shape, variant, target, splitPlan.minTokens);
+    ({ target, plan } = splitPlan.target === "model"
+      ? decodeStepSplitChoice(lens, shape, variant, { minTokens: splitPlan.minTokens })
+      : {
+        target: splitPlan.target,
+        plan: decode.planDecodeSplits(lens, shape, variant, splitPlan.target, splitPlan.minTokens),
+      });
   } catch (err) {
     return (err as Error).message;
   }
@@ -751,14 +772,15 @@ export async function main(argv: readonly string[]): Promise<number> {
     ...waves.map((wave) => ({ wave })),
   ];
   const targets: SplitPlanInputs["target"][] = asked.length ? asked : ["model"];
-  const splitPlans = targets.flatMap((target) =>
-    intList("--split-min-tokens", o.splitMinTokens).map((minTokens) => ({ target, minTokens }))
-  );
+  const minTokens = intList("--split-min-tokens", o.splitMinTokens);
+  const splitPlans = targets.flatMap((target) => minTokens.map((m) => ({ target, minTokens: m })));
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
   const variants = selectVariants(gpu, dtype, o.variant, {
-    num_q_heads: o.qHeads,
-    num_kv_heads: o.kvHeads,
+    numQHeads: o.qHeads,
+    numKvHeads: o.kvHeads,
+    blockSize: o.blockSize,
+    minSplitTokens: Math.min(...minTokens),
   });
   for (const s of variants.skipped) console.log(`skip variant ${s.variant}: ${s.reason}`);
   const bw = await readRoof(gpu, o.bandwidthGbps);

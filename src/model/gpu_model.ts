@@ -500,13 +500,27 @@ const DECODE_HALF_WAVE_MIN_KEYS = 256;
 /** The tensor-core form deep steps fall back to where f16-tcdw2 cannot run (lanes not consecutive). */
 const TC_DECODE_FALLBACK = "f16-tcdw";
 
+/** What decides the tensor-core decode attention form of deep steps (deepDecodeVariant). */
+export interface DeepDecodeContext {
+  readonly dtype: StorageDtype;
+  readonly numQHeads: number;
+  readonly numKvHeads: number;
+  readonly blockSize: number;
+  readonly minSplitTokens: number;
+}
+
 /**
- * The tensor-core decode attention forms of deep steps in the order the model tries them (the
- * first that runs here takes them): f16-tcdw2h where a kv head has at most 8 query heads
- * (`halfRows`), then f16-tcdw2, then f16-tcdw.
+ * The tensor-core decode attention form the model takes for deep steps here, or undefined
+ * where none runs: the first that runs of f16-tcdw2h (where a kv head has at most 8 query
+ * heads), f16-tcdw2, f16-tcdw (tcDecodeReason).
  */
-export function deepDecodeCandidates(halfRows: boolean): string[] {
-  return [...(halfRows ? [TC_DECODE_HALF_ROWS] : []), TC_DECODE_VARIANT, TC_DECODE_FALLBACK];
+export function deepDecodeVariant(gpu: Gpu, c: DeepDecodeContext): string | undefined {
+  const halfRows = pagedAttentionDecode.tcHalfRowsReason({
+    num_q_heads: c.numQHeads,
+    num_kv_heads: c.numKvHeads,
+  }) === null;
+  return [...(halfRows ? [TC_DECODE_HALF_ROWS] : []), TC_DECODE_VARIANT, TC_DECODE_FALLBACK]
+    .find((v) => tcDecodeReason(gpu, c.dtype, c.blockSize, c.minSplitTokens, v) === null);
 }
 
 /** GpuModelOptions.decodeSplit.minTokens' default: the fewest keys a decode split takes. */
@@ -693,42 +707,43 @@ export function decodeStepSplits(
   variant: Variant,
   split: NonNullable<GpuModelOptions["decodeSplit"]>,
 ): pagedAttentionDecode.DecodeSplitPlan {
-  return pagedAttentionDecode.planDecodeSplits(
-    contextLens,
-    shape,
-    variant,
-    decodeStepSplitTarget(contextLens, shape, variant, split),
-    split.minTokens,
-  );
+  return decodeStepSplitChoice(contextLens, shape, variant, split).plan;
 }
 
-/** The planDecodeSplits target decodeStepSplits plans a step with (see there). */
-export function decodeStepSplitTarget(
+/** decodeStepSplits' plan and the planDecodeSplits target it was planned with. */
+export function decodeStepSplitChoice(
   contextLens: readonly number[],
   shape: DecodeHeads,
   variant: Variant,
   split: NonNullable<GpuModelOptions["decodeSplit"]>,
-): pagedAttentionDecode.DecodeSplitTarget {
-  if (split.workgroups !== undefined) return split.workgroups;
-  if (split.wave !== undefined) return { wave: split.wave };
-  if (!variant.subgroupMatrix) return DECODE_SPLIT_WORKGROUPS;
-  const halfWave = { wave: DECODE_SPLIT_WAVE_TC / 2 };
-  const half = pagedAttentionDecode.planDecodeSplits(
-    contextLens,
-    shape,
-    variant,
-    halfWave,
-    split.minTokens,
-  );
+): {
+  readonly target: pagedAttentionDecode.DecodeSplitTarget;
+  readonly plan: pagedAttentionDecode.DecodeSplitPlan;
+} {
+  const planFor = (target: pagedAttentionDecode.DecodeSplitTarget) => ({
+    target,
+    plan: pagedAttentionDecode.planDecodeSplits(
+      contextLens,
+      shape,
+      variant,
+      target,
+      split.minTokens,
+    ),
+  });
+  if (split.workgroups !== undefined) return planFor(split.workgroups);
+  if (split.wave !== undefined) return planFor({ wave: split.wave });
+  if (!variant.subgroupMatrix) return planFor(DECODE_SPLIT_WORKGROUPS);
+  const half = planFor({ wave: DECODE_SPLIT_WAVE_TC / 2 });
   // the workgroups that hold keys (a short sequence's splits past its context exit at once)
   let busy = 0;
   for (const len of contextLens) {
-    busy += Math.min(half.numSplits, Math.ceil(len / half.splitTokens)) * shape.numKvHeads;
+    busy += Math.min(half.plan.numSplits, Math.ceil(len / half.plan.splitTokens)) *
+      shape.numKvHeads;
   }
   const fills = busy >= DECODE_SPLIT_WAVE_TC / 2;
-  return half.splitTokens >= DECODE_HALF_WAVE_MIN_KEYS && fills
-    ? halfWave
-    : { wave: DECODE_SPLIT_WAVE_TC };
+  return half.plan.splitTokens >= DECODE_HALF_WAVE_MIN_KEYS && fills
+    ? half
+    : planFor({ wave: DECODE_SPLIT_WAVE_TC });
 }
 
 /**
@@ -1897,7 +1912,6 @@ async function createCalls(
 ) {
   const packed = packedF16 ? "-packed" : "";
   const tcForm = decodeAttention.startsWith("tcdw");
-  const tcRuns = (v: string) => tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, v) === null;
   if (tcForm) {
     const why = tcDecodeReason(gpu, dtype, blockSize, minSplitTokens, `f16-${decodeAttention}`) ??
       (decodeAttention === "tcdw2h"
@@ -1917,15 +1931,16 @@ async function createCalls(
     : tcForm
     ? `f16-${decodeAttention}`
     : (decodeAttention === "tiled" ? `${dtype}-tiled` : dtype) + packed;
-  // steps of DEEP_DECODE_KEYS keys or more, when the caller chose no form: tcdw2 where it runs,
-  // else tcdw where that runs
-  // (f16-tcdw2h first where a kv head's group of query heads fills at most 8 rows)
-  const halfRows = pagedAttentionDecode.tcHalfRowsReason({
-    num_q_heads: config.numHeads,
-    num_kv_heads: config.numKvHeads,
-  }) === null;
+  // steps of DEEP_DECODE_KEYS keys or more, when the caller chose no form: the tensor-core form
+  // that runs here
   const deepTc = decodeAttentionDefault && decodeAttention === "tiled"
-    ? deepDecodeCandidates(halfRows).find(tcRuns)
+    ? deepDecodeVariant(gpu, {
+      dtype,
+      numQHeads: config.numHeads,
+      numKvHeads: config.numKvHeads,
+      blockSize,
+      minSplitTokens,
+    })
     : undefined;
   const decodeDeepVariant = deepTc ?? decodeVariant;
   // CPU adapters (lavapipe) pay dearly for workgroup barriers: one invocation per row there.

@@ -111,7 +111,17 @@ test("by default the tensor-core form the model takes for deep steps is measured
     limits: { maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupStorageSize: 49152 },
   } as unknown as Gpu;
   const names = (heads?: { num_q_heads: number; num_kv_heads: number }) =>
-    selectVariants(tensorCores, "f16", undefined, heads).run.map((v) => v.name);
+    selectVariants(
+      tensorCores,
+      "f16",
+      undefined,
+      heads && {
+        numQHeads: heads.num_q_heads,
+        numKvHeads: heads.num_kv_heads,
+        blockSize: 16,
+        minSplitTokens: 64,
+      },
+    ).run.map((v) => v.name);
   // Qwen3-30B-A3B's 8 query heads a kv head: f16-tcdw2h; 16 a kv head: f16-tcdw2
   assert.equal(names(), ["f16-tiled", "f16-tcdw2h", "f16-lanes32", "f16"]);
   assert.equal(names({ num_q_heads: 32, num_kv_heads: 2 }).slice(0, 2), [
