@@ -322,6 +322,28 @@ export function moeTensorCoreForm(
 
 type Pipe = KernelPipeline<ParamFields>;
 
+/**
+ * Floats of the `tile` scratch (MOE_TC_TILE) for the staged decode forms' largest step: the
+ * most tokens (at most `maxTokens`) whose rows an expert moeTensorCoreForm sends to them
+ * (`rowsPerExpert`: the prefill forms' threshold above them), in work items of `blockM` rows,
+ * on the larger grid of the two GEMMs (`gateUpColumns` / `downColumns` columns a workgroup).
+ */
+export function decodeTileFloats(
+  shape: Pick<MoeBlockShape, "hidden" | "inter" | "experts" | "topK" | "maxTokens">,
+  rowsPerExpert: number,
+  gateUpColumns: number,
+  downColumns: number,
+  blockM: number,
+): number {
+  const tokens = Math.min(
+    shape.maxTokens,
+    Math.floor((rowsPerExpert * shape.experts) / shape.topK),
+  );
+  const items = dispatch.moeMaxWorkItems(tokens * shape.topK, shape.experts, blockM);
+  const gridX = Math.max(shape.inter / gateUpColumns, shape.hidden / downColumns);
+  return Math.max(4, gateUpTc.moeTcTileFloats(gridX, items));
+}
+
 /** Scratch buffers of the block, sized for maxTokens (exposed for tests and tracing). */
 export interface MoeBlockScratch {
   readonly topkIds: GPUBuffer;
@@ -337,6 +359,11 @@ export interface MoeBlockScratch {
   /** The tensor-core path's f16 operands (null where it does not run). */
   readonly a16: GPUBuffer | null;
   readonly act16: GPUBuffer | null;
+  /**
+   * The staged decode forms' sums on their way out (MOE_TC_TILE), sized for the most tokens
+   * they take (16 bytes where they do not run).
+   */
+  readonly tile: GPUBuffer;
   /** 16 bytes bound where a binding is not read or written in a step (o_part, out16). */
   readonly placeholder: GPUBuffer;
 }
@@ -546,6 +573,19 @@ export class MoeBlock {
       y: createStorage(d, "moe.y", rows * hidden * 4),
       a16: tc ? createStorage(d, "moe.a16", (rows + MOE_TC_PAD_ROWS) * hidden * 2) : null,
       act16: tc ? createStorage(d, "moe.act16", (rows + MOE_TC_PAD_ROWS) * inter * 2) : null,
+      tile: createStorage(
+        d,
+        "moe.tile",
+        tc?.decode
+          ? 4 * decodeTileFloats(
+            shape,
+            options.tensorCoreRowsPerExpert ?? MOE_TC_ROWS_PER_EXPERT,
+            tc.decode.gateUp.variant.consts!.CW,
+            tc.decode.down.variant.consts!.CW,
+            gateUpTc.moeTcItemRows(tc.decode.gateUp.variant),
+          )
+          : 16,
+      ),
       placeholder: createStorage(d, "moe.placeholder", 16),
     };
     return new MoeBlock(gpu, shape, options, pipes, params, scratch);
@@ -966,12 +1006,14 @@ export class MoeBlock {
         w: io.wGateUp,
         work_items: sc.workItems,
         act: sc.act16!,
+        tile: sc.tile,
       }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
       run("down", tc.down, params.downTc, {
         act: sc.act16!,
         w: io.wDown,
         work_items: sc.workItems,
         y: sc.y,
+        tile: sc.tile,
       }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     } else {
       const gu = pipes.gateUp.get(this.gateUpName)!;

@@ -13,7 +13,13 @@ import { fitting, type KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmDownRef } from "./moe_gemm_down.ts";
-import { moeTcParams, moeTcTakes, moeTcVariants } from "./moe_gemm_gate_up_tc.ts";
+import {
+  MOE_TC_TILE,
+  moeTcParams,
+  moeTcTakes,
+  moeTcTileFloats,
+  moeTcVariants,
+} from "./moe_gemm_gate_up_tc.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import { MOE_BLOCK_M, type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
@@ -29,6 +35,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "w", type: "T", access: "read", shape: "[experts, hidden, inter]" },
     WORK_ITEMS_READ,
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
+    MOE_TC_TILE,
   ],
   variants: moeTcVariants("moe_gemm_down_tcs.wgsl", 32, "moe_gemm_down_tcp.wgsl", 64),
   expertWeights: { binding: "w", rows: (p) => p.hidden, cols: (p) => p.inter },
@@ -80,7 +87,7 @@ function tcCase(
         work_items: r.workItems,
       };
     },
-    outputs: { y: r.rows * hidden },
+    outputs: { y: r.rows * hidden, tile: moeTcTileFloats(hidden / 32, r.maxItems) },
     reference: (inp) => ({
       y: moeGemmDownRef(
         roundToF16InPlace(new Float32Array(inp.act as Float32Array)),

@@ -13,7 +13,7 @@
  * be a multiple of 16, inter of 32; work items of at most 64 rows (MOE_BLOCK_M).
  */
 import { fitting, type KernelCase } from "./case.ts";
-import type { KernelSpec, Variant } from "./kernel.ts";
+import type { BindingSpec, KernelSpec, Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmGateUpRef } from "./moe_gemm_gate_up.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
@@ -22,6 +22,24 @@ import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
 import { expertTilesFit, tiledVariant } from "./expert_tiles.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
+
+/**
+ * The staged decode forms' (`f16-tcs`) 16 x 16 f32 sums on their way out, a slot of 256 floats
+ * a workgroup (tileFloats): through a storage buffer instead of workgroup memory, since at
+ * decode shapes a workgroup's bytes of workgroup memory bound how many workgroups an SM holds
+ * (README, "Writing a tensor-core kernel"). The other forms bind it and leave it alone.
+ */
+export const MOE_TC_TILE: BindingSpec = Object.freeze({
+  name: "tile",
+  type: "f32",
+  access: "read_write",
+  shape: "[grid x * max_items, 256] (f16-tcs: a workgroup's sums)",
+});
+
+/** Floats of the `tile` binding a grid of `gridX` x `maxItems` workgroups takes. */
+export function moeTcTileFloats(gridX: number, maxItems: number): number {
+  return gridX * Math.max(1, maxItems) * 256;
+}
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_gemm_gate_up_tc",
@@ -32,6 +50,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "w", type: "T", access: "read", shape: "[experts, 2 * inter, hidden]" },
     WORK_ITEMS_READ,
     { name: "act", type: "T", access: "read_write", shape: "[rows + 128, inter]" },
+    MOE_TC_TILE,
   ],
   variants: moeTcVariants("moe_gemm_gate_up_tcs.wgsl", 16, "moe_gemm_gate_up_tcp.wgsl", 32),
   expertWeights: { binding: "w", rows: (p) => 2 * p.inter, cols: (p) => p.hidden },
@@ -182,7 +201,7 @@ function tcCase(
         work_items: r.workItems,
       };
     },
-    outputs: { act: r.rowsPad * inter },
+    outputs: { act: r.rowsPad * inter, tile: moeTcTileFloats(inter / 16, r.maxItems) },
     // a and w arrive rounded to f16; the sums are f32 and act is rounded to f16 once
     reference: (inp) => ({
       act: roundToF16InPlace(clampF16(

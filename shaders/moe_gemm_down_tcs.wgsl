@@ -5,8 +5,9 @@
 // 16 at a time; each step covers BK = 64 of inter, so each weight row is read in 128-byte runs
 // (64 output columns with 64-byte runs moved the down weights at 1.9 TB/s on the H200, this form
 // 2.2). Words past inter are staged as zeros (inter need only be a multiple of 16). A row tile's
-// sums go through workgroup memory and only the item's rows are stored. hidden must be a
-// multiple of 32; act holds 64 rows past the last item (the gate/up GEMM's padding).
+// sums go through the workgroup's slot of `tile` (a storage buffer: see MOE_TC_TILE) and only
+// the item's rows are stored. hidden must be a multiple of 32; act holds 64 rows past the last
+// item (the gate/up GEMM's padding).
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
 //#include "lib/expert_tiles.wgsl"
@@ -18,9 +19,6 @@ const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned row
 struct Wg {
   b: array<f16, 32u * 72u>, // 32 weight rows x BK
   a: array<f16, 16u * 72u>, // 16 rows of act x BK
-  // the sums [16 rows][16 columns], one half of CW at a time (1 KB less a workgroup: see
-  // moe_gemm_gate_up_tcs.wgsl)
-  s: array<f32, 16u * 16u>,
 }
 var<workgroup> wg: Wg;
 
@@ -39,6 +37,8 @@ fn main(
   let hd = params.hidden;
   let i8 = params.inter / 8u; // words a row
   let n0 = wid.x * CW;
+  // this workgroup's slot of `tile`: the sums [16 rows][16 columns], one half of CW at a time
+  let slot = (wid.x + nwg.x * (wid.y + wid.z * nwg.y)) * 256u;
   let lr = lid / 8u; // the row of 4 a load covers
   let lk = lid % 8u; // its word in the step's BK
   let zero = vec4<u32>(0u);
@@ -112,25 +112,25 @@ fn main(
       y0 = subgroupMatrixMultiplyAccumulate(a3, p3, y0);
       y1 = subgroupMatrixMultiplyAccumulate(a3, q3, y1);
     }
-    // columns n0 .. n0 + 15 (y0), then n0 + 16 .. (y1), through wg.s (1 KB less a workgroup)
-    subgroupMatrixStore<row_major>(&wg.s, 0u, y0, 16u);
-    workgroupBarrier();
+    // columns n0 .. n0 + 15 (y0), then n0 + 16 .. (y1), through the slot
+    subgroupMatrixStore<row_major>(&tile, slot, y0, 16u);
+    storageBarrier();
     for (var q = lid; q < 256u; q += 32u) {
       let r = t0 + q / 16u;
       if (r < r_end) {
-        y[r * hd + n0 + q % 16u] = wg.s[q];
+        y[r * hd + n0 + q % 16u] = tile[slot + q];
       }
     }
-    workgroupBarrier();
-    subgroupMatrixStore<row_major>(&wg.s, 0u, y1, 16u);
-    workgroupBarrier();
+    storageBarrier();
+    subgroupMatrixStore<row_major>(&tile, slot, y1, 16u);
+    storageBarrier();
     for (var q = lid; q < 256u; q += 32u) {
       let r = t0 + q / 16u;
       if (r < r_end) {
-        y[r * hd + n0 + 16u + q % 16u] = wg.s[q];
+        y[r * hd + n0 + 16u + q % 16u] = tile[slot + q];
       }
     }
     // the next row tile's sums wait until every lane has read these
-    workgroupBarrier();
+    storageBarrier();
   }
 }

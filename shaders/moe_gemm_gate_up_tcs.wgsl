@@ -28,11 +28,6 @@ const LD: u32 = 72u; // row stride of the staged tiles (f16; 16-byte aligned row
 struct Wg {
   b: array<f16, 32u * 72u>, // 32 weight rows (16 gate, 16 up) x BK
   a: array<f16, 16u * 72u>, // 16 rows of a x BK
-  // the gate sums [16][16], then the up sums: 1 KB less a workgroup than both at once, which
-  // took 64 x 1024 decode steps from 36.9 to 34.9 ms and 128 x 1024 from 42.8 to 40.5 on the
-  // H200 with the same in moe_gemm_down_tcs (2026-12-01): one subgroup a workgroup, so the
-  // workgroup memory bounds how many an SM holds
-  s: array<f32, 256u>,
 }
 var<workgroup> wg: Wg;
 
@@ -51,6 +46,12 @@ fn main(
   let inter = params.inter;
   let h8 = params.hidden / 8u; // words a row
   let c0 = wid.x * CW;
+  // this workgroup's slot of `tile` (a storage buffer, see MOE_TC_TILE): the gate sums
+  // [16][16], then the up sums. Through workgroup memory, 1 KB for both in turn instead of 2
+  // took 64 x 1024 decode steps from 36.9 to 34.9 ms and 128 x 1024 from 42.8 to 40.5 on the
+  // H200 with the same in moe_gemm_down_tcs (2026-12-01): one subgroup a workgroup, so the
+  // workgroup memory bounds how many an SM holds; the slot takes none.
+  let slot = (wid.x + nwg.x * (wid.y + wid.z * nwg.y)) * 256u;
   let lr = lid / 8u; // the row of 4 a load covers
   let lk = lid % 8u; // its word in the step's BK
   // weight row j = 4 i + lr of the 32: gate row c0 + j, then up row inter + c0 + j - 16
@@ -180,26 +181,26 @@ fn main(
         u = subgroupMatrixMultiplyAccumulate(b3, v3, u);
       }
     }
-    // the gate sums through wg.s into registers (element lid + 32 i), then the up sums
-    subgroupMatrixStore<row_major>(&wg.s, 0u, g, 16u);
-    workgroupBarrier();
+    // the gate sums through the slot into registers (element lid + 32 i), then the up sums
+    subgroupMatrixStore<row_major>(&tile, slot, g, 16u);
+    storageBarrier();
     var gs = array<f32, 8>();
     for (var i = 0u; i < 8u; i++) {
-      gs[i] = wg.s[lid + 32u * i];
+      gs[i] = tile[slot + lid + 32u * i];
     }
-    workgroupBarrier();
-    subgroupMatrixStore<row_major>(&wg.s, 0u, u, 16u);
-    workgroupBarrier();
+    storageBarrier();
+    subgroupMatrixStore<row_major>(&tile, slot, u, 16u);
+    storageBarrier();
     for (var i = 0u; i < 8u; i++) {
       let q = lid + 32u * i;
       let r = t0 + q / 16u;
       if (r < r_end) {
         // clamped to f16's largest finite value (an outlier stays finite)
-        let v = gs[i] / (1.0 + exp(-gs[i])) * wg.s[q];
+        let v = gs[i] / (1.0 + exp(-gs[i])) * tile[slot + q];
         act[r * inter + c0 + q % 16u] = T(clamp(v, -65504.0, 65504.0));
       }
     }
     // the next row tile's sums wait until every lane has read these
-    workgroupBarrier();
+    storageBarrier();
   }
 }

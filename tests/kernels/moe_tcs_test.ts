@@ -4,7 +4,8 @@ import { readFileSync } from "node:fs";
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
 import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
 import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
-import { moeTensorCoreForm } from "../../kernels/moe_block.ts";
+import { decodeTileFloats, moeTensorCoreForm } from "../../kernels/moe_block.ts";
+import { moeMaxWorkItems } from "../../kernels/moe_dispatch.ts";
 
 const stages = [
   { mod: gateUpTc, shader: "moe_gemm_gate_up_tcs.wgsl", columns: 16 },
@@ -68,6 +69,50 @@ test("steps take the staged decode forms above 2 rows an expert, the prefill for
   assert.equal([form(64, 0), form(2048, 0)], [null, null]);
   // 0 sends every step with rows to the decode forms up to the prefill threshold
   assert.equal([form(1, undefined, 0), form(128, undefined, 0)], ["tcs", "tcs"]);
+});
+
+test("their sums leave through a storage slot, and the block's slots cover every step they take", () => {
+  for (const { shader } of stages) {
+    const wgsl = readFileSync(new URL(`../../shaders/${shader}`, import.meta.url), "utf8");
+    // no f32 array in workgroup memory: the sums take the `tile` binding (MOE_TC_TILE)
+    const wg = /struct Wg \{[^}]*\}/.exec(wgsl)?.[0] ?? "";
+    assert.match(wg, /array<f16/, shader);
+    assert.not.match(wg, /array<f32/, shader);
+    assert.match(wgsl, /subgroupMatrixStore<row_major>\(&tile, slot/, shader);
+  }
+  for (const mod of [gateUpTc, downTc]) {
+    assert.ok(mod.spec.bindings.some((b) => b.name === "tile"), mod.spec.name);
+  }
+  // Qwen3-30B-A3B and a Mixtral-like shape: every token count the decode forms take, on both
+  // GEMMs' grids, fits the scratch the block sizes for them
+  const shapes = [
+    { hidden: 2048, inter: 768, experts: 128, topK: 8, maxTokens: 8192 },
+    { hidden: 4096, inter: 14336, experts: 8, topK: 2, maxTokens: 100 },
+  ];
+  for (const shape of shapes) {
+    const floats = decodeTileFloats(shape, 8, 16, 32, 64);
+    let taken = 0;
+    for (let t = 1; t <= shape.maxTokens; t++) {
+      if (moeTensorCoreForm((t * shape.topK) / shape.experts) !== "tcs") continue;
+      taken++;
+      const items = moeMaxWorkItems(t * shape.topK, shape.experts, 64);
+      for (const [width, columns] of [[shape.inter, 16], [shape.hidden, 32]]) {
+        assert.ok(gateUpTc.moeTcTileFloats(width / columns, items) <= floats, `${t} tokens`);
+      }
+    }
+    assert.ok(taken > 0);
+  }
+  // Qwen3-30B-A3B: 128 tokens at most (8 rows an expert), 143 items, down's 64 columns groups
+  assert.is(
+    decodeTileFloats(
+      { hidden: 2048, inter: 768, experts: 128, topK: 8, maxTokens: 256 },
+      8,
+      16,
+      32,
+      64,
+    ),
+    64 * 143 * 256,
+  );
 });
 
 test.run();
