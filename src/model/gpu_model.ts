@@ -477,11 +477,13 @@ const TC_DECODE_HALF_ROWS = "f16-tcdw2h";
 const DECODE_SPLIT_WORKGROUPS = 2048;
 /**
  * ... on the tensor-core forms: whole waves of this many, or half waves (below). The name says
- * "wave", but the H200 seems to hold only about 768 f16-tcdw2h workgroups at once (6 an SM,
- * bound by their registers): 64 x 8192 in perf-attention (2026-12-02, session 25) read 76.9%
- * of the roof in 768 workgroups (3 splits of 2736 keys), 75.4% in 1536 (6 of 1376), but 53.7%
- * in 1024 (4 of 2048), a wave and a third; f16-tcdw2h with 32 more registers a lane read 51.1%
- * in 768. Both of the plans this rule takes are whole multiples of 768.
+ * "wave", but the H200 holds only about 768 f16-tcdw2h workgroups at once (6 an SM: about 48
+ * KB of workgroup memory an SM bounds them, 7,752 bytes each, as probe-reads measured in session
+ * 26, and their registers come close): 64 x 8192 in perf-attention (2026-12-02, session 25)
+ * read 76.9% of the roof in 768 workgroups (3 splits of 2736 keys), 75.4% in 1536 (6 of 1376),
+ * but 53.7% in 1024 (4 of 2048), a wave and a third; f16-tcdw2h with 32 more registers a lane
+ * read 51.1% in 768, and with 4.3 KB more workgroup memory (q's matrices in it, session 26)
+ * 48.7%. Both of the plans this rule takes are whole multiples of 768.
  */
 const DECODE_SPLIT_WAVE_TC = 1536;
 /**
