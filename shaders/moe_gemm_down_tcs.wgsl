@@ -38,7 +38,7 @@ fn main(
   let i8 = params.inter / 8u; // words a row
   let n0 = wid.x * CW;
   // this workgroup's slot of `tile`: the sums [16 rows][16 columns], one half of CW at a time
-  let slot = (wid.x + nwg.x * (wid.y + wid.z * nwg.y)) * 256u;
+  let slot = moe_workgroup_index(wid, nwg) * 256u;
   let lr = lid / 8u; // the row of 4 a load covers
   let lk = lid % 8u; // its word in the step's BK
   let zero = vec4<u32>(0u);

@@ -189,8 +189,8 @@ export interface VariantSkip {
 /**
  * The decode variants to run: `names`, or by default DTYPE-tiled, the tensor-core form the
  * model takes for deep steps of `shape` here (deepDecodeVariant), DTYPE-lanes32, DTYPE-lanes8
- * and DTYPE; those this adapter cannot run come back in `skipped`. An unknown name, or one of another storage type than `dtype`, is a
- * UsageError.
+ * and DTYPE; those this adapter cannot run come back in `skipped`. An unknown name, or one of
+ * another storage type than `dtype`, is a UsageError.
  */
 export function selectVariants(
   gpu: Gpu,
@@ -711,13 +711,13 @@ function gbpsText(gbps: number): string {
   return gbps >= 100 ? gbps.toFixed(0) : gbps.toPrecision(3);
 }
 
-/** The table: one row per (point, variant). */
 /** A row's split plan inputs in words: "model, waves of 768", "~1024 wg". */
 function planText(r: AttentionRow): string {
   const inputs = r.split_wave !== null ? `waves of ${r.split_wave}` : `~${r.split_workgroups} wg`;
   return r.split_rule === "model" ? `model, ${inputs}` : inputs;
 }
 
+/** The table: one row per (point, variant). */
 export function formatRows(rows: readonly AttentionRow[]): string {
   const num = (x: number | null, digits: number) => (x === null ? "-" : x.toFixed(digits));
   return formatTable(
