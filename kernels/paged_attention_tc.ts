@@ -35,7 +35,9 @@
  * Workgroup memory (workgroupBytes): q f16 [max(16, KW), 136] (Q, then a step's V staged
  * with zeros past the context), S f32 [16, KW], P f16 [16, KW + 8]: 6,152 bytes (`f16-tc`,
  * and `f16-tcs`, which stages q, then each step's K and V, in the q array) and 12,040
- * (`f16-tc2`).
+ * (`f16-tc2`). The staged forms of RT subgroups keep that q array at 16 rows (q goes through
+ * it in RT passes) beside RT times the S and P: 7,944 bytes (`f16-tcs2`), 11,528 (`f16-tcs4`).
+ * On the H200 about 48 KB of workgroup memory an SM bounds how many workgroups it holds.
  */
 import type { KernelCase } from "./case.ts";
 import type { Gpu } from "../src/gpu/device.ts";
@@ -96,7 +98,9 @@ export function workgroupBytes(v: Variant): number {
   const { KT, HD: hd } = v.consts!;
   const kw = 16 * KT;
   const rows = tileRows(v);
-  return Math.max(rows, kw) * (hd + 8) * 2 + rows * kw * 4 + rows * (kw + 8) * 2 + 8;
+  // the staged forms' q buffer holds a step's 16 keys; q goes through it in RT passes
+  const qRows = v.shader === "paged_attention_tcs.wgsl" ? ROWS : rows;
+  return Math.max(qRows, kw) * (hd + 8) * 2 + rows * kw * 4 + rows * (kw + 8) * 2 + 8;
 }
 
 /**

@@ -21,7 +21,11 @@
 // One buffer for q, K and V keeps the workgroup memory at f16-tc's 6,152 bytes with one
 // subgroup: its workgroup memory bounds how many an SM holds (the form with a buffer each,
 // 15 KB, was no faster than f16-tc on the H200; decode's f16-tcdw gained 25% from the same two
-// steps). A rescale step (some row of the workgroup took a new max) rescales every subgroup's O.
+// steps). The buffer holds 16 rows of 136 f16 (a step's keys) whatever RT is: q goes through it
+// in RT passes of 128 / RT dims (rows of 128 / RT f16 when RT > 1), each pass's matrices loaded
+// before the next is staged, so f16-tcs2 takes 7,944 bytes (6 workgroups an SM of the H200's 48
+// KB, where a 32-row q buffer's 12,296 bytes fit 3) and f16-tcs4 11,528 (4, against 1).
+// A rescale step (some row of the workgroup took a new max) rescales every subgroup's O.
 // With several subgroups the matrix offsets differ between them (Variant.perSubgroupMatrices).
 // Needs head_dim 128 and block_size a multiple of 16 (a step's keys inside one block).
 //#include "lib/paged_kv.wgsl"
@@ -44,6 +48,12 @@ const KH: u32 = KW / 2u;
 const ND: u32 = HD / 16u;
 // f16 rows padded by 16 bytes (a matrix load's rows start on distinct banks)
 const QS: u32 = HD + 8u;
+// dims of q a staging pass takes, its matrices, and its rows' stride in wg.a: padded with one
+// subgroup (16 rows of QS), unpadded with more (RT x 16 rows of 128 / RT: the padding would
+// not fit, and the rows are loaded once a workgroup)
+const DP: u32 = HD / RT;
+const NDP: u32 = DP / 16u;
+const QP: u32 = DP + 8u * (1u / RT);
 const PS: u32 = KW + 8u;
 const SS: u32 = KW;
 const_assert KT == 1u;
@@ -52,9 +62,9 @@ const_assert HD == 128u && ND == 8u;
 
 // The workgroup memory is one struct (see paged_attention_tc.wgsl).
 struct Wg {
-  // [row][d]: q * scale before the first step; then [key][d]: a step's K, then its V (put8a
-  // of lib/stage_words.wgsl)
-  a: array<f16, ROWS * QS>,
+  // [row][d of a pass]: q * scale, RT passes before the first step; then [key][d]: a step's
+  // K, then its V (put8a of lib/stage_words.wgsl)
+  a: array<f16, 16u * QS>,
   // [row][key]: probabilities (named b for lib/stage_words.wgsl, whose put8b this shader does
   // not call)
   b: array<f16, ROWS * PS>,
@@ -71,10 +81,10 @@ fn q_at(d: u32) -> u32 {
   return (d % ND) * 16u;
 }
 
-// Subgroup sg's left matrix of Q, dims 16 d .., as staged in wg.a before the first step; K^T's
-// right matrix of the same dims from wg.a, V's right matrix of dims 16 d .. from wg.a.
+// Subgroup sg's left matrix of Q, dims 16 d .., as its staging pass (d / NDP) left it in wg.a;
+// K^T's right matrix of dims 16 d .. from wg.a, V's right matrix of dims 16 d .. from wg.a.
 fn q_mat(sg: u32, d: u32) -> subgroup_matrix_left<f16, 16, 16> {
-  return subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, (sg % RT) * 16u * QS + q_at(d), QS);
+  return subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, (sg % RT) * 16u * QP + (d % NDP) * 16u, QP);
 }
 
 fn kt_mat(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
@@ -115,39 +125,54 @@ fn main(
   var k_words = load_words(seq, kvh, 0u, kv_end, kv_words, lid, false);
   var v_words = load_words(seq, kvh, 0u, kv_end, kv_words, lid, true);
 
-  // wg.a = q * scale of the tile's rows as f16, zeros past n_rows (until the first step).
-  for (var e = lid; e < ROWS * hd4; e += THREADS) {
-    let r = e / hd4;
-    let c = e % hd4;
-    var v = vec4<f32>(0.0);
-    if (r < n_rows) {
-      let token = first_token + r / group;
-      let head = kvh * group + r % group;
-      v = q[(token * params.num_q_heads + head) * hd4 + c] * params.scale;
-    }
-    let h = vec4<f16>(clamp(v, vec4<f32>(-Q_LIMIT), vec4<f32>(Q_LIMIT)));
-    let at = r * QS + 4u * c;
-    wg.a[at] = h.x;
-    wg.a[at + 1u] = h.y;
-    wg.a[at + 2u] = h.z;
-    wg.a[at + 3u] = h.w;
-  }
   if (lid == 0u) {
     atomicStore(&wg.flags[0], 0u);
     atomicStore(&wg.flags[1], 0u);
   }
-  // q's left matrices from wg.a (free until the first step's K store, which waits for these
-  // loads at its barrier)
-  workgroupBarrier();
+  // q * scale of the tile's rows as f16 (zeros past n_rows) in RT passes of DP dims through
+  // wg.a, [row][QP]; each pass's left matrices loaded before the next pass is staged
   let sg = lid / 32u;
-  let q0 = q_mat(sg, 0u);
-  let q1 = q_mat(sg, 1u);
-  let q2 = q_mat(sg, 2u);
-  let q3 = q_mat(sg, 3u);
-  let q4 = q_mat(sg, 4u);
-  let q5 = q_mat(sg, 5u);
-  let q6 = q_mat(sg, 6u);
-  let q7 = q_mat(sg, 7u);
+  let dp4 = DP / 4u;
+  var q0 = subgroup_matrix_left<f16, 16, 16>();
+  var q1 = subgroup_matrix_left<f16, 16, 16>();
+  var q2 = subgroup_matrix_left<f16, 16, 16>();
+  var q3 = subgroup_matrix_left<f16, 16, 16>();
+  var q4 = subgroup_matrix_left<f16, 16, 16>();
+  var q5 = subgroup_matrix_left<f16, 16, 16>();
+  var q6 = subgroup_matrix_left<f16, 16, 16>();
+  var q7 = subgroup_matrix_left<f16, 16, 16>();
+  for (var p = 0u; p < RT; p++) {
+    // (the previous pass's matrix loads are done)
+    if (p > 0u) {
+      workgroupBarrier();
+    }
+    for (var e = lid; e < ROWS * dp4; e += THREADS) {
+      let r = e / dp4;
+      let c = e % dp4;
+      var v = vec4<f32>(0.0);
+      if (r < n_rows) {
+        let token = first_token + r / group;
+        let head = kvh * group + r % group;
+        v = q[(token * params.num_q_heads + head) * hd4 + p * dp4 + c] * params.scale;
+      }
+      let h = vec4<f16>(clamp(v, vec4<f32>(-Q_LIMIT), vec4<f32>(Q_LIMIT)));
+      let at = r * QP + 4u * c;
+      wg.a[at] = h.x;
+      wg.a[at + 1u] = h.y;
+      wg.a[at + 2u] = h.z;
+      wg.a[at + 3u] = h.w;
+    }
+    workgroupBarrier();
+    if (0u / NDP == p) { q0 = q_mat(sg, 0u); }
+    if (1u / NDP == p) { q1 = q_mat(sg, 1u); }
+    if (2u / NDP == p) { q2 = q_mat(sg, 2u); }
+    if (3u / NDP == p) { q3 = q_mat(sg, 3u); }
+    if (4u / NDP == p) { q4 = q_mat(sg, 4u); }
+    if (5u / NDP == p) { q5 = q_mat(sg, 5u); }
+    if (6u / NDP == p) { q6 = q_mat(sg, 6u); }
+    if (7u / NDP == p) { q7 = q_mat(sg, 7u); }
+  }
+  // (the last pass's loads are done before the first step's K store: its barrier)
 
   // Invocations 2 row and 2 row + 1 of subgroup sg: its row `row` (tile row `tr`), keys
   // half * KH .. of each step. The subgroup's 16 rows of wg.s_tile and wg.b start at s_at, p_at.

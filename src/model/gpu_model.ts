@@ -126,13 +126,16 @@ export interface GpuModelOptions {
    * paged_attention_tc `f16-tc`, K^T and V matrices loaded straight from the cache), "tc2" (its
    * two-key-tile variant), "tcs" (K and V staged through workgroup memory as 16-byte words,
    * `f16-tcs`), "tcs2" / "tcs4" (the same with 2 or 4 subgroups a workgroup sharing each
-   * step's staged K and V, `f16-tcs2`, `f16-tcs4`) or "fma" (paged_attention). Default "tcs2"
-   * where it runs (else "tcs"): f16 KV, head_dim 128, block_size a multiple of 16, at most 16
+   * step's staged K and V, `f16-tcs2`, `f16-tcs4`) or "fma" (paged_attention). Default "tcs4"
+   * where it runs (else "tcs2", else "tcs"): f16 KV, head_dim 128, block_size a multiple of 16, at most 16
    * query heads a kv head, f16 16x16x16 subgroup matrices on 32-wide subgroups laid out
    * consecutively; else "fma". On the H200 (2026-12-01, one call, two rounds) "tcs" took 1 x
    * 2048 prefill steps from 198.4 to 172.5 ms and 8 x 2048 from 1380 to 1206 (the attention 60
    * -> 35 ms at 1 x 2048, 27 -> 47 TFLOP/s), 64 x 512 2104 -> 2047; in a later call "tcs2" took
-   * 8 x 2048 to 1148.0 ms and 1 x 2048 to 168.8 ("tcs4": 1195.6 and 172.5).
+   * 8 x 2048 to 1148.0 ms and 1 x 2048 to 168.8 ("tcs4": 1195.6 and 172.5). Since q goes through
+   * a 16-row buffer in passes (2026-12-02), "tcs4" takes 11.5 KB of workgroup memory instead of
+   * 24.6 (4 workgroups an SM of the H200's 48 KB instead of 1) and is the fastest: 1 x 2048
+   * 133.2 -> 123.7 ms against the old "tcs2", 8 x 2048 860.4 -> 801.9 ("tcs2" now 129.4, 832.3).
    */
   readonly prefillAttention?: PrefillAttentionForm;
   /**
@@ -2150,7 +2153,7 @@ const PREFILL_TC_VARIANT = {
 } as const;
 
 /**
- * The prefill attention form: `asked`, or by default the first of "tcs2" and "tcs" that runs,
+ * The prefill attention form: `asked`, or by default the first of "tcs4", "tcs2" and "tcs" that runs,
  * else "fma". Throws naming the reason when a tensor-core form is asked for and cannot run.
  */
 function prefillAttentionForm(
@@ -2173,7 +2176,7 @@ function prefillAttentionForm(
       },
     );
   if (asked === undefined) {
-    return (["tcs2", "tcs"] as const).find((f) => reason(f) === null) ?? "fma";
+    return (["tcs4", "tcs2", "tcs"] as const).find((f) => reason(f) === null) ?? "fma";
   }
   const why = reason(asked);
   if (why === null) return asked;
