@@ -1,7 +1,8 @@
 /**
  * The progress line of a long sweep: points done / total, the current point, counts per
  * kv_seed_regime (skips included), and an ETA from the mean time per point of each
- * kind so far.
+ * kind so far. A point's time runs from `start` to `finish`; the sweep starts it after a
+ * kvwarm stage that precedes it (the stage logs its own seconds).
  *
  * ```ts
  * const p = new Progress(8);

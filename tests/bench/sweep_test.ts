@@ -546,6 +546,31 @@ test("a decode seeder can order points and seed them its own way (the kvwarm hoo
   assert.equal([artifact.kvwarm.enabled, artifact.kvwarm.points_real_kv], [true, 2]);
 });
 
+test("the ETA's pace leaves out a kvwarm stage built before a point", async () => {
+  const fake = new FakeKvSeeder({ requested: "on", skipReason: "test" });
+  let stages = 0;
+  // a stage of 600 ms before the first point only (a rung's chains), none after
+  const staging: DecodeSeeder = {
+    order: (p: readonly DecodePoint[]) => fake.order(p),
+    regime: () => "legacy",
+    beforePoint: () => stages++ === 0 ? new Promise((r) => setTimeout(r, 600)) : Promise.resolve(),
+    seed: (engine, reqs) => fake.seed(engine, reqs),
+    finish: () => Promise.resolve(),
+    section: () => fake.section(),
+  };
+  const decode = [1, 2, 3, 4].map((b) => ({ batch_size: b, total_kv_read_tokens: 9 * b }));
+  const bench = cpuBench({ schema_version: 1, decode });
+  const { artifact } = await runCpuBench(bench, { decodeSeeder: staging });
+  valid(artifact);
+  const etas = bench.logs.filter((l) => /^\[\d\/4\]/.test(l)).map((l) => {
+    const [m, s] = /ETA (\d+):(\d+)$/.exec(l)!.slice(1).map(Number);
+    return 60 * m + s;
+  });
+  // with the stage in its pace the first line would read 3 points x >= 0.6 s: 0:02 at least
+  assert.is(etas.length, 4);
+  assert.ok(etas[0] < 2, `first ETA ${etas[0]} s`);
+});
+
 test("checkArtifact finds what breaks the schema or its invariants", async () => {
   const { artifact } = await runCpuBench(cpuBench(DECODE_B2_K20));
   const broken = JSON.parse(JSON.stringify(artifact));
