@@ -629,6 +629,11 @@ export interface KvwarmChains {
   readonly probe_depth: number;
   /** Seconds the content probe (dataset, tokenizer, depth) took, before any capacity decision. */
   readonly probe_seconds: number;
+  /**
+   * Seconds the plan's chain content took to tokenize (after the probe, before the first stage;
+   * part of what kvwarm adds to a sweep besides the stages' prefill).
+   */
+  readonly prepare_seconds: number;
 }
 
 /** A decode point measured on fake KV while kvwarm was on (`fake_fallback`), and why. */

@@ -374,6 +374,7 @@ const CHAINS: Shape<KvwarmChains> = {
   tokens_tokenized: int,
   probe_depth: int,
   probe_seconds: nonNeg,
+  prepare_seconds: nonNeg,
 };
 const POINT_FALLBACK: Shape<KvwarmPointFallback> = { point_key: str, batch: int, reason: str };
 const PREFILL_REAL_SEED: Shape<PrefillRealSeed> = {

@@ -73,6 +73,7 @@ export class ChainContent {
   readonly #failed = new Map<number, Error>();
   #tokensTokenized = 0;
   #conversationsTokenized = 0;
+  #prepareSeconds = 0;
 
   /** Chains over `options.bodies`; nothing is tokenized until a chain asks. */
   constructor(options: ChainContentOptions) {
@@ -102,6 +103,7 @@ export class ChainContent {
    */
   prepare(lengths: readonly number[]): void {
     if (this.#source === null) throw new Error("chain content was prepared already");
+    const t0 = performance.now();
     lengths.forEach((length, chain) => {
       try {
         this.tokens(chain, length);
@@ -114,6 +116,12 @@ export class ChainContent {
     });
     this.#source = null;
     this.#encoded.clear();
+    this.#prepareSeconds = (performance.now() - t0) / 1000;
+  }
+
+  /** Seconds {@link prepare} took (0 before it ran). */
+  get prepareSeconds(): number {
+    return this.#prepareSeconds;
   }
 
   /** Conversations tokenized so far (a release does not reset the count). */
@@ -172,6 +180,7 @@ export class ChainContent {
       tokens_tokenized: this.tokensTokenized,
       probe_depth: probeDepth,
       probe_seconds: probeSeconds,
+      prepare_seconds: this.#prepareSeconds,
     };
   }
 

@@ -141,7 +141,9 @@ export class KvwarmSeeder implements DecodeSeeder {
     this.#o.log(
       `kvwarm: ${plan.rungs.length} rung(s) (${
         plan.rungs.map((r) => `B${r.batch} depth ${r.depth}`).join(", ") || "none"
-      }); ${real} decode point(s) on real KV, ${points.length - real} on fake KV`,
+      }); ${real} decode point(s) on real KV, ${points.length - real} on fake KV; chain ` +
+        `content: ${this.#content.tokensTokenized} tokens of ${this.#content.conversationsTokenized} ` +
+        `conversations tokenized (${this.#content.prepareSeconds.toFixed(1)} s)`,
     );
     for (const f of plan.capacityFallbacks) this.#o.log(`kvwarm: rung B${f.batch}: ${f.reason}`);
     return [...plan.order];

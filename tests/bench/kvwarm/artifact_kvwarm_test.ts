@@ -93,6 +93,10 @@ test("the checker names a missing, unknown or mistyped kvwarm field", () => {
       "artifact.kvwarm.chains.probe_seconds: a non-negative number, got -1",
     ],
     [
+      (a) => delete a.kvwarm.chains.prepare_seconds,
+      "artifact.kvwarm.chains.prepare_seconds: missing",
+    ],
+    [
       (a) => (a.kvwarm.point_fallbacks[0].reason = 3),
       "artifact.kvwarm.point_fallbacks[0].reason: a string, got number",
     ],

@@ -76,8 +76,12 @@ test("conversations are tokenized once and shared by every chain that draws them
 test("prepare tokenizes what the plan reads, then holds only that: more throws, a failed chain rethrows", () => {
   const c = content();
   const expected = [reference(0, 400), reference(1, 250), reference(2, 250)];
+  assert.is(c.prepareSeconds, 0);
   c.prepare([400, 250, 250]);
   assert.ok(c.prepared);
+  // its time goes to the artifact (kvwarm.chains.prepare_seconds)
+  assert.ok(c.prepareSeconds > 0);
+  assert.is(c.info(1024, 0.5).prepare_seconds, c.prepareSeconds);
   for (const [i, tokens] of expected.entries()) assert.equal(c.tokens(i, tokens.length), tokens);
   assert.equal(c.tokens(0, 100), expected[0].subarray(0, 100));
   assert.throws(() => c.tokens(1, 251), /chain 1 was prepared to 250 tokens; 251 are asked/);
