@@ -127,9 +127,9 @@ export interface GpuModelOptions {
    * two-key-tile variant), "tcs" (K and V staged through workgroup memory as 16-byte words,
    * `f16-tcs`), "tcs2" / "tcs4" (the same with 2 or 4 subgroups a workgroup sharing each
    * step's staged K and V, `f16-tcs2`, `f16-tcs4`) or "fma" (paged_attention). Default "tcs4"
-   * where it runs (else "tcs2", else "tcs"): f16 KV, head_dim 128, block_size a multiple of 16, at most 16
-   * query heads a kv head, f16 16x16x16 subgroup matrices on 32-wide subgroups laid out
-   * consecutively; else "fma". On the H200 (2026-12-01, one call, two rounds) "tcs" took 1 x
+   * where it runs (else "tcs2", else "tcs"): f16 KV, head_dim 128, block_size a multiple of 16,
+   * at most 16 query heads a kv head, f16 16x16x16 subgroup matrices on 32-wide subgroups laid
+   * out consecutively; else "fma". On the H200 (2026-12-01, one call, two rounds) "tcs" took 1 x
    * 2048 prefill steps from 198.4 to 172.5 ms and 8 x 2048 from 1380 to 1206 (the attention 60
    * -> 35 ms at 1 x 2048, 27 -> 47 TFLOP/s), 64 x 512 2104 -> 2047; in a later call "tcs2" took
    * 8 x 2048 to 1148.0 ms and 1 x 2048 to 168.8 ("tcs4": 1195.6 and 172.5). Since q goes through
@@ -2153,8 +2153,8 @@ const PREFILL_TC_VARIANT = {
 } as const;
 
 /**
- * The prefill attention form: `asked`, or by default the first of "tcs4", "tcs2" and "tcs" that runs,
- * else "fma". Throws naming the reason when a tensor-core form is asked for and cannot run.
+ * The prefill attention form: `asked`, or by default the first of "tcs4", "tcs2" and "tcs" that
+ * runs, else "fma". Throws naming the reason when a tensor-core form is asked for and cannot run.
  */
 function prefillAttentionForm(
   gpu: Gpu,
