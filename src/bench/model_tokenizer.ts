@@ -13,29 +13,46 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
-import { TextPoolError } from "./text_pool.ts";
+import { type PoolTokenizer, TextPoolError } from "./text_pool.ts";
+import { cachedTokenizer } from "./token_cache.ts";
 import { heldCache } from "../util/held_cache.ts";
 
 /** The tokenizer for `--model` (a folder or `synthetic:NAME`). */
 export const modelTokenizer: (spec: string) => ModelTokenizer = heldCache(loadModelTokenizer);
 
-function loadModelTokenizer(spec: string): ModelTokenizer {
+/**
+ * The same behind the token cache (token_cache.ts), for the real-text pool and kvwarm's
+ * chains: its vocabulary loads only at the first text that no run before tokenized.
+ */
+export const modelPoolTokenizer: (spec: string) => PoolTokenizer = heldCache((spec: string) => {
+  const json = tokenizerJson(spec);
   try {
-    if (spec.startsWith("synthetic:qwen3")) {
-      return ModelTokenizer.fromFile(qwen3TokenizerJsonPath());
-    }
-    if (spec.startsWith("synthetic:")) {
-      throw new TextPoolError(
-        "tokenizer_unavailable:synthetic_model",
-        `${spec} ships no tokenizer`,
-      );
-    }
-    if (!existsSync(join(spec, "tokenizer.json"))) {
-      throw new TextPoolError("tokenizer_unavailable:missing", `${spec} has no tokenizer.json`);
-    }
-    return ModelTokenizer.fromDir(spec);
+    return cachedTokenizer(json, () => modelTokenizer(spec));
   } catch (err) {
-    if (err instanceof TextPoolError) throw err;
+    throw new TextPoolError("tokenizer_unavailable:load_failed", (err as Error).message);
+  }
+});
+
+/** The tokenizer.json of `--model`; a TextPoolError when it has none. */
+function tokenizerJson(spec: string): string {
+  if (spec.startsWith("synthetic:qwen3")) return qwen3TokenizerJsonPath();
+  if (spec.startsWith("synthetic:")) {
+    throw new TextPoolError("tokenizer_unavailable:synthetic_model", `${spec} ships no tokenizer`);
+  }
+  const json = join(spec, "tokenizer.json");
+  if (!existsSync(json)) {
+    throw new TextPoolError("tokenizer_unavailable:missing", `${spec} has no tokenizer.json`);
+  }
+  return json;
+}
+
+function loadModelTokenizer(spec: string): ModelTokenizer {
+  const json = tokenizerJson(spec);
+  try {
+    return spec.startsWith("synthetic:")
+      ? ModelTokenizer.fromFile(json)
+      : ModelTokenizer.fromDir(spec);
+  } catch (err) {
     throw new TextPoolError("tokenizer_unavailable:load_failed", (err as Error).message);
   }
 }

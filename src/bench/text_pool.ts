@@ -37,6 +37,8 @@ export interface PoolTokenizer {
   encode(text: string): Int32Array;
   /** Where it was loaded from. */
   readonly path: string;
+  /** Keeps what it tokenized for later runs (a cached tokenizer, token_cache.ts). */
+  flush?(): void;
 }
 
 /** The dataset or tokenizer cannot give a pool; `skipReason` is the design's. */
@@ -164,6 +166,8 @@ export function loadTextPool(
     try {
       ids = tokenizer.encode(chunk);
     } catch (err) {
+      // (a cached tokenizer loads its vocabulary at the first text it does not hold)
+      if (err instanceof TextPoolError) throw err;
       throw new TextPoolError("tokenizer_unavailable:encode_failed", (err as Error).message);
     }
     for (const id of ids) {
@@ -185,6 +189,7 @@ export function loadTextPool(
     if (chunk.length >= CHUNK_CHARS) flush();
   }
   flush();
+  tokenizer.flush?.();
   const tokens = new Int32Array(total);
   let at = 0;
   for (const p of parts) {

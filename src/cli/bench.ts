@@ -20,7 +20,7 @@ import { GpuModel } from "../model/gpu_model.ts";
 import type { BenchArtifact, ContentMode, EngineInfo } from "../bench/artifact.ts";
 import { GRID_PRESETS } from "../bench/grid.ts";
 import { ManifestError, parseManifest } from "../bench/manifest.ts";
-import { modelTokenizer } from "../bench/model_tokenizer.ts";
+import { modelPoolTokenizer } from "../bench/model_tokenizer.ts";
 import { BenchRun, type ManifestInput } from "../bench/run_bench.ts";
 import { loadTextPool, type TextPool, TextPoolError } from "../bench/text_pool.ts";
 import { ensureFixture } from "../../scripts/fixtures.ts";
@@ -352,7 +352,7 @@ await runCli(async () => {
     let textPool: TextPool | null = null;
     if (opts.content === "text") {
       const t1 = performance.now();
-      textPool = loadTextPool(modelTokenizer(modelSpec), {
+      textPool = loadTextPool(modelPoolTokenizer(modelSpec), {
         minTokens: Math.max(2 * engine.config.maxModelLen, 131072),
         vocabSize: model.vocabSize,
       });
@@ -396,7 +396,7 @@ await runCli(async () => {
     );
     await dp?.connect();
     const artifact = await run.run(
-      { engine, engineInfo: info, textPool, tokenizer: () => modelTokenizer(modelSpec) },
+      { engine, engineInfo: info, textPool, tokenizer: () => modelPoolTokenizer(modelSpec) },
       dp?.plugins() ?? {},
     );
     // Ctrl-C here (the signal handler is aborting the group) or on another rank (the group

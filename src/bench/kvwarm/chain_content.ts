@@ -102,7 +102,8 @@ export class ChainContent {
    * content failed here throws that failure (a {@link TextPoolError}) when asked.
    */
   prepare(lengths: readonly number[]): void {
-    if (this.#source === null) throw new Error("chain content was prepared already");
+    const source = this.#source;
+    if (source === null) throw new Error("chain content was prepared already");
     const t0 = performance.now();
     lengths.forEach((length, chain) => {
       try {
@@ -114,6 +115,7 @@ export class ChainContent {
         this.#failed.set(chain, err);
       }
     });
+    source.tokenizer.flush?.();
     this.#source = null;
     this.#encoded.clear();
     this.#prepareSeconds = (performance.now() - t0) / 1000;
@@ -237,6 +239,8 @@ export class ChainContent {
     try {
       ids = source.tokenizer.encode(source.bodies[body] + "\n");
     } catch (err) {
+      // (a cached tokenizer loads its vocabulary at the first text it does not hold)
+      if (err instanceof TextPoolError) throw err;
       throw new TextPoolError("tokenizer_unavailable:encode_failed", (err as Error).message);
     }
     for (const id of ids) {
