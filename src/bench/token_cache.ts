@@ -5,12 +5,15 @@
  * (2026-12-02; 2.6 s on lavapipe's host) and more of kvwarm's plan at long contexts (409k
  * tokens of chain content at a max-model-len of 8192).
  *
- * The cache is a file per tokenizer, named by the sha256 of its tokenizer.json, holding
- * (sha256 of a text, its ids) records. {@link cachedTokenizer} wraps a tokenizer that it
- * loads only on the first text the file does not hold, and `flush` writes the file anew
- * (a temporary file renamed over it, so a reader or a second rank never sees half of one)
- * when texts were added. A file that cannot be read is ignored and rewritten; one that cannot
- * be written costs the next run its time, never this run its result.
+ * The cache is a file per tokenizer, named by the sha256 of what decides its ids (its
+ * tokenizer.json, the tokenizer_config.json beside it, the tokenizer library's version),
+ * holding (sha256 of a text, its ids) records. {@link cachedTokenizer} wraps a tokenizer that
+ * it loads only on the first text the file does not hold (a failed load is thrown again at
+ * every later miss, not retried), and `flush` writes the file anew when texts were added,
+ * merged with what the file holds by then (another rank's texts) and through a temporary file
+ * renamed over it, so a reader never sees half of one. A file that cannot be read is ignored
+ * and rewritten; one that cannot be written costs the next run its time, never this run its
+ * result.
  *
  * ```ts
  * const tok = cachedTokenizer(tokenizerJson, () => ModelTokenizer.fromFile(tokenizerJson), dir);
@@ -18,9 +21,10 @@
  * tok.flush?.();
  * ```
  */
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import process from "node:process";
 import type { PoolTokenizer } from "./text_pool.ts";
 import { projectRoot } from "../util/project_root.ts";
@@ -38,10 +42,28 @@ function textKey(text: string): string {
   return createHash("sha256").update(text).digest("hex");
 }
 
-/** The cache file of a tokenizer (by its tokenizer.json's bytes) in `dir`. */
+/** The tokenizer library's version (its ids may change with it). */
+function libraryVersion(): string {
+  try {
+    const require = createRequire(import.meta.url);
+    return JSON.parse(readFileSync(require.resolve("@huggingface/tokenizers/package.json"), "utf8"))
+      .version;
+  } catch {
+    return "unknown";
+  }
+}
+
+/**
+ * The cache file in `dir` of the tokenizer at `tokenizerJson`: named by the sha256 of its
+ * bytes, the tokenizer_config.json beside it (ModelTokenizer reads both) and the library's
+ * version.
+ */
 export function tokenCacheFile(dir: string, tokenizerJson: string): string {
-  const sha = createHash("sha256").update(readFileSync(tokenizerJson)).digest("hex");
-  return join(dir, `${sha.slice(0, 32)}.bin`);
+  const hash = createHash("sha256").update(MAGIC).update(libraryVersion()).update("\0");
+  hash.update(readFileSync(tokenizerJson)).update("\0");
+  const config = join(dirname(tokenizerJson), "tokenizer_config.json");
+  hash.update(existsSync(config) ? readFileSync(config) : "no config");
+  return join(dir, `${hash.digest("hex").slice(0, 32)}.bin`);
 }
 
 /** The records of a cache file; an empty map when it is missing or not one. */
@@ -84,11 +106,15 @@ export function writeTokenCache(file: string, records: ReadonlyMap<string, Int32
     for (let i = 0; i < ids.length; i++) view.setInt32(at + 36 + 4 * i, ids[i], true);
     at += 36 + 4 * ids.length;
   }
-  const dir = join(file, "..");
-  mkdirSync(dir, { recursive: true });
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, bytes);
-  renameSync(tmp, file);
+  mkdirSync(dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}-${randomBytes(4).toString("hex")}.tmp`;
+  try {
+    writeFileSync(tmp, bytes);
+    renameSync(tmp, file);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
 }
 
 /**
@@ -102,25 +128,38 @@ export function cachedTokenizer(
 ): PoolTokenizer {
   const file = tokenCacheFile(dir, tokenizerJson);
   const records = readTokenCache(file);
+  const added = new Map<string, Int32Array>();
   let tokenizer: PoolTokenizer | null = null;
-  let added = 0;
+  let loadError: unknown = null;
+  const loaded = (): PoolTokenizer => {
+    if (tokenizer) return tokenizer;
+    if (loadError !== null) throw loadError;
+    try {
+      return tokenizer = load();
+    } catch (err) {
+      loadError = err;
+      throw err;
+    }
+  };
   return {
     path: tokenizerJson,
     encode(text: string): Int32Array {
       const key = textKey(text);
       const hit = records.get(key);
       if (hit) return hit.slice();
-      tokenizer ??= load();
-      const ids = tokenizer.encode(text);
+      const ids = loaded().encode(text);
       records.set(key, ids.slice());
-      added++;
+      added.set(key, records.get(key)!);
       return ids;
     },
     flush(): void {
-      if (added === 0) return;
+      if (added.size === 0) return;
       try {
-        writeTokenCache(file, records);
-        added = 0;
+        // what another process wrote since this one read the file, and this one's texts
+        const merged = readTokenCache(file);
+        for (const [key, ids] of added) merged.set(key, ids);
+        writeTokenCache(file, merged);
+        added.clear();
       } catch (err) {
         console.warn(`token cache: cannot write ${file}: ${(err as Error).message}`);
       }

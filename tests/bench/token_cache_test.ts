@@ -1,10 +1,11 @@
 /**
  * The token cache: texts a run tokenized come back from the file in the next run without the
- * tokenizer being loaded, ids unchanged; a file per tokenizer; a broken file is rebuilt.
+ * tokenizer being loaded, ids unchanged; a file per tokenizer and tokenizer config; a broken
+ * file is rebuilt; a failed load is not retried; two writers keep each other's texts.
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { PoolTokenizer } from "../../src/bench/text_pool.ts";
@@ -81,6 +82,55 @@ test("each tokenizer file has its own cache; a file that is not a cache is rebui
   assert.is(again.counts.loads, 1);
   ta.flush?.();
   assert.equal([...readTokenCache(fileA).values()].map((v) => [...v]), [["x".charCodeAt(0)]]);
+});
+
+test("a tokenizer_config.json beside the tokenizer is part of the key", () => {
+  const dir = mkdtempSync(join(tmpdir(), "token-cache-"));
+  const cache = join(dir, "cache");
+  const a = join(dir, "a"), b = join(dir, "b");
+  for (const d of [a, b]) mkdirSync(d);
+  const jsonA = tokenizerFile(a, "tokenizer.json", '{"model":"same"}');
+  const jsonB = tokenizerFile(b, "tokenizer.json", '{"model":"same"}');
+  writeFileSync(join(b, "tokenizer_config.json"), '{"do_lowercase_and_remove_accent":true}');
+  assert.is.not(tokenCacheFile(cache, jsonA), tokenCacheFile(cache, jsonB));
+  const ta = cachedTokenizer(jsonA, counting(jsonA, 0).load, cache);
+  ta.encode("Hello");
+  ta.flush?.();
+  const lower = counting(jsonB, 500);
+  assert.is(cachedTokenizer(jsonB, lower.load, cache).encode("Hello")[0], 500 + 72);
+  assert.is(lower.counts.loads, 1);
+});
+
+test("a tokenizer that failed to load is not loaded again: every later miss throws its error", () => {
+  const dir = mkdtempSync(join(tmpdir(), "token-cache-"));
+  const json = tokenizerFile(dir, "t.json", "{}");
+  let loads = 0;
+  const t = cachedTokenizer(json, () => {
+    loads++;
+    throw new Error("not a tokenizer");
+  }, join(dir, "cache"));
+  assert.throws(() => t.encode("a"), /not a tokenizer/);
+  assert.throws(() => t.encode("b"), /not a tokenizer/);
+  assert.is(loads, 1);
+});
+
+test("two writers of one cache keep each other's texts", () => {
+  const dir = mkdtempSync(join(tmpdir(), "token-cache-"));
+  const cache = join(dir, "cache");
+  const json = tokenizerFile(dir, "t.json", "{}");
+  // two ranks open the (empty) cache, each tokenizes its own text, then both flush
+  const rank0 = cachedTokenizer(json, counting(json).load, cache);
+  const rank1 = cachedTokenizer(json, counting(json).load, cache);
+  rank0.encode("zero");
+  rank1.encode("one");
+  rank0.flush?.();
+  rank1.flush?.();
+  const later = counting(json);
+  const t = cachedTokenizer(json, later.load, cache);
+  t.encode("zero");
+  t.encode("one");
+  assert.is(later.counts.loads, 0);
+  assert.equal(readdirSync(cache).filter((f) => f.endsWith(".tmp")), []);
 });
 
 test.run();
