@@ -21,6 +21,7 @@ import type { BenchArtifact, ContentMode, EngineInfo } from "../bench/artifact.t
 import { GRID_PRESETS } from "../bench/grid.ts";
 import { ManifestError, parseManifest } from "../bench/manifest.ts";
 import { modelPoolTokenizer } from "../bench/model_tokenizer.ts";
+import { stepTrace } from "../bench/step_trace.ts";
 import { BenchRun, type ManifestInput } from "../bench/run_bench.ts";
 import { loadTextPool, type TextPool, TextPoolError } from "../bench/text_pool.ts";
 import { ensureFixture } from "../../scripts/fixtures.ts";
@@ -152,6 +153,12 @@ const SPEC = {
     min: 0,
     default: 5,
     help: "points between checkpoint writes of the artifact (0: none)",
+  },
+  stepTrace: {
+    type: "string",
+    help: "write every engine step (sums; schedule end, submit and output arrival ms; GPU ms) " +
+      "as a JSON line to FILE (with --dp, rank r to FILE with _dp<r> before its extension; a " +
+      "measured step's step_id in the artifact names its line)",
   },
   dp: {
     type: "number",
@@ -395,10 +402,13 @@ await runCli(async () => {
         `points: ${manifest ? manifest.path : `generated (${preset})`}`,
     );
     await dp?.connect();
+    const trace = opts.stepTrace === undefined
+      ? null
+      : stepTrace(dp ? dp.outPath(userPath(opts.stepTrace)) : userPath(opts.stepTrace));
     const artifact = await run.run(
       { engine, engineInfo: info, textPool, tokenizer: () => modelPoolTokenizer(modelSpec) },
-      dp?.plugins() ?? {},
-    );
+      { ...dp?.plugins(), hooks: trace ? [trace.hooks] : undefined },
+    ).finally(() => trace?.close());
     // Ctrl-C here (the signal handler is aborting the group) or on another rank (the group
     // has failed): no "bye" round, which could reach the other ranks before this rank's
     // interrupt notice and read there as a lockstep error, failing their runs

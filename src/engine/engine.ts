@@ -58,6 +58,7 @@ interface InFlightStep {
   readonly output: SchedulerOutput;
   readonly sums: StepSums;
   readonly scheduleEndMs: number;
+  readonly submittedMs: number;
   readonly arrival: Promise<readonly [Int32Array, number]>;
   readonly gpuMs: Promise<number | null>;
 }
@@ -288,11 +289,19 @@ export class Engine {
     const sums = stepSums(output);
     const scheduleEndMs = performance.now();
     const forward = this.model.forward(batch);
+    const submittedMs = performance.now();
     const arrival = forward.sampled.then((s) => [s, performance.now()] as const);
     // Rejections surface when the step is completed; mark them handled until then.
     arrival.catch(() => {});
     forward.gpuMs.catch(() => {});
-    this.#inFlight.push({ output, sums, scheduleEndMs, arrival, gpuMs: forward.gpuMs });
+    this.#inFlight.push({
+      output,
+      sums,
+      scheduleEndMs,
+      submittedMs,
+      arrival,
+      gpuMs: forward.gpuMs,
+    });
   }
 
   async #complete(step: InFlightStep): Promise<StepObservation> {
@@ -302,6 +311,7 @@ export class Engine {
     const observation: StepObservation = {
       ...step.sums,
       scheduleEndMs: step.scheduleEndMs,
+      submittedMs: step.submittedMs,
       outputArrivalMs,
       gpuMs: await step.gpuMs,
     };

@@ -32,6 +32,8 @@ export interface StepObservation {
   readonly numBlockCopies: number;
   /** performance.now() when the step was handed to the model. */
   readonly scheduleEndMs: number;
+  /** performance.now() when the model's forward returned (its commands submitted). */
+  readonly submittedMs: number;
   /** performance.now() when its sampled tokens arrived. */
   readonly outputArrivalMs: number;
   /** GPU time of the step from timestamp queries, or null when unavailable. */
@@ -39,7 +41,10 @@ export interface StepObservation {
 }
 
 /** The scheduled sums of a step, without its times. */
-export type StepSums = Omit<StepObservation, "scheduleEndMs" | "outputArrivalMs" | "gpuMs">;
+export type StepSums = Omit<
+  StepObservation,
+  "scheduleEndMs" | "submittedMs" | "outputArrivalMs" | "gpuMs"
+>;
 
 /** Sums a scheduler output into the observation's counts. */
 export function stepSums(output: SchedulerOutput): StepSums {
