@@ -7,53 +7,63 @@
  * time (batch 1-4, the first steady step after admission on a busy host), the admission's
  * arrival against the next step's submit says which came first.
  *
- * Lines are kept in memory and written every 256 steps and at `close` (or the process's exit).
+ * Steps are only kept while a point runs (no formatting, no disk: nothing in a timed step's
+ * way); they are written between points (the idle steps' hook) and at `close`, or at the
+ * process's exit. The file is created when the trace is, so a bad path fails before the run.
+ * A write that fails later is logged and the trace stops; the run goes on.
  *
  * ```ts
- * const trace = stepTrace("steps.jsonl");
+ * const trace = stepTrace("steps.jsonl", console.error);
  * await run.run(inputs, { hooks: [trace.hooks] });
  * trace.close();
  * ```
  */
 import { appendFileSync, writeFileSync } from "node:fs";
 import process from "node:process";
+import type { StepObservation } from "../engine/step_observation.ts";
 import type { StepHooks } from "./step_driver.ts";
 
-/** Lines kept before a write. */
-const BATCH = 256;
-
-/** A trace writing to `path` (created anew). */
-export function stepTrace(path: string): { readonly hooks: StepHooks; close(): void } {
+/** A trace writing to `path` (created anew at once; throws when it cannot be). */
+export function stepTrace(
+  path: string,
+  log: (line: string) => void,
+): { readonly hooks: StepHooks; close(): void } {
   writeFileSync(path, "");
-  let lines: string[] = [];
+  let kept: [number, StepObservation][] = [];
+  let failed = false;
+  const round = (ms: number) => Math.round(ms * 1000) / 1000;
   const write = () => {
-    if (lines.length === 0) return;
-    appendFileSync(path, lines.join(""));
-    lines = [];
+    if (kept.length === 0 || failed) return;
+    const lines = kept.map(([seq, o]) =>
+      JSON.stringify({
+        seq,
+        step_id: o.stepId,
+        num_requests: o.numRequests,
+        num_scheduled_tokens: o.numScheduledTokens,
+        num_prefill_requests: o.numPrefillRequests,
+        num_decode_requests: o.numDecodeRequests,
+        sum_decode_kv_tokens: o.sumDecodeKvTokens,
+        schedule_end_ms: round(o.scheduleEndMs),
+        submitted_ms: round(o.submittedMs),
+        output_arrival_ms: round(o.outputArrivalMs),
+        gpu_ms: o.gpuMs === null ? null : round(o.gpuMs),
+      }) + "\n"
+    );
+    kept = [];
+    try {
+      appendFileSync(path, lines.join(""));
+    } catch (err) {
+      failed = true;
+      log(`step trace: cannot write ${path}: ${(err as Error).message}; the trace stops there`);
+    }
   };
   process.once("exit", write);
-  const round = (ms: number) => Math.round(ms * 1000) / 1000;
   return {
     hooks: {
       afterStep(seq, o) {
-        if (o === null) return;
-        lines.push(
-          JSON.stringify({
-            seq,
-            step_id: o.stepId,
-            num_requests: o.numRequests,
-            num_scheduled_tokens: o.numScheduledTokens,
-            num_prefill_requests: o.numPrefillRequests,
-            num_decode_requests: o.numDecodeRequests,
-            sum_decode_kv_tokens: o.sumDecodeKvTokens,
-            schedule_end_ms: round(o.scheduleEndMs),
-            submitted_ms: round(o.submittedMs),
-            output_arrival_ms: round(o.outputArrivalMs),
-            gpu_ms: o.gpuMs === null ? null : round(o.gpuMs),
-          }) + "\n",
-        );
-        if (lines.length >= BATCH) write();
+        if (o !== null && !failed) kept.push([seq, o]);
       },
+      onIdleStep: write,
     },
     close: write,
   };

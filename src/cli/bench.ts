@@ -278,6 +278,16 @@ await runCli(async () => {
     );
   }
   const out = dp ? dp.outPath(requestedOut) : requestedOut;
+  let trace: ReturnType<typeof stepTrace> | null = null;
+  if (opts.stepTrace !== undefined) {
+    const path = userPath(opts.stepTrace);
+    try {
+      trace = stepTrace(dp ? dp.outPath(path) : path, log);
+    } catch (err) {
+      await abortRank(dp, err);
+      throw new UsageError(`--step-trace ${path}: ${(err as Error).message}`);
+    }
+  }
   const preset = opts.grid ?? (defaultModel ? "smoke" : "full");
 
   let manifest: ManifestInput | null = null;
@@ -402,9 +412,6 @@ await runCli(async () => {
         `points: ${manifest ? manifest.path : `generated (${preset})`}`,
     );
     await dp?.connect();
-    const trace = opts.stepTrace === undefined
-      ? null
-      : stepTrace(dp ? dp.outPath(userPath(opts.stepTrace)) : userPath(opts.stepTrace));
     const artifact = await run.run(
       { engine, engineInfo: info, textPool, tokenizer: () => modelPoolTokenizer(modelSpec) },
       { ...dp?.plugins(), hooks: trace ? [trace.hooks] : undefined },

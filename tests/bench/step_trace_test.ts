@@ -12,7 +12,7 @@ import { cpuBench, runCpuBench } from "./bench_harness.ts";
 
 test("every step of a run is a line, its times in order, and the measured steps are among them", async () => {
   const path = join(mkdtempSync(join(tmpdir(), "step-trace-")), "steps.jsonl");
-  const trace = stepTrace(path);
+  const trace = stepTrace(path, () => {});
   const bench = cpuBench({
     schema_version: 1,
     decode: [{ batch_size: 2, total_kv_read_tokens: 20 }],
@@ -40,6 +40,22 @@ test("every step of a run is a line, its times in order, and the measured steps 
       .samples[0].step_id
   );
   assert.equal([steady.num_decode_requests, steady.num_prefill_requests], [2, 0]);
+});
+
+test("lines are written between points, not in a measured step; a bad path fails at once", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "step-trace-"));
+  const path = join(dir, "steps.jsonl");
+  const trace = stepTrace(path, () => {});
+  const o = { stepId: 1, scheduleEndMs: 1, submittedMs: 2, outputArrivalMs: 3, gpuMs: 1 };
+  trace.hooks.afterStep!(1, o as never);
+  trace.hooks.afterStep!(2, { ...o, stepId: 2 } as never);
+  assert.is(readFileSync(path, "utf8"), "", "nothing written inside a point");
+  await trace.hooks.onIdleStep!(3, null);
+  assert.is(readFileSync(path, "utf8").trim().split("\n").length, 2);
+  assert.throws(
+    () => stepTrace(join(dir, "no", "such", "dir", "t.jsonl"), () => {}),
+    /ENOENT|No such/,
+  );
 });
 
 test.run();
