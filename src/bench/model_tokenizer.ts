@@ -49,9 +49,7 @@ function tokenizerJson(spec: string): string {
 function loadModelTokenizer(spec: string): ModelTokenizer {
   const json = tokenizerJson(spec);
   try {
-    return spec.startsWith("synthetic:")
-      ? ModelTokenizer.fromFile(json)
-      : ModelTokenizer.fromDir(spec);
+    return ModelTokenizer.fromFile(json);
   } catch (err) {
     throw new TextPoolError("tokenizer_unavailable:load_failed", (err as Error).message);
   }

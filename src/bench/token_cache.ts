@@ -21,6 +21,7 @@
  * tok.flush?.();
  * ```
  */
+import { Buffer } from "node:buffer";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -101,7 +102,7 @@ export function writeTokenCache(file: string, records: ReadonlyMap<string, Int32
   bytes.set(new TextEncoder().encode(MAGIC), 0);
   let at = MAGIC.length;
   for (const [key, ids] of records) {
-    for (let i = 0; i < 32; i++) bytes[at + i] = parseInt(key.slice(2 * i, 2 * i + 2), 16);
+    bytes.set(Buffer.from(key, "hex"), at);
     view.setUint32(at + 32, ids.length, true);
     for (let i = 0; i < ids.length; i++) view.setInt32(at + 36 + 4 * i, ids[i], true);
     at += 36 + 4 * ids.length;
@@ -148,8 +149,9 @@ export function cachedTokenizer(
       const hit = records.get(key);
       if (hit) return hit.slice();
       const ids = loaded().encode(text);
-      records.set(key, ids.slice());
-      added.set(key, records.get(key)!);
+      const kept = ids.slice();
+      records.set(key, kept);
+      added.set(key, kept);
       return ids;
     },
     flush(): void {
