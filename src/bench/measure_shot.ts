@@ -4,7 +4,7 @@
  *
  * Decode: every request is put straight into running at `max(1, ctx - 1)` computed
  * tokens (fake KV, or a seeder's real KV); the admission step computes each request's
- * last prompt token and is not recorded; then `steady` steady steps run exactly as in
+ * last prompt token in one submit and is not recorded; then `steady` steady steps run exactly as in
  * production (async scheduling: each is issued while the previous one runs) and each
  * is timed as the gap between its output's arrival and the previous step's.
  *
@@ -181,7 +181,9 @@ export async function runDecodeShot(
     )
   );
   await beforeTimed();
-  const admission = await driver.step();
+  // in one submit: the first steady step's gap starts at the admission's output arrival
+  // (Engine.step's oneSubmit)
+  const admission = await driver.step({ oneSubmit: true });
   let problem = shapeMismatch("admission step", admission, {
     numPrefillRequests: B,
     sumPrefillTokens: B,

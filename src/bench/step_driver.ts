@@ -11,7 +11,7 @@
  * const obs = await driver.step();
  * ```
  */
-import type { Engine } from "../engine/engine.ts";
+import type { Engine, StepOptions } from "../engine/engine.ts";
 import type { StepObservation } from "../engine/step_observation.ts";
 import { holdCollections } from "../gpu/event_pacing.ts";
 
@@ -55,9 +55,9 @@ export class StepDriver {
     return this.#seq;
   }
 
-  /** One engine step, then the hooks. */
-  async step(): Promise<StepObservation | null> {
-    const observation = await this.engine.step();
+  /** One engine step (Engine.step's options), then the hooks. */
+  async step(options: StepOptions = {}): Promise<StepObservation | null> {
+    const observation = await this.engine.step(options);
     const seq = ++this.#seq;
     for (const h of this.#hooks) {
       await h.afterStep?.(seq, observation);

@@ -5,7 +5,9 @@
  * host wall per step is the gap between consecutive output arrivals. "encode ms" is the host
  * time forward() takes before its submit (planning, inputs and every dispatch's encoding):
  * where it nears the GPU time, the step is host-bound. "of it inputs / begin" are two parts of
- * it that are Dawn calls which may wait on the device (GpuModel.lastEncodeParts).
+ * it that are Dawn calls which may wait on the device (GpuModel.lastEncodeParts). "submit ms" is
+ * the step's submit after it (Dawn records the Vulkan commands there), "forward ms" the whole
+ * forward() call: with the wait for the previous step's output, the host's share of a step.
  */
 import process from "node:process";
 import { readFileSync } from "node:fs";
@@ -249,6 +251,8 @@ await runCli(async () => {
         (r.wallMs / r.gpuMs).toFixed(2) + "x",
         r.encodeMs.toFixed(2),
         `${r.inputsMs.toFixed(2)} / ${r.beginMs.toFixed(2)}`,
+        r.submitMs.toFixed(2),
+        r.forwardMs.toFixed(2),
         torchMs === null ? "-" : torchMs.toFixed(2),
         torchMs === null ? "-" : (torchMs / r.gpuMs).toFixed(2) + "x",
         measuredPeer ? "measured" : ref ? "GPU.md" : "-",
@@ -261,6 +265,8 @@ await runCli(async () => {
         encode_ms: round3(r.encodeMs),
         encode_inputs_ms: round3(r.inputsMs),
         encode_begin_ms: round3(r.beginMs),
+        submit_ms: round3(r.submitMs),
+        forward_ms: round3(r.forwardMs),
         roofline_ms: round3(roofMs),
         torch_graph_ms: torchMs,
         torch_source: measuredPeer ? `measured: ${o.peer}` : ref ? "GPU.md" : null,
@@ -289,6 +295,8 @@ await runCli(async () => {
       "wall/GPU",
       "encode ms",
       "of it inputs / begin",
+      "submit ms",
+      "forward ms",
       "torch graph ms",
       "torch/GPU",
       "torch from",
@@ -348,6 +356,8 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
   const encode: number[] = [];
   const inputs: number[] = [];
   const begin: number[] = [];
+  const submit: number[] = [];
+  const forward: number[] = [];
   // Two steps in flight at most, as the engine's async scheduling keeps them.
   let inFlight: Promise<Int32Array> | null = null;
   for (let i = 0; i < warmup + timed; i++) {
@@ -357,6 +367,8 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
       encode.push(model.lastEncodeMs);
       inputs.push(model.lastEncodeParts.inputsMs);
       begin.push(model.lastEncodeParts.beginMs);
+      submit.push(model.lastEncodeParts.submitMs);
+      forward.push(model.lastEncodeParts.forwardMs);
     }
     if (inFlight) {
       await inFlight;
@@ -378,6 +390,8 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
     encodeMs: upperMedian(encode),
     inputsMs: upperMedian(inputs),
     beginMs: upperMedian(begin),
+    submitMs: upperMedian(submit),
+    forwardMs: upperMedian(forward),
   };
 }
 

@@ -2,7 +2,13 @@
  * The engine: requests, the scheduler (continuous batching, chunked prefill, preemption
  * by recompute), the step loop (sync and async), and the benchmark hooks.
  */
-export { type AddRequestOptions, Engine, type ShadowOptions, type StepObserver } from "./engine.ts";
+export {
+  type AddRequestOptions,
+  Engine,
+  type ShadowOptions,
+  type StepObserver,
+  type StepOptions,
+} from "./engine.ts";
 export { type EngineConfig, engineConfig } from "./engine_config.ts";
 export {
   DEFAULT_GENERATION_PARAMS,

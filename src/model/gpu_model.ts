@@ -828,7 +828,8 @@ export class GpuModel implements ForwardModel {
 
   private stepIndex = 0;
   private encodeMs = 0;
-  private encodeParts = { inputsMs: 0, beginMs: 0 };
+  private encodeParts = { inputsMs: 0, beginMs: 0, submitMs: 0, forwardMs: 0 };
+  private submits = 0;
   private decodeSplitOfStep: DecodeSplitOfStep | null = null;
   /** Steps submitted whose sampled tokens have not arrived yet. */
   private stepsInFlight = 0;
@@ -1084,8 +1085,9 @@ export class GpuModel implements ForwardModel {
     const step = new StepPasses(this.gpu.device, first, this.timer, this.profile);
     // Submitting in groups pays where the GPU would wait for this step's one submit: a step
     // with prefill tokens, or any step while none is in flight. Behind a step in flight the
-    // GPU is busy, and each submit costs host time.
-    const groups = !plan.decode || this.stepsInFlight === 0;
+    // GPU is busy, and each submit costs host time. A step the caller wants in one submit
+    // (StepBatch.oneSubmit) takes one.
+    const groups = !batch.oneSubmit && (!plan.decode || this.stepsInFlight === 0);
     this.encodeStep(step, batch, plan, parity, groups ? this.opts.submitLayers : 0);
     step.end();
     const enc = step.encoder;
@@ -1109,8 +1111,10 @@ export class GpuModel implements ForwardModel {
     this.timer.resolve(enc);
     const commands = enc.finish();
     this.encodeMs = performance.now() - t0;
-    this.encodeParts = { inputsMs, beginMs: step.beginMs };
+    const tSubmit = performance.now();
     this.gpu.device.queue.submit([commands]);
+    const submitMs = performance.now() - tSubmit;
+    this.submits = step.submits + 1;
     if (routing) this.finishRoutingCapture(routing, plan.tokens);
     const timing = this.timer.read(); // PassTimer.read paces its own wait
     const labels = step.labels;
@@ -1146,6 +1150,12 @@ export class GpuModel implements ForwardModel {
     const gpuMs = timing.then((spans) =>
       spans.length === 0 ? null : spans.reduce((s, x) => s + x.us, 0) / 1000
     );
+    this.encodeParts = {
+      inputsMs,
+      beginMs: step.beginMs,
+      submitMs,
+      forwardMs: performance.now() - t0,
+    };
     return { sampled, logits, gpuMs };
   }
 
@@ -1161,10 +1171,22 @@ export class GpuModel implements ForwardModel {
    * Two parts of lastEncodeMs that are Dawn calls which may wait on the device rather than
    * host work: writing the step's inputs (queue writes) with its command encoder's creation,
    * and beginning its compute passes (on lavapipe, whose GPU work shares the CPU, a pass's
-   * begin waited up to 6 ms behind the step in flight).
+   * begin waited up to 6 ms behind the step in flight); and two host times past it: the last
+   * submit (Dawn records the step's Vulkan commands there) and the whole forward() call
+   * (encoding, submits, and the readbacks' requests).
    */
-  get lastEncodeParts(): { readonly inputsMs: number; readonly beginMs: number } {
+  get lastEncodeParts(): {
+    readonly inputsMs: number;
+    readonly beginMs: number;
+    readonly submitMs: number;
+    readonly forwardMs: number;
+  } {
     return this.encodeParts;
+  }
+
+  /** Submits the last forward() made (1, or more where it submitted its layers in groups). */
+  get lastStepSubmits(): number {
+    return this.submits;
   }
 
   /** Bytes and FLOPs of a step of this shape by label, with the fused forms it takes here. */
@@ -1835,6 +1857,8 @@ class StepPasses {
   readonly labels: { label: string; kernel: string }[] = [];
   /** Host ms spent in beginComputePass (GpuModel.lastEncodeParts). */
   beginMs = 0;
+  /** Submits so far (the step's last one is forward()'s own). */
+  submits = 0;
 
   constructor(
     private readonly device: GPUDevice,
@@ -1852,6 +1876,7 @@ class StepPasses {
   submit(): void {
     this.end();
     this.device.queue.submit([this.enc.finish()]);
+    this.submits++;
     this.enc = this.device.createCommandEncoder({ label: "step, continued" });
   }
 

@@ -60,6 +60,13 @@ export interface StepBatch {
    * sample every position, as `deno task logits` does).
    */
   readonly logits?: boolean;
+  /**
+   * Submit the step's commands at once even with no step in flight, where a model would
+   * submit them in groups so the GPU starts early (GpuModelOptions.submitLayers): a
+   * benchmark's untimed admission step, whose early finish would otherwise land while the host
+   * encodes the first timed step, and be seen late (Engine.step's `oneSubmit`).
+   */
+  readonly oneSubmit?: boolean;
 }
 
 /** What a forward step hands back; the promises settle when the GPU is done. */

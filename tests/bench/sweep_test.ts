@@ -24,7 +24,8 @@ function valid(a: BenchArtifact): void {
 }
 
 test("a decode row records its steady step, not the admission step", async () => {
-  const { artifact } = await runCpuBench(cpuBench(DECODE_B2_K20));
+  const b = cpuBench(DECODE_B2_K20);
+  const { artifact } = await runCpuBench(b);
   valid(artifact);
   const [r] = artifact.results;
   const f = r.fpms[0];
@@ -47,6 +48,9 @@ test("a decode row records its steady step, not the admission step", async () =>
   );
   assert.is(m.samples.length, 1);
   assert.is(m.samples[0].step_id, adm.step_id + 1);
+  // the admission goes to the GPU in one submit (its early finish would be seen late)
+  assert.is(b.model.batches[adm.step_id - 1].oneSubmit, true);
+  assert.is(b.model.batches[adm.step_id].oneSubmit, undefined);
   assert.equal(m.estimate.method, "single_sample");
   assert.equal(m.prompts.map((p) => [p.prompt_tokens, p.computed_tokens]), [[10, 9], [10, 9]]);
   assert.is(m.preparation.method, "fake_kv_injection");

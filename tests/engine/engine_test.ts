@@ -154,6 +154,19 @@ test("async scheduling gives the same tokens as sync, with the next step issued 
   assert.is(asyn.engine.kvUsage().free, asyn.engine.kvUsage().total);
 });
 
+test("step's oneSubmit marks only the step it issues with nothing in flight", async () => {
+  const { model, engine } = setup({}, { asyncScheduling: true, maxNumSeqs: 4 });
+  for (let i = 0; i < 3; i++) engine.addRequest([1 + i, 2, 3], { maxTokens: 4, ignoreEos: true });
+  await engine.step({ oneSubmit: true }); // issues the prefill (pipeline empty) and the next
+  assert.is(model.batches.length, 2);
+  assert.is(model.batches[0].oneSubmit, true);
+  assert.is(model.batches[1].oneSubmit, undefined, "the step issued behind it is left alone");
+  await engine.step({ oneSubmit: true }); // a step is in flight: the one it issues is not marked
+  assert.is(model.batches[2].oneSubmit, undefined);
+  await engine.runUntilDone();
+  assert.ok(model.batches.slice(1).every((b) => b.oneSubmit === undefined));
+});
+
 test("async: a request that hit EOS finishes when its token arrives; its extra step's token is discarded", async () => {
   // find a prompt whose first generated token is EOS (token 0)
   const rng = Rng.fromSeed("eos-first");

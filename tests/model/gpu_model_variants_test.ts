@@ -5,7 +5,7 @@ import { ensureFixture } from "../../scripts/fixtures.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 import { unsupportedReason } from "../../kernels/kernel.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
-import { maxAbsDiff, prefillThenDecode, runStep } from "./gpu_model_step.ts";
+import { buildBatch, maxAbsDiff, prefillThenDecode, runStep } from "./gpu_model_step.ts";
 
 /** tiny-qwen3-moe in f32 with room for these tests, and `options`. */
 async function loadTiny(options: GpuModelOptions): Promise<GpuModel> {
@@ -256,6 +256,18 @@ test("steps submitted a layer at a time give the logits of one submit a step", a
   const layered = await decodeLogits({ submitLayers: 1 });
   for (let i = 0; i < whole.length; i++) {
     assert.is(maxAbsDiff(whole[i], layered[i]), 0, `decode step ${i}`);
+  }
+  // a step with nothing in flight goes in groups of layers, unless it asks for one submit
+  const model = await loadTiny({ submitLayers: 1 });
+  try {
+    const part = { tokens: [1, 2, 3], start: 0, table: [1], rows: "last" as const };
+    const { batch } = buildBatch(model.blockSize, [part]);
+    await model.forward(batch).sampled;
+    assert.is(model.lastStepSubmits, model.config.numLayers, "a submit a layer");
+    await model.forward({ ...batch, oneSubmit: true }).sampled;
+    assert.is(model.lastStepSubmits, 1, "oneSubmit");
+  } finally {
+    model.destroy();
   }
   await loadTiny({ submitLayers: -1 }).then(
     () => assert.unreachable("a negative submitLayers was taken"),
