@@ -477,7 +477,23 @@ export interface WarmupRecord {
   readonly prompt_tokens: number;
   /** Steps it ran. */
   readonly steps: number;
-  /** Seconds. */
+  /** Seconds, the clock warm-up's included. */
+  readonly seconds: number;
+  /** The clock warm-up after it (--warmup-s; null when 0, as on a CPU adapter). */
+  readonly clock: ClockWarmupRecord | null;
+}
+
+/** The clock warm-up: requests run back to back until the warm-up lasted `min_seconds`. */
+export interface ClockWarmupRecord {
+  /** Seconds the warm-up was to last at least. */
+  readonly min_seconds: number;
+  /** Prompt tokens of each request (a prefill and one decode). */
+  readonly prompt_tokens: number;
+  /** Requests it ran. */
+  readonly requests: number;
+  /** Steps they took. */
+  readonly steps: number;
+  /** Seconds they took. */
   readonly seconds: number;
 }
 

@@ -19,6 +19,7 @@ import type {
   BenchCapacity,
   BenchmarkMeasurement,
   BenchResult,
+  ClockWarmupRecord,
   Coverage,
   DpCapacity,
   DpRankSummary,
@@ -312,7 +313,19 @@ const GC: Shape<GcPolicy> = {
   collections: int,
   seconds: nonNeg,
 };
-const WARMUP: Shape<WarmupRecord> = { prompt_tokens: int, steps: int, seconds: nonNeg };
+const CLOCK_WARMUP: Shape<ClockWarmupRecord> = {
+  min_seconds: nonNeg,
+  prompt_tokens: int,
+  requests: int,
+  steps: int,
+  seconds: nonNeg,
+};
+const WARMUP: Shape<WarmupRecord> = {
+  prompt_tokens: int,
+  steps: int,
+  seconds: nonNeg,
+  clock: nullable(obj(CLOCK_WARMUP)),
+};
 const PROTOCOL: Shape<MeasurementProtocol> = {
   content_identity: str,
   content_seed: str,

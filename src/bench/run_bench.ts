@@ -44,7 +44,7 @@ import { StepDriver, type StepHooks } from "./step_driver.ts";
 import { runSweep } from "./sweep.ts";
 import type { PoolTokenizer, TextPool } from "./text_pool.ts";
 import { type MedianPolicy, timedSamples } from "./timed_samples.ts";
-import { warmupShape } from "./warmup.ts";
+import { CLOCK_WARMUP_SECONDS, warmupShape } from "./warmup.ts";
 
 /** An explicit manifest and where it came from. */
 export interface ManifestInput {
@@ -90,6 +90,11 @@ export interface BenchOptions {
   readonly dpSize: number;
   /** Warm-up shape (default 256 tokens x 5 steps). */
   readonly warmup?: { readonly promptTokens: number; readonly steps: number };
+  /**
+   * Seconds the warm-up lasts at least, its clock warm-up (warmup.ts; default
+   * CLOCK_WARMUP_SECONDS on a GPU adapter, 0 on a CPU adapter).
+   */
+  readonly warmupSeconds?: number;
   /** Log lines. */
   readonly log: (line: string) => void;
 }
@@ -223,7 +228,14 @@ export class BenchRun {
       b.decodePreparation = decodePreparation(kvwarmOn);
       b.unobservedExtra = kvwarmUnobserved(kvwarmOn);
       // the warm-up fitted to the envelope the group agreed (refused here when nothing fits)
-      const warmup = warmupShape(capacity, o.warmup);
+      const warmup = warmupShape(
+        capacity,
+        o.warmup,
+        o.warmupSeconds ??
+          (engineInfo.adapter === null || engineInfo.adapter.type === "cpu"
+            ? 0
+            : CLOCK_WARMUP_SECONDS),
+      );
       const { decode, prefill } = this.#points(capacity, kvwarmOn);
       const planned = planPoints(decode, prefill, decodeSeeder, prefixSeeder, o.policy);
       if (o.manifest) this.#checkExplicit(planned.map((p) => p.point), capacity, o.policy);

@@ -84,7 +84,14 @@ export async function runSweep(
   planned: readonly PlannedPoint[],
 ): Promise<SweepEnd> {
   const { driver, builder, sync } = o;
-  builder.warmup = await warmUp(driver, o.content, o.salts, o.warmup);
+  // the clock warm-up ends when any rank's time is up: the group's boundary vote (point 0)
+  builder.warmup = await warmUp(
+    driver,
+    o.content,
+    o.salts,
+    o.warmup,
+    (done) => sync.boundaryVote(0, done),
+  );
   const t0 = performance.now();
   builder.loopStartedMs = t0;
   const deadline = o.softTimeoutSeconds === null ? null : t0 + o.softTimeoutSeconds * 1000;

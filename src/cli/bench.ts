@@ -22,6 +22,7 @@ import { GRID_PRESETS } from "../bench/grid.ts";
 import { ManifestError, parseManifest } from "../bench/manifest.ts";
 import { modelPoolTokenizer } from "../bench/model_tokenizer.ts";
 import { stepTrace } from "../bench/step_trace.ts";
+import { CLOCK_WARMUP_SECONDS } from "../bench/warmup.ts";
 import { BenchRun, type ManifestInput } from "../bench/run_bench.ts";
 import { loadTextPool, type TextPool, TextPoolError } from "../bench/text_pool.ts";
 import { ensureFixture } from "../../scripts/fixtures.ts";
@@ -153,6 +154,13 @@ const SPEC = {
     min: 0,
     default: 5,
     help: "points between checkpoint writes of the artifact (0: none)",
+  },
+  warmupS: {
+    type: "number",
+    min: 0,
+    help: "seconds the warm-up lasts at least: after the design's warm-up request, requests of " +
+      "up to 2048 prompt tokens keep the GPU busy so its clocks are up for the first point " +
+      `(default ${CLOCK_WARMUP_SECONDS} on a GPU, 0 on a CPU adapter)`,
   },
   stepTrace: {
     type: "string",
@@ -311,6 +319,7 @@ await runCli(async () => {
     kvwarmCow: opts.kvwarmCow === "on",
     prefillRealSeed: opts.prefillRealSeed === "on",
     checkpointEvery: opts.checkpointEvery,
+    warmupSeconds: opts.warmupS,
     rank: dp?.rank ?? 0,
     dpSize: dp?.size ?? 1,
     log,

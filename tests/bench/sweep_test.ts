@@ -260,6 +260,31 @@ test("the warm-up runs one 16-token prompt for 5 steps before the first point", 
   );
 });
 
+test("the clock warm-up keeps the engine busy with salted requests until --warmup-s passed", async () => {
+  const b = cpuBench(DECODE_B2_K20, { warmupSeconds: 0.25 });
+  const { artifact } = await runCpuBench(b);
+  valid(artifact);
+  const w = artifact.measurement_protocol.preparation.warmup!;
+  assert.equal([w.prompt_tokens, w.steps], [16, 5], "the design's warm-up first");
+  const clock = w.clock!;
+  assert.ok(w.seconds >= 0.25, `warm-up lasted ${w.seconds} s`);
+  assert.ok(clock.requests >= 1);
+  assert.equal([clock.min_seconds, clock.prompt_tokens, clock.steps], [
+    0.25,
+    64, // the step budget of the CPU double's engine (below 2048)
+    2 * clock.requests,
+  ]);
+  // each clock request computed its whole prompt: no prefix hit on another's blocks
+  const clockPrefills = b.model.batches.slice(5, 5 + 2 * clock.requests).filter((x) =>
+    x.tokenIds.length === 64
+  );
+  assert.is(clockPrefills.length, clock.requests);
+  // without it (the CPU double's default, as a CPU adapter's) none runs
+  const none = cpuBench(DECODE_B2_K20);
+  const plain = (await runCpuBench(none)).artifact.measurement_protocol.preparation.warmup!;
+  assert.is(plain.clock, null);
+});
+
 test("the soft timeout is checked at point boundaries and ends the run partial", async () => {
   const b = cpuBench({
     schema_version: 1,
