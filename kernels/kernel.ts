@@ -22,6 +22,7 @@ import {
   readShaderSegments,
   type WgslSegment,
 } from "../src/gpu/wgsl.ts";
+import { paced } from "../src/gpu/event_pacing.ts";
 import type { ParamFields, ParamsLayout, ParamValues } from "./params.ts";
 
 /** One storage binding: `var<storage, access> name: array<type>` (`// shape` as doc). */
@@ -302,15 +303,15 @@ export async function compiledVariants<F extends ParamFields>(
   names: readonly string[],
   who: string,
 ): Promise<string[]> {
+  // compiled concurrently (a driver may compile them in parallel), reported in order
+  const built = await Promise.allSettled(
+    names.map((name) => getPipeline(gpu, kernel, variantByName(kernel, name))),
+  );
   const ok: string[] = [];
-  for (const name of names) {
-    try {
-      await getPipeline(gpu, kernel, variantByName(kernel, name));
-      ok.push(name);
-    } catch (err) {
-      console.error(`${who}: ${kernel.name}/${name} left out: ${(err as Error).message}`);
-    }
-  }
+  built.forEach((b, i) => {
+    if (b.status === "fulfilled") ok.push(names[i]);
+    else console.error(`${who}: ${kernel.name}/${names[i]} left out: ${b.reason.message}`);
+  });
   return ok;
 }
 
@@ -342,13 +343,21 @@ async function buildPipeline<F extends ParamFields>(
       })),
     ],
   });
+  // the scope is popped before any await: pipelines built concurrently each get their own (the
+  // wait paced, as compileWgsl's)
   gpu.device.pushErrorScope("validation");
-  const pipeline = await gpu.device.createComputePipelineAsync({
+  const created = gpu.device.createComputePipelineAsync({
     label,
     layout: gpu.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
     compute: { module, entryPoint: "main" },
   });
-  const err = await gpu.device.popErrorScope();
+  const scope = gpu.device.popErrorScope();
+  const [settled, err] = await paced(Promise.all([
+    created.then((p) => ({ p, e: null }), (e: Error) => ({ p: null, e })),
+    scope,
+  ]));
+  if (settled.e) throw new Error(`pipeline ${label}: ${settled.e.message}`);
+  const pipeline = settled.p!;
   if (err) throw new Error(`pipeline ${label}: ${err.message}`);
   return { kernel, variant, pipeline, layout };
 }

@@ -500,18 +500,23 @@ export class MoeBlock {
       if (variantByName(gateUp.spec, name).dtype !== shape.dtype) {
         throw new Error(`moe block: GEMM variant ${name} does not store ${shape.dtype} weights`);
       }
-      try {
-        const gu = await pipe(gateUp.spec, name);
-        const dn = await pipe(down.spec, name);
-        gateUpPipes.set(name, gu);
-        downPipes.set(name, dn);
-      } catch (err) {
-        // With "auto", a variant this driver cannot compile is left out (said once), so the
-        // block still runs on the others; a variant asked for by name must compile.
-        if (options.gemm && options.gemm !== "auto") throw err;
-        console.error(`moe block: GEMM variant ${name} left out: ${(err as Error).message}`);
-      }
     }
+    // every variant's pair compiled concurrently (a driver may compile them in parallel)
+    const built = await Promise.allSettled(
+      names.map((name) => Promise.all([pipe(gateUp.spec, name), pipe(down.spec, name)])),
+    );
+    built.forEach((b, i) => {
+      const name = names[i];
+      if (b.status === "fulfilled") {
+        gateUpPipes.set(name, b.value[0]);
+        downPipes.set(name, b.value[1]);
+        return;
+      }
+      // With "auto", a variant this driver cannot compile is left out (said once), so the
+      // block still runs on the others; a variant asked for by name must compile.
+      if (options.gemm && options.gemm !== "auto") throw b.reason;
+      console.error(`moe block: GEMM variant ${name} left out: ${(b.reason as Error).message}`);
+    });
     if (gateUpPipes.size === 0) {
       throw new Error(`moe block: no ${shape.dtype} GEMM variant compiles here`);
     }
@@ -526,19 +531,32 @@ export class MoeBlock {
         })`,
       );
     }
-    const tc = await tensorCorePipes(gpu, shape, options, blockM);
-    const fusedRouter = await fusedRouterPipe(gpu, shape, options);
+    // the block's other pipelines, concurrently
+    const [tc, fusedRouter, routerPipe, routerLogitsPipe, dispatchPipe, routeDispatchPipe_] =
+      await Promise.all([
+        tensorCorePipes(gpu, shape, options, blockM),
+        fusedRouterPipe(gpu, shape, options),
+        pipe(router.spec, "f32"),
+        splitRouterPipe(gpu, shape, options),
+        pipe(dispatch.spec, "f32"),
+        routeDispatchPipe(gpu, options),
+      ]);
+    const [combinePipe, combineNormPipe, routerNormPipe_] = await Promise.all([
+      pipe(combine.spec, "f32"),
+      pipe(combineNorm.spec, shape.dtype),
+      fusedRouter ? routerNormPipe(gpu, options) : Promise.resolve(null),
+    ]);
     const pipes = {
-      router: await pipe(router.spec, "f32"),
+      router: routerPipe,
       routerFused: fusedRouter,
-      routerNorm: fusedRouter ? await routerNormPipe(gpu, options) : null,
-      routerLogits: await splitRouterPipe(gpu, shape, options),
-      dispatch: await pipe(dispatch.spec, "f32"),
-      routeDispatch: await routeDispatchPipe(gpu, options),
+      routerNorm: routerNormPipe_,
+      routerLogits: routerLogitsPipe,
+      dispatch: dispatchPipe,
+      routeDispatch: routeDispatchPipe_,
       gateUp: gateUpPipes,
       down: downPipes,
-      combine: await pipe(combine.spec, "f32"),
-      combineNorm: await pipe(combineNorm.spec, shape.dtype),
+      combine: combinePipe,
+      combineNorm: combineNormPipe,
       tc,
     };
     const d = gpu.device;

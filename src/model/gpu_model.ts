@@ -1022,7 +1022,8 @@ export class GpuModel implements ForwardModel {
         `model: moeFusedRouterMinTokens ${opts.moeFusedRouterMinTokens} must be a positive integer`,
       );
     }
-    const calls = await createCalls(
+    // the step's calls and the MoE block compile concurrently (a driver may compile in parallel)
+    const callsBuilt = createCalls(
       gpu,
       config,
       dtype,
@@ -1040,8 +1041,8 @@ export class GpuModel implements ForwardModel {
       opts.decodeSplit.minTokens,
       options.decodeAttention === undefined,
     );
-    const moe = config.layerKinds.includes("moe")
-      ? await MoeBlock.create(gpu, {
+    const moeBuilt = config.layerKinds.includes("moe")
+      ? MoeBlock.create(gpu, {
         hidden: config.hiddenSize,
         inter: config.moeIntermediateSize,
         experts: config.numExperts,
@@ -1064,7 +1065,15 @@ export class GpuModel implements ForwardModel {
         splitRouterMinTokens: opts.moeSplitRouterMinTokens,
         tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
       })
-      : null;
+      : Promise.resolve(null);
+    const [callsDone, moeDone] = await Promise.allSettled([callsBuilt, moeBuilt]);
+    if (callsDone.status === "rejected") {
+      if (moeDone.status === "fulfilled") moeDone.value?.destroy();
+      throw callsDone.reason;
+    }
+    if (moeDone.status === "rejected") throw moeDone.reason;
+    const calls = callsDone.value;
+    const moe = moeDone.value;
     const buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
     const model = new GpuModel(gpu, config, weights, kv, opts, calls, moe, buf);
     model.ensurePartials(opts.maxNumSeqs * config.numHeads * 4);
@@ -2066,17 +2075,16 @@ async function createCalls(
       );
     }
   }
-  for (
-    const [kind, [n, k, accumulate]] of Object.entries(linearShapes) as [
-      LinearKind,
-      [number, number, boolean],
-    ][]
-  ) {
+  const shapes = Object.entries(linearShapes) as [LinearKind, [number, number, boolean]][];
+  for (const [kind, [, k]] of shapes) {
     if (k % 4 !== 0) {
       throw new ModelOptionError(`model: ${kind} input width ${k} is not a multiple of 4`);
     }
-    linear[kind] = {
-      gemv: await KernelCall.create(
+  }
+  // every kind's calls compiled concurrently (a driver may compile them in parallel)
+  const linearCalls = async (kind: LinearKind, n: number, k: number) => {
+    const [gemvCall, gemmCall, tc] = await Promise.all([
+      KernelCall.create(
         gpu,
         gemv.spec,
         [
@@ -2088,7 +2096,7 @@ async function createCalls(
         ],
         `gemv ${kind}`,
       ),
-      gemm: await KernelCall.create(
+      KernelCall.create(
         gpu,
         gemm.spec,
         [gemmVariant, gemmSmallVariant],
@@ -2096,24 +2104,26 @@ async function createCalls(
       ),
       // (the dense MLP's kinds only where the model has dense layers: their scratch is sized
       // from the kinds that have this path)
-      tc: tensorCores && gemmTc.gemmTcFits(n, k) &&
-          (!(kind === "gateUp" || kind === "down") || config.layerKinds.includes("dense"))
-        ? {
-          cast: await KernelCall.create(gpu, castF16.spec, ["f16"], `cast_f16 ${kind}`),
-          gemm: await KernelCall.create(
+      tensorCores && gemmTc.gemmTcFits(n, k) &&
+        (!(kind === "gateUp" || kind === "down") || config.layerKinds.includes("dense"))
+        ? Promise.all([
+          KernelCall.create(gpu, castF16.spec, ["f16"], `cast_f16 ${kind}`),
+          KernelCall.create(
             gpu,
             gemmTc.spec,
             [...gemmTc.GEMM_TC_VARIANTS, ...stagedTc],
             `gemm_tc ${kind}`,
           ),
-          reduce: await KernelCall.create(gpu, splitkReduce.spec, ["f32"], `splitk ${kind}`),
-        }
+          KernelCall.create(gpu, splitkReduce.spec, ["f32"], `splitk ${kind}`),
+        ]).then(([cast, gemm, reduce]) => ({ cast, gemm, reduce }))
         : null,
-      n,
-      k,
-      accumulate,
-    };
-  }
+    ]);
+    return { gemv: gemvCall, gemm: gemmCall, tc };
+  };
+  const built = await Promise.all(shapes.map(([kind, [n, k]]) => linearCalls(kind, n, k)));
+  shapes.forEach(([kind, [n, k, accumulate]], i) => {
+    linear[kind] = { ...built[i], n, k, accumulate };
+  });
   // the widest input of a linear layer on the tensor cores (its f16 copy's row width), and
   // the widest output a split-K one writes partial sums of (not the LM head: its columns
   // give workgroups enough)
@@ -2124,6 +2134,44 @@ async function createCalls(
     ...Object.entries(linear).map(([kind, l]) => l.tc && kind !== "lmHead" ? l.n : 0),
   );
   const sampleVariant = sample.sampleVariant(gpu).name;
+  // the step's other calls, compiled concurrently
+  const [
+    embeddingCall,
+    normCall,
+    finalNormCall,
+    qkNormCall,
+    prefillCall,
+    decodeCall,
+    decodeReduceCall,
+    blockCopyCall,
+    siluCall,
+    gatherCall,
+    sampleCall,
+  ] = await Promise.all([
+    KernelCall.create(gpu, embedding.spec, [dtype]),
+    KernelCall.create(gpu, rmsnorm.spec, [dtype]),
+    KernelCall.create(gpu, rmsnorm.spec, [dtype], "final rmsnorm"),
+    KernelCall.create(gpu, qkNormRopeCache.spec, [dtype]),
+    KernelCall.create(
+      gpu,
+      prefillAttention === "fma" ? pagedAttention.spec : pagedAttentionTc.spec,
+      [prefillVariant],
+    ),
+    KernelCall.create(
+      gpu,
+      pagedAttentionDecode.spec,
+      [...new Set([decodeVariant, decodeDeepVariant])],
+    ),
+    KernelCall.create(
+      gpu,
+      decodeReduce.spec,
+      dtype === "f16" ? ["f32", "f32-wg256", "f16", "f16-wg256"] : ["f32", "f32-wg256"],
+    ),
+    KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
+    KernelCall.create(gpu, siluMul.spec, ["f32"]),
+    KernelCall.create(gpu, gatherRows.spec, ["f32"]),
+    KernelCall.create(gpu, sample.spec, [sampleVariant]),
+  ]);
   return {
     tensorCoreK,
     tensorCoreSplitN,
@@ -2138,33 +2186,21 @@ async function createCalls(
     gemmVariant,
     gemmSmallVariant,
     linear,
-    embedding: await KernelCall.create(gpu, embedding.spec, [dtype]),
-    norm: await KernelCall.create(gpu, rmsnorm.spec, [dtype]),
-    finalNorm: await KernelCall.create(gpu, rmsnorm.spec, [dtype], "final rmsnorm"),
-    qkNorm: await KernelCall.create(gpu, qkNormRopeCache.spec, [dtype]),
-    prefill: await KernelCall.create(
-      gpu,
-      prefillAttention === "fma" ? pagedAttention.spec : pagedAttentionTc.spec,
-      [prefillVariant],
-    ),
+    embedding: embeddingCall,
+    norm: normCall,
+    finalNorm: finalNormCall,
+    qkNorm: qkNormCall,
+    prefill: prefillCall,
     prefillVariant,
     decodeVariant,
     decodeDeepVariant,
-    decode: await KernelCall.create(
-      gpu,
-      pagedAttentionDecode.spec,
-      [...new Set([decodeVariant, decodeDeepVariant])],
-    ),
-    decodeReduce: await KernelCall.create(
-      gpu,
-      decodeReduce.spec,
-      dtype === "f16" ? ["f32", "f32-wg256", "f16", "f16-wg256"] : ["f32", "f32-wg256"],
-    ),
-    blockCopy: await KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
-    silu: await KernelCall.create(gpu, siluMul.spec, ["f32"]),
-    gather: await KernelCall.create(gpu, gatherRows.spec, ["f32"]),
+    decode: decodeCall,
+    decodeReduce: decodeReduceCall,
+    blockCopy: blockCopyCall,
+    silu: siluCall,
+    gather: gatherCall,
     sampleVariant,
-    sample: await KernelCall.create(gpu, sample.spec, [sampleVariant]),
+    sample: sampleCall,
   };
 }
 

@@ -43,10 +43,12 @@ export class KernelCall<F extends ParamFields> {
     variants: readonly string[],
     label = spec.name,
   ): Promise<KernelCall<F>> {
-    const pipes = new Map<string, KernelPipeline<F>>();
-    for (const name of new Set(variants)) {
-      pipes.set(name, await getPipeline(gpu, spec, variantByName(spec, name)));
-    }
+    // compiled concurrently (a driver may compile them in parallel)
+    const names = [...new Set(variants)];
+    const built = await Promise.all(
+      names.map((n) => getPipeline(gpu, spec, variantByName(spec, n))),
+    );
+    const pipes = new Map<string, KernelPipeline<F>>(names.map((n, i) => [n, built[i]]));
     const params = gpu.device.createBuffer({
       label: `${label}.params`,
       size: spec.params.size,
