@@ -20,6 +20,34 @@ test("a WGSL compile error names the original file and line, not the assembled o
   }
 });
 
+test("modules compiled at once each get their own errors", async () => {
+  const gpu = await sharedGpu();
+  const good = (i: number) =>
+    assembleWgsl([{
+      file: `good${i}.wgsl`,
+      text: `@compute @workgroup_size(1) fn main() { let x: u32 = ${i}u; }`,
+    }]);
+  const bad = (i: number) =>
+    assembleWgsl([{ file: `bad${i}.wgsl`, text: `fn f() -> u32 { return missing_${i}; }` }]);
+  const sources = [good(0), bad(1), good(2), bad(3), good(4)];
+  const results = await Promise.allSettled(
+    sources.map((src, i) => compileWgsl(gpu.device, src, `m${i}`)),
+  );
+  assert.equal(results.map((r) => r.status), [
+    "fulfilled",
+    "rejected",
+    "fulfilled",
+    "rejected",
+    "fulfilled",
+  ]);
+  for (const i of [1, 3]) {
+    const err = (results[i] as PromiseRejectedResult).reason as Error;
+    assert.instance(err, WgslCompileError);
+    assert.match(err.message, new RegExp(`bad${i}\\.wgsl:1:\\d+: .*missing_${i}`));
+    assert.not.match(err.message, new RegExp(`missing_${4 - i}`), "another module's error");
+  }
+});
+
 test("a kernel whose shader file is missing says which file", async () => {
   const gpu = await sharedGpu();
   const spec: KernelSpec<{ n: "u32" }> = {
