@@ -104,6 +104,27 @@ test("the soft timeout is an OR over ranks: one rank's deadline stops every rank
   assert.is(a0.limits.soft_timeout_seconds, null, "rank 0 had no deadline of its own");
 });
 
+test("the clock warm-up ends on every rank at once: the rank whose time is up first decides", async () => {
+  // rank 0 would warm up for 0.2 s, rank 1 for an hour: the group's vote ends both after rank
+  // 0's time, with the same requests (their steps meet at the per-step barrier)
+  const g = await runGroup(
+    2,
+    DECODE,
+    (rank) => ({ options: { warmupSeconds: rank === 0 ? 0.2 : 3600 } }),
+    30,
+  );
+  const [a0, a1] = g.outcomes.map(fulfilled);
+  valid(a0);
+  valid(a1);
+  const c0 = a0.measurement_protocol.preparation.warmup!.clock!;
+  const c1 = a1.measurement_protocol.preparation.warmup!.clock!;
+  assert.ok(c0.requests >= 1);
+  assert.equal([c1.requests, c1.steps], [c0.requests, c0.steps], "the same clock requests");
+  assert.is(c1.min_seconds, 3600);
+  assert.ok(c1.seconds < 60, `rank 1 stopped with rank 0 (${c1.seconds} s)`);
+  assert.equal(a0.results.length, a1.results.length);
+});
+
 /** A decode seeder that says it could seed real KV, until the group says otherwise. */
 class EligibleSeeder extends FakeKvSeeder {
   reason: string | null = null;
