@@ -12,6 +12,7 @@
 import process from "node:process";
 import { readFileSync } from "node:fs";
 import { describeGpu, openGpu } from "../gpu/device.ts";
+import { holdCollections } from "../gpu/event_pacing.ts";
 import { type DecodeAttentionForm, GpuModel } from "../model/gpu_model.ts";
 import { rooflineBytes } from "../model/step_cost.ts";
 import { GPU_MD_DECODE } from "../model/peer_reference.ts";
@@ -358,26 +359,34 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
   const begin: number[] = [];
   const submit: number[] = [];
   const forward: number[] = [];
-  // Two steps in flight at most, as the engine's async scheduling keeps them.
+  // Two steps in flight at most, as the engine's async scheduling keeps them. Collections are
+  // held as the bench holds them inside a point (event_pacing.ts): unheld, a full one comes every
+  // 200 ms of waiting, inside a point's timed steps (session 26's 1 x 1024 row has a 12.3 ms
+  // gap followed by a 0.97 ms one: an arrival made late).
   let inFlight: Promise<Int32Array> | null = null;
-  for (let i = 0; i < warmup + timed; i++) {
-    const out = model.forward(steps.next());
-    gpu.push(out.gpuMs);
-    if (i >= warmup) {
-      encode.push(model.lastEncodeMs);
-      inputs.push(model.lastEncodeParts.inputsMs);
-      begin.push(model.lastEncodeParts.beginMs);
-      submit.push(model.lastEncodeParts.submitMs);
-      forward.push(model.lastEncodeParts.forwardMs);
+  holdCollections(true);
+  try {
+    for (let i = 0; i < warmup + timed; i++) {
+      const out = model.forward(steps.next());
+      gpu.push(out.gpuMs);
+      if (i >= warmup) {
+        encode.push(model.lastEncodeMs);
+        inputs.push(model.lastEncodeParts.inputsMs);
+        begin.push(model.lastEncodeParts.beginMs);
+        submit.push(model.lastEncodeParts.submitMs);
+        forward.push(model.lastEncodeParts.forwardMs);
+      }
+      if (inFlight) {
+        await inFlight;
+        arrivals.push(performance.now());
+      }
+      inFlight = out.sampled;
     }
-    if (inFlight) {
-      await inFlight;
-      arrivals.push(performance.now());
-    }
-    inFlight = out.sampled;
+    await inFlight;
+    arrivals.push(performance.now());
+  } finally {
+    holdCollections(false);
   }
-  await inFlight;
-  arrivals.push(performance.now());
   const gpuTimes = (await Promise.all(gpu)).slice(warmup).map((g) => g ?? NaN);
   const walls = arrivals.slice(warmup).map((t, i) => t - arrivals[warmup + i - 1]).filter((x) =>
     !Number.isNaN(x)
