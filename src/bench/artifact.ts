@@ -619,6 +619,11 @@ export interface KvwarmStage {
   readonly tail_blocks: number;
   /** Idle engine steps from the stage's start to its settlement. */
   readonly steps: number;
+  /**
+   * Tokens a step carried at most while the stage built (`--kvwarm-step-tokens`: the chains'
+   * prefill is untimed, so it may take larger steps than the measured ones' budget).
+   */
+  readonly step_tokens: number;
   /** The step (stage round) the stage settled in, or null when it never settled. */
   readonly settle_round: number | null;
 }

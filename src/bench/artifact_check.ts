@@ -376,6 +376,7 @@ const STAGE: Shape<KvwarmStage> = {
   blocks: int,
   tail_blocks: int,
   steps: int,
+  step_tokens: int,
   settle_round: nullable(int),
 };
 const CHAINS: Shape<KvwarmChains> = {

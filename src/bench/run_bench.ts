@@ -45,6 +45,7 @@ import { runSweep } from "./sweep.ts";
 import type { PoolTokenizer, TextPool } from "./text_pool.ts";
 import { type MedianPolicy, timedSamples } from "./timed_samples.ts";
 import { CLOCK_WARMUP_SECONDS, warmupShape } from "./warmup.ts";
+import { KVWARM_STAGE_TOKENS } from "./kvwarm/kvwarm_seeder.ts";
 
 /** An explicit manifest and where it came from. */
 export interface ManifestInput {
@@ -80,6 +81,11 @@ export interface BenchOptions {
   readonly kvwarm: "on" | "off" | "auto";
   /** kvwarm shadow tails by copy-on-write (default true), else zero-filled. */
   readonly kvwarmCow?: boolean;
+  /**
+   * Tokens a step carries while a kvwarm stage builds (default KVWARM_STAGE_TOKENS, never
+   * fewer than the step budget nor more than the model's step holds).
+   */
+  readonly kvwarmStepTokens?: number;
   /** Real prefix seeding of prefill KV-read points (default false: fake prefix). */
   readonly prefillRealSeed?: boolean;
   /** Points between checkpoints. */
@@ -215,6 +221,7 @@ export class BenchRun {
         log: o.log,
         tokenizer: inputs.tokenizer,
         settlement: plugins.stageSettlement,
+        stageTokens: o.kvwarmStepTokens ?? KVWARM_STAGE_TOKENS,
       });
       const decodeSeeder = plugins.decodeSeeder ?? kvwarm.decodeSeeder;
       const prefixSeeder = plugins.prefixSeeder ?? kvwarm.prefixSeeder;

@@ -16,13 +16,14 @@ import process from "node:process";
 import { Engine } from "../engine/engine.ts";
 import { describeGpu, type Gpu, openGpu } from "../gpu/device.ts";
 import { isMoeModel } from "../model/config.ts";
-import { GpuModel } from "../model/gpu_model.ts";
+import { defaultMaxNumTokens, GpuModel } from "../model/gpu_model.ts";
 import type { BenchArtifact, ContentMode, EngineInfo } from "../bench/artifact.ts";
 import { GRID_PRESETS } from "../bench/grid.ts";
 import { ManifestError, parseManifest } from "../bench/manifest.ts";
 import { modelPoolTokenizer } from "../bench/model_tokenizer.ts";
 import { stepTrace } from "../bench/step_trace.ts";
 import { CLOCK_WARMUP_SECONDS } from "../bench/warmup.ts";
+import { KVWARM_STAGE_TOKENS } from "../bench/kvwarm/kvwarm_seeder.ts";
 import { BenchRun, type ManifestInput } from "../bench/run_bench.ts";
 import { loadTextPool, type TextPool, TextPoolError } from "../bench/text_pool.ts";
 import { ensureFixture } from "../../scripts/fixtures.ts";
@@ -83,6 +84,14 @@ const SPEC = {
     values: ["on", "off"],
     default: "on",
     help: "kvwarm shadow tails copy the chain's partial block (copy-on-write); off: zero-filled",
+  },
+  kvwarmStepTokens: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "tokens a step carries while kvwarm builds its chains (untimed), never fewer than " +
+      `--max-num-batched-tokens (default ${KVWARM_STAGE_TOKENS}; the model's step buffers are ` +
+      "sized for it with kvwarm on or auto)",
   },
   prefillRealSeed: {
     type: "string",
@@ -317,6 +326,7 @@ await runCli(async () => {
     contentSeed: opts.contentSeed,
     kvwarm: opts.kvwarm as "on" | "off" | "auto",
     kvwarmCow: opts.kvwarmCow === "on",
+    kvwarmStepTokens: opts.kvwarmStepTokens,
     prefillRealSeed: opts.prefillRealSeed === "on",
     checkpointEvery: opts.checkpointEvery,
     warmupSeconds: opts.warmupS,
@@ -357,11 +367,14 @@ await runCli(async () => {
     await dp?.open({ cpu: gpu.adapter.type === "cpu" }).catch((err) => {
       throw err instanceof DpError && err.code === "config" ? new InputError(err.message) : err;
     });
+    // the measured steps' budget; with kvwarm, the model's step also holds its chains' steps
+    const budget = opts.maxNumBatchedTokens ?? defaultMaxNumTokens(gpu);
+    const stageTokens = opts.kvwarmStepTokens ?? KVWARM_STAGE_TOKENS;
     const model = await GpuModel.load(gpu, modelSpec, {
       dtype: opts.dtype as "f16" | "f32" | undefined,
       blockSize,
       kvCacheBytes: opts.kvCacheGb === undefined ? undefined : opts.kvCacheGb * 2 ** 30,
-      maxNumTokens: opts.maxNumBatchedTokens,
+      maxNumTokens: opts.kvwarm === "off" ? budget : Math.max(budget, stageTokens),
       maxNumSeqs: opts.maxNumSeqs ?? (defaultModel ? DEFAULT_JOB_LIMITS.maxNumSeqs : undefined),
       maxModelLen: opts.maxModelLen ??
         (defaultModel ? DEFAULT_JOB_LIMITS.maxModelLen : undefined),
@@ -372,7 +385,7 @@ await runCli(async () => {
       asyncScheduling: gpu.adapter.type !== "cpu",
       enablePrefixCaching: true,
       enableChunkedPrefill: true,
-      maxNumBatchedTokens: model.maxNumTokens,
+      maxNumBatchedTokens: budget,
       maxNumSeqs: Math.min(model.maxNumSeqs, model.maxLogitRows),
     });
     let textPool: TextPool | null = null;

@@ -103,6 +103,28 @@ export class Engine {
     this.scheduler = new Scheduler(this.config, this.kv, model.eosTokenIds);
   }
 
+  /**
+   * Sets the token budget of the steps scheduled from now on (null: the config's
+   * `maxNumBatchedTokens` again), at most the tokens the model's step holds: kvwarm's untimed
+   * chain stages prefill in steps larger than the measured ones' budget.
+   */
+  setStepTokenBudget(tokens: number | null): void {
+    if (tokens !== null) {
+      const most = this.model.maxNumTokens ?? Infinity;
+      if (!Number.isInteger(tokens) || tokens < 1 || tokens > most) {
+        throw new Error(
+          `step token budget ${tokens} must be an integer in 1..${most} (the model's step)`,
+        );
+      }
+    }
+    this.scheduler.stepTokenBudget = tokens;
+  }
+
+  /** The token budget of the next step scheduled. */
+  get stepTokenBudget(): number {
+    return this.scheduler.stepTokenBudget ?? this.config.maxNumBatchedTokens;
+  }
+
   /** Steps issued to the model whose output has not been applied yet. */
   get numInFlightSteps(): number {
     return this.#inFlight.length;

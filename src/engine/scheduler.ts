@@ -37,6 +37,12 @@ export class Scheduler {
   /** Streaming events not yet delivered (the engine delivers them once state is settled). */
   readonly #outbox: RequestOutput[] = [];
 
+  /**
+   * The token budget of the steps scheduled from now on, where it differs from the config's
+   * `maxNumBatchedTokens` (Engine.setStepTokenBudget); null: the config's.
+   */
+  stepTokenBudget: number | null = null;
+
   /** A scheduler over `kv`; `eosTokenIds` end a request unless it ignores EOS. */
   constructor(
     readonly config: EngineConfig,
@@ -67,7 +73,7 @@ export class Scheduler {
     const { kv, config } = this;
     const running = this.running;
     const picked: { request: Request; n: number }[] = [];
-    let budget = config.maxNumBatchedTokens;
+    let budget = this.stepTokenBudget ?? config.maxNumBatchedTokens;
     let numPreempted = 0;
 
     for (let i = 0; i < running.length && budget > 0;) {

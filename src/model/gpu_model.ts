@@ -87,7 +87,7 @@ export interface GpuModelOptions {
   readonly numBlocks?: number;
   /** KV memory when numBlocks is not given (default 256 MiB on a CPU adapter, 16 GiB else). */
   readonly kvCacheBytes?: number;
-  /** Most tokens one step carries (scratch is sized for it). */
+  /** Most tokens one step carries (scratch is sized for it; default defaultMaxNumTokens). */
   readonly maxNumTokens?: number;
   /** Most sequences one step carries. */
   readonly maxNumSeqs?: number;
@@ -956,7 +956,7 @@ export class GpuModel implements ForwardModel {
     const opts = {
       dtype,
       blockSize,
-      maxNumTokens: options.maxNumTokens ?? (cpu ? 256 : 8192),
+      maxNumTokens: options.maxNumTokens ?? defaultMaxNumTokens(gpu),
       maxNumSeqs: options.maxNumSeqs ?? (cpu ? 32 : 256),
       maxModelLen,
       profile: options.profile ?? false,
@@ -1913,6 +1913,11 @@ class StepPasses {
     this.end();
     this.enc.copyBufferToBuffer(src, 0, dst, dstOffset, bytes);
   }
+}
+
+/** Tokens a step holds unless GpuModelOptions.maxNumTokens says: 256 on a CPU adapter, else 8192. */
+export function defaultMaxNumTokens(gpu: Gpu): number {
+  return gpu.adapter.type === "cpu" ? 256 : 8192;
 }
 
 /** GpuModelOptions.submitLayers, checked, or its default from the environment. */

@@ -167,6 +167,22 @@ test("step's oneSubmit marks only the step it issues with nothing in flight", as
   assert.ok(model.batches.slice(1).every((b) => b.oneSubmit === undefined));
 });
 
+test("a step token budget above the config's schedules bigger steps until it is unset", async () => {
+  const { model, engine } = setup({}, { maxNumBatchedTokens: 16 });
+  engine.addRequest(Array.from({ length: 40 }, (_, i) => 1 + (i % 40)), { maxTokens: 1 });
+  engine.setStepTokenBudget(64);
+  assert.is(engine.stepTokenBudget, 64);
+  await engine.step();
+  assert.is(model.batches[0].tokenIds.length, 40, "the whole prompt in one step");
+  engine.setStepTokenBudget(null);
+  assert.is(engine.stepTokenBudget, 16);
+  engine.addRequest(Array.from({ length: 40 }, (_, i) => 2 + (i % 40)), { maxTokens: 1 });
+  await engine.runUntilDone();
+  assert.ok(model.batches.slice(1).every((b) => b.tokenIds.length <= 16), "chunked by 16 again");
+  assert.throws(() => engine.setStepTokenBudget(0), /step token budget 0 must be an integer/);
+  assert.throws(() => engine.setStepTokenBudget(2.5), /must be an integer in 1\.\.Infinity/);
+});
+
 test("async: a request that hit EOS finishes when its token arrives; its extra step's token is discarded", async () => {
   // find a prompt whose first generated token is EOS (token 0)
   const rng = Rng.fromSeed("eos-first");

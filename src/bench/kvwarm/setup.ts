@@ -50,6 +50,8 @@ export interface KvwarmSetupOptions {
   readonly tokenizer?: () => PoolTokenizer;
   /** Stage rounds (default: one rank, local). */
   readonly settlement?: StageSettlement;
+  /** Tokens a step carries while a stage builds (KvwarmSeederOptions.stageTokens). */
+  readonly stageTokens?: number;
 }
 
 /** The seeders and what the artifact says of them. */
@@ -111,6 +113,7 @@ export function setupKvwarm(o: KvwarmSetupOptions): KvwarmSetup {
       cow: o.cow,
       late: o.late,
       log: o.log,
+      stageTokens: o.stageTokens,
     })
     : new FakeKvSeeder({ requested: o.requested, skipReason: gate.skipReason ?? "off" });
   const real = o.prefillRealSeed ? new RealPrefixSeeder(o.log) : null;

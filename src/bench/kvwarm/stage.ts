@@ -41,6 +41,9 @@ export interface ChainStageOptions {
   readonly content: ChainContent;
   /** This rank (in the chains' salts). */
   readonly rank: number;
+  /** Tokens the engine's steps carry while the stage builds (its record says so; default the
+   * engine's step budget). */
+  readonly stepTokens?: number;
 }
 
 /** A rung's chains being built, built, or failed (see the module doc above). */
@@ -200,6 +203,7 @@ export class ChainStage {
       blocks: this.rung.chainBlocks,
       tail_blocks: this.rung.tailBlocks,
       steps: this.#steps,
+      step_tokens: this.#o.stepTokens ?? this.#o.engine.config.maxNumBatchedTokens,
       settle_round: settleRound,
     };
   }

@@ -65,6 +65,7 @@ test("a kvwarm run's section checks, with every field the design names", () => {
     "blocks",
     "tail_blocks",
     "steps",
+    "step_tokens",
     "settle_round",
   ]);
   assert.equal(

@@ -132,9 +132,28 @@ test("real-KV points run first, median-of-3, on shadows of chains that extend ea
   assert.equal(m.admission!.num_block_copies, 4, "each shadow's partial block, copied");
   assert.ok(a.measurement_protocol.unobserved.includes("kvwarm_stage"));
   assert.match(a.measurement_protocol.preparation.decode, /^kvwarm_shadow_untimed/);
-  assert.ok(b.logs.includes("kvwarm: stage batch=4 settled locally (ok=true) at round 9"));
+  // the B4 stage's 212 tokens in one step of kvwarm's own budget (KVWARM_STAGE_TOKENS), not in
+  // four of the engine's 64
+  assert.ok(b.logs.includes("kvwarm: stage batch=4 settled locally (ok=true) at round 6"));
+  assert.equal(k.stages.map((s) => s.step_tokens), [8192, 8192, 8192]);
+  assert.ok(b.model.batches.some((x) => x.tokenIds.length === 212), "a stage step of 212 tokens");
+  assert.is(b.engine.stepTokenBudget, 64, "the engine's budget again after the stages");
+  for (const r of a.results) {
+    for (const x of r.fpms[0].benchmark_measurement.samples) {
+      assert.ok(x.num_scheduled_tokens <= 64, `${r.point_key}: a measured step within the budget`);
+    }
+  }
   assert.is(b.engine.kvUsage().inUse, 0, "every chain and shadow released");
   assert.not.ok(b.engine.hasUnfinishedRequests());
+});
+
+test("--kvwarm-step-tokens at the engine's budget builds the chains in the budget's steps", async () => {
+  const b = kvwarmBench(MANIFEST, { kvwarmStepTokens: 64 }, { maxModelLen: 128 });
+  const a = await runKvwarmBench(b);
+  assert.equal(checkArtifact(a), []);
+  assert.equal(a.kvwarm.stages.map((s) => s.step_tokens), [64, 64, 64]);
+  assert.ok(b.logs.includes("kvwarm: stage batch=4 settled locally (ok=true) at round 9"));
+  assert.ok(b.model.batches.every((x) => x.tokenIds.length <= 64));
 });
 
 test("a stage the group fails: every point of the rung falls back to fake KV with the reason; the next rung still extends its chains", async () => {
@@ -220,17 +239,20 @@ test("the soft timeout mid-build: chains shed through the finish path, the fence
     cow: true,
     late: () => driver.seq >= 1, // passes after the first idle step of the build
     log: (l) => logs.push(l),
+    stageTokens: 128,
   });
   const points: DecodePoint[] = orderDecode([decodePoint(2, 400), decodePoint(1, 60)]);
   seeder.order(points);
   await seeder.beforePoint(points[0], driver);
   const stage = seeder.section().stages[0];
-  assert.equal([stage.batch, stage.ok, stage.reason, stage.steps], [
+  assert.equal([stage.batch, stage.ok, stage.reason, stage.steps, stage.step_tokens], [
     2,
     false,
     "soft_timeout: the soft timeout passed mid-build",
     1,
+    128,
   ]);
+  assert.is(engine.stepTokenBudget, 64, "the engine's own budget again after the failed build");
   assert.ok(stage.tokens_computed > 0 && stage.tokens_computed < 2 * stage.depth);
   const u = engine.kvUsage();
   assert.equal([u.pendingFree, u.inUse], [0, 0], "shed and drained before the point");
