@@ -532,20 +532,27 @@ export class MoeBlock {
       );
     }
     // the block's other pipelines, concurrently
-    const [tc, fusedRouter, routerPipe, routerLogitsPipe, dispatchPipe, routeDispatchPipe_] =
-      await Promise.all([
-        tensorCorePipes(gpu, shape, options, blockM),
-        fusedRouterPipe(gpu, shape, options),
-        pipe(router.spec, "f32"),
-        splitRouterPipe(gpu, shape, options),
-        pipe(dispatch.spec, "f32"),
-        routeDispatchPipe(gpu, options),
-      ]);
-    const [combinePipe, combineNormPipe, routerNormPipe_] = await Promise.all([
+    const [
+      tc,
+      fusedRouter,
+      routerPipe,
+      routerLogitsPipe,
+      dispatchPipe,
+      routeDispatchPipe_,
+      combinePipe,
+      combineNormPipe,
+    ] = await Promise.all([
+      tensorCorePipes(gpu, shape, options, blockM),
+      fusedRouterPipe(gpu, shape, options),
+      pipe(router.spec, "f32"),
+      splitRouterPipe(gpu, shape, options),
+      pipe(dispatch.spec, "f32"),
+      routeDispatchPipe(gpu, options),
       pipe(combine.spec, "f32"),
       pipe(combineNorm.spec, shape.dtype),
-      fusedRouter ? routerNormPipe(gpu, options) : Promise.resolve(null),
     ]);
+    // (the fused router's norm only where the fused router compiled)
+    const routerNormPipe_ = fusedRouter ? await routerNormPipe(gpu, options) : null;
     const pipes = {
       router: routerPipe,
       routerFused: fusedRouter,

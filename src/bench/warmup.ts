@@ -2,8 +2,8 @@
  * The warm-up before any point: one prompt of 256 tokens (fewer when the step budget, the
  * model length or the KV pool is smaller) run for 5 steps (its prefill, then decodes),
  * untimed, so that the first point does not pay for first-use work. On a GPU the clocks come
- * up under load: without more, the first points of a run read up to 1.8x their GPU time
- * (H200, 2026-12-02: a B32 decode point 44.3 ms a step in one run, 24.4 in another). So
+ * up under load: without more, the first points of a run took up to 1.8x the GPU time of a warm
+ * run (H200, 2026-12-02: a B32 decode point 44.2 ms a step in one run, 24.4 in another). So
  * `clockSeconds` (the bench's --warmup-s) then keeps the GPU busy with requests of up to 2048
  * prompt tokens (a prefill and one decode each, every one its own cache salt) until that
  * long has passed since the warm-up began.

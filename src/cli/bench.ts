@@ -314,6 +314,8 @@ await runCli(async () => {
   } catch (err) {
     manifestError = err;
   }
+  // kvwarm's stage steps (untimed): the run's seeder takes them, the model's step holds them
+  const stageTokens = opts.kvwarmStepTokens ?? KVWARM_STAGE_TOKENS;
   const run = new BenchRun({
     runId,
     out,
@@ -326,7 +328,7 @@ await runCli(async () => {
     contentSeed: opts.contentSeed,
     kvwarm: opts.kvwarm as "on" | "off" | "auto",
     kvwarmCow: opts.kvwarmCow === "on",
-    kvwarmStepTokens: opts.kvwarmStepTokens,
+    kvwarmStepTokens: stageTokens,
     prefillRealSeed: opts.prefillRealSeed === "on",
     checkpointEvery: opts.checkpointEvery,
     warmupSeconds: opts.warmupS,
@@ -369,7 +371,6 @@ await runCli(async () => {
     });
     // the measured steps' budget; with kvwarm, the model's step also holds its chains' steps
     const budget = opts.maxNumBatchedTokens ?? defaultMaxNumTokens(gpu);
-    const stageTokens = opts.kvwarmStepTokens ?? KVWARM_STAGE_TOKENS;
     const model = await GpuModel.load(gpu, modelSpec, {
       dtype: opts.dtype as "f16" | "f32" | undefined,
       blockSize,
