@@ -306,13 +306,16 @@ export interface RunTiming {
   readonly elapsed: number;
   /** Seconds spent loading the model and building the engine. */
   readonly setup_seconds: number;
-  /** Seconds of the warm-up. */
+  /** Seconds of the warm-up (not the kvwarm stage built inside it: warmup.clock.counted_seconds). */
   readonly warmup_seconds: number;
   /** Sum of every raw timed sample, s. */
   readonly measured_iteration_seconds: number;
   /** 1 - measured_iteration_seconds / elapsed. */
   readonly outside_measured_share: number;
-  /** Measured and skipped points per minute of the point loop. */
+  /**
+   * Measured and skipped points per minute of the point loop, the first kvwarm stage's build
+   * counted in it though it ran inside the warm-up (warmup.clock.counted_seconds).
+   */
   readonly points_per_minute: number;
 }
 
@@ -477,7 +480,7 @@ export interface WarmupRecord {
   readonly prompt_tokens: number;
   /** Steps it ran. */
   readonly steps: number;
-  /** Seconds, the clock warm-up's included. */
+  /** Seconds, the clock warm-up's included (not the work it counted: see `clock`). */
   readonly seconds: number;
   /** The clock warm-up after it (--warmup-s; null when 0, as on a CPU adapter). */
   readonly clock: ClockWarmupRecord | null;
@@ -487,7 +490,7 @@ export interface WarmupRecord {
 export interface ClockWarmupRecord {
   /** Seconds the warm-up was to last at least. */
   readonly min_seconds: number;
-  /** Prompt tokens of each request (a prefill and one decode). */
+  /** Prompt tokens of each request at most (a prefill and one decode; fewer where the pool is short). */
   readonly prompt_tokens: number;
   /** Requests it ran. */
   readonly requests: number;
@@ -495,6 +498,11 @@ export interface ClockWarmupRecord {
   readonly steps: number;
   /** Seconds they took. */
   readonly seconds: number;
+  /**
+   * Seconds of the sweep's own GPU work run before them that counted toward `min_seconds`
+   * (kvwarm's first stage, recorded in its build_seconds; 0 when none ran there).
+   */
+  readonly counted_seconds: number;
 }
 
 /** How every point is measured. */

@@ -91,6 +91,8 @@ export class ArtifactBuilder {
   setupSeconds = 0;
   /** The warm-up. */
   warmup: WarmupRecord | null = null;
+  /** performance.now() when the sweep (its warm-up, then the point loop) started (null before). */
+  sweepStartedMs: number | null = null;
   /** performance.now() when the point loop started (null before). */
   loopStartedMs: number | null = null;
   readonly #results: BenchResult[] = [];
@@ -143,7 +145,11 @@ export class ArtifactBuilder {
   build(status: RunStatus, stopReason: StopReason, error: RunError | null): BenchArtifact {
     const now = performance.now();
     const elapsed = (now - this.#t0) / 1000;
-    const loopMinutes = this.loopStartedMs === null ? 0 : (now - this.loopStartedMs) / 60000;
+    // the first point's kvwarm stage built inside the warm-up is the loop's work
+    const counted = this.warmup?.clock?.counted_seconds ?? 0;
+    const loopMinutes = this.loopStartedMs === null
+      ? 0
+      : (now - this.loopStartedMs) / 60000 + counted / 60;
     const finished = this.#results.length + this.#skipped.length;
     const { limits } = this.identity;
     return {

@@ -319,6 +319,7 @@ const CLOCK_WARMUP: Shape<ClockWarmupRecord> = {
   requests: int,
   steps: int,
   seconds: nonNeg,
+  counted_seconds: nonNeg,
 };
 const WARMUP: Shape<WarmupRecord> = {
   prompt_tokens: int,

@@ -216,8 +216,8 @@ export class BenchRun {
         samples: o.policy.repeats,
         capacity: () => capacity,
         late: () =>
-          o.softTimeoutSeconds !== null && b.loopStartedMs !== null &&
-          performance.now() > b.loopStartedMs + o.softTimeoutSeconds * 1000,
+          o.softTimeoutSeconds !== null && b.sweepStartedMs !== null &&
+          performance.now() > b.sweepStartedMs + o.softTimeoutSeconds * 1000,
         log: o.log,
         tokenizer: inputs.tokenizer,
         settlement: plugins.stageSettlement,

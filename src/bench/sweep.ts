@@ -61,7 +61,7 @@ export interface SweepOptions {
   readonly gc: BoundaryGc;
   /** Receives results, skips, the warm-up. */
   readonly builder: ArtifactBuilder;
-  /** Soft timeout in seconds from the loop's start (null: none). */
+  /** Soft timeout in seconds from the sweep's start, its warm-up included (null: none). */
   readonly softTimeoutSeconds: number | null;
   /** Log lines (progress, notes). */
   readonly log: (line: string) => void;
@@ -84,17 +84,33 @@ export async function runSweep(
   planned: readonly PlannedPoint[],
 ): Promise<SweepEnd> {
   const { driver, builder, sync } = o;
-  // the clock warm-up ends when any rank's time is up: the group's boundary vote (point 0)
+  builder.sweepStartedMs = performance.now();
+  const deadline = o.softTimeoutSeconds === null
+    ? null
+    : builder.sweepStartedMs + o.softTimeoutSeconds * 1000;
+  // the clock warm-up ends when any rank's time is up: the group's boundary vote (point 0);
+  // the first point's kvwarm stage builds inside it, its seconds counted (warmup.ts)
+  const first = planned[0];
   builder.warmup = await warmUp(
     driver,
     o.content,
     o.salts,
     o.warmup,
     (done) => sync.boundaryVote(0, done),
+    first ? () => o.decodeSeeder.beforePoint(first.point, driver) : undefined,
   );
+  const clock = builder.warmup.clock;
+  if (clock) {
+    o.log(
+      `warm-up: ${clock.requests} request(s) of up to ${clock.prompt_tokens} tokens for the clocks` +
+        (clock.counted_seconds >= 0.01
+          ? ` after ${clock.counted_seconds.toFixed(2)} s of the first point's kvwarm stage`
+          : "") +
+        ` (at least ${clock.min_seconds} s in all)`,
+    );
+  }
   const t0 = performance.now();
   builder.loopStartedMs = t0;
-  const deadline = o.softTimeoutSeconds === null ? null : t0 + o.softTimeoutSeconds * 1000;
   const progress = new Progress(planned.length, {
     prefill: planned.filter((p) => p.point.kind === "prefill").length,
     decode: planned.filter((p) => p.point.kind === "decode").length,

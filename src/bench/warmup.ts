@@ -5,8 +5,12 @@
  * up under load: without more, the first points of a run took up to 1.8x the GPU time of a warm
  * run (H200, 2026-12-02: a B32 decode point 44.2 ms a step in one run, 24.4 in another). So
  * `clockSeconds` (the bench's --warmup-s) then keeps the GPU busy with requests of up to 2048
- * prompt tokens (a prefill and one decode each, every one its own cache salt) until that
- * long has passed since the warm-up began.
+ * prompt tokens (a prefill and one decode each, every one its own cache salt, cut to the pool's
+ * room) until that long has passed since the warm-up began. Work the sweep must do before its first point anyway
+ * (kvwarm's first stage: seconds of untimed prefill) runs between the warm-up request and those
+ * requests, and its time counts toward `clockSeconds`: on the H200 (2026-12-02) the medium
+ * decode grid's B32 chains built in 4.5 s, so the 2 s clock warm-up that came before them was
+ * idle GPU time's remedy run twice.
  *
  * ```ts
  * const shape = warmupShape(capacity, WARMUP, 2); // throws when the pool cannot hold it
@@ -83,10 +87,14 @@ export function warmupShape(
 }
 
 /**
- * Runs the warm-up request (a shape from warmupShape) to completion, then the clock warm-up's
- * requests one after another until `clockSeconds` have passed; says what it ran. `stop` is
- * asked after each clock request whether the warm-up ends, with this rank's answer: ranks in
- * lockstep (whose steps meet at a barrier) must run the same requests, so the group decides.
+ * Runs the warm-up request (a shape from warmupShape) to completion, then (with a clock
+ * warm-up) `beforeClock`, then the clock warm-up's requests one after another until
+ * `clockSeconds` have passed since the warm-up began, `beforeClock`'s time included; says what
+ * it ran. `stop` is asked after `beforeClock` and after each clock request whether the warm-up
+ * ends, with this rank's answer: ranks in lockstep (whose steps meet at a barrier) must run the
+ * same requests, so the group decides. The record's `seconds` leave `beforeClock` out (its work
+ * is recorded where it belongs: a kvwarm stage's build_seconds); `clock.counted_seconds` says
+ * how much of it counted.
  */
 export async function warmUp(
   driver: StepDriver,
@@ -94,6 +102,7 @@ export async function warmUp(
   salts: SaltScheme,
   shape: WarmupShape,
   stop: (timeUp: boolean) => Promise<boolean> = (timeUp) => Promise.resolve(timeUp),
+  beforeClock?: () => Promise<void>,
 ): Promise<WarmupRecord> {
   const t0 = performance.now();
   const seq0 = driver.seq;
@@ -109,26 +118,46 @@ export async function warmUp(
   await run(0, shape.promptTokens, shape.steps);
   const steps = driver.seq - seq0;
   const clockSeconds = shape.clockSeconds ?? 0;
+  let countedMs = 0;
+  if (clockSeconds > 0 && beforeClock) {
+    const ts = performance.now();
+    await beforeClock();
+    countedMs = performance.now() - ts;
+  }
+  const seq1 = driver.seq;
   let rounds = 0;
   const t1 = performance.now();
-  const timeUp = () => performance.now() - t0 >= clockSeconds * 1000;
-  if (clockSeconds > 0 && !(await stop(timeUp()))) {
+  const clockTokens = () => roomFor(driver, shape.clockPromptTokens ?? shape.promptTokens);
+  // a pool without room for a request (kvwarm's chains parked in it) ends it as time does
+  const ends = () => performance.now() - t0 >= clockSeconds * 1000 || clockTokens() < 1;
+  if (clockSeconds > 0 && !(await stop(ends()))) {
     do {
-      await run(++rounds, shape.clockPromptTokens ?? shape.promptTokens, 2);
-    } while (!(await stop(timeUp())));
+      await run(++rounds, clockTokens(), 2);
+    } while (!(await stop(ends())));
   }
   return {
     prompt_tokens: shape.promptTokens,
     steps,
-    seconds: (performance.now() - t0) / 1000,
+    seconds: (performance.now() - t0 - countedMs) / 1000,
     clock: clockSeconds > 0
       ? {
         min_seconds: clockSeconds,
         prompt_tokens: shape.clockPromptTokens ?? shape.promptTokens,
         requests: rounds,
-        steps: driver.seq - seq0 - steps,
+        steps: driver.seq - seq1,
         seconds: (performance.now() - t1) / 1000,
+        counted_seconds: countedMs / 1000,
       }
       : null,
   };
+}
+
+/**
+ * Prompt tokens, at most `wanted`, of a request of a prefill and one decode that the pool holds
+ * now above the watermark (blocks parked by kvwarm's first stage are not free); below 1 when
+ * none fits.
+ */
+function roomFor(driver: StepDriver, wanted: number): number {
+  const u = driver.engine.kvUsage();
+  return Math.min(wanted, (u.free - u.watermarkBlocks) * driver.engine.kv.blockSize - 1);
 }

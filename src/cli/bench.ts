@@ -69,7 +69,8 @@ const SPEC = {
     type: "number",
     min: 0,
     default: 0,
-    help: "soft timeout in seconds, checked between points; 0 for none",
+    help:
+      "soft timeout in seconds from the sweep's start (its warm-up included), checked between points and in kvwarm's stage builds; 0 for none",
   },
   kvwarm: {
     type: "string",

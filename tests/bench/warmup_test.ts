@@ -57,6 +57,110 @@ test("the clock warm-up ends when the group says so, whatever this rank's clock"
   assert.equal([record.clock!.requests, record.clock!.steps], [2, 4]);
 });
 
+test("work run before the clock part counts toward it, and is left out of the warm-up's seconds", async () => {
+  const b = cpuBench(null);
+  const driver = new StepDriver(b.engine);
+  const content = randomContent(b.engine.model.vocabSize, "0", 0);
+  const salts = new SaltScheme("run", 0);
+  const votes: boolean[] = [];
+  let ran = 0;
+  const record = await warmUp(
+    driver,
+    content,
+    salts,
+    { promptTokens: 8, steps: 3, clockSeconds: 0.2, clockPromptTokens: 32 },
+    (timeUp) => {
+      votes.push(timeUp);
+      return Promise.resolve(timeUp);
+    },
+    async () => {
+      ran++;
+      await new Promise((r) => setTimeout(r, 300)); // longer than the clock warm-up
+    },
+  );
+  assert.is(ran, 1);
+  assert.equal(votes, [true], "time is up once the work is done: no request runs");
+  const clock = record.clock!;
+  assert.equal([clock.requests, clock.steps], [0, 0]);
+  assert.ok(clock.counted_seconds >= 0.29, `counted ${clock.counted_seconds} s`);
+  assert.ok(record.seconds < 0.2, `the warm-up's own ${record.seconds} s leave the work out`);
+  // without a clock warm-up the work is not run there (the sweep's loop runs it)
+  const none = await warmUp(
+    driver,
+    content,
+    salts,
+    { promptTokens: 8, steps: 3 },
+    undefined,
+    () => {
+      ran++;
+      return Promise.resolve();
+    },
+  );
+  assert.is(ran, 1);
+  assert.is(none.clock, null);
+});
+
+test("the clock requests fit the pool beside parked requests, and a pool without room ends them", async () => {
+  // 64 usable blocks of 4 tokens, no watermark
+  const b = cpuBench(null, {}, { numBlocks: 65 });
+  const driver = new StepDriver(b.engine);
+  const content = randomContent(b.engine.model.vocabSize, "0", 0);
+  const park = (id: string, tokens: number) => async () => {
+    b.engine.addRequest(content.tokens(id, tokens), {
+      maxTokens: 1,
+      ignoreEos: true,
+      cacheSalt: id,
+    }, { requestId: id, parkOnFinish: true });
+    while (b.engine.getRequest(id)?.status !== "parked") await driver.step();
+  };
+  // parked requests of 120 and 96 tokens hold 30 and 24 blocks: 10 are left, room for a
+  // 39-token prompt and its decode
+  const parkTwo = async () => {
+    await park("a", 120)();
+    await park("b", 96)();
+  };
+  const prefills: number[] = [];
+  const off = b.engine.onStep((o) => {
+    if (o.sumPrefillTokens > 0) prefills.push(o.sumPrefillTokens);
+  });
+  const record = await warmUp(
+    driver,
+    content,
+    new SaltScheme("run", 0),
+    { promptTokens: 8, steps: 3, clockSeconds: 0.05, clockPromptTokens: 60 },
+    (timeUp) => Promise.resolve(timeUp),
+    parkTwo,
+  );
+  off();
+  assert.equal(b.engine.kvUsage().free, 10, "the parked requests' blocks stay held");
+  assert.ok(record.clock!.requests >= 1);
+  assert.ok(
+    prefills.slice(-record.clock!.requests).every((t) => t === 39),
+    `clock prefills ${prefills.slice(-record.clock!.requests)}`,
+  );
+  // a pool with no room: the clock warm-up ends before any request
+  const full = cpuBench(null, {}, { numBlocks: 32 });
+  const fullDriver = new StepDriver(full.engine);
+  const fullContent = randomContent(full.engine.model.vocabSize, "0", 0);
+  const rec = await warmUp(
+    fullDriver,
+    fullContent,
+    new SaltScheme("run", 0),
+    { promptTokens: 8, steps: 3, clockSeconds: 3600, clockPromptTokens: 60 },
+    (timeUp) => Promise.resolve(timeUp),
+    async () => {
+      full.engine.addRequest(fullContent.tokens("h", 124), {
+        maxTokens: 1,
+        ignoreEos: true,
+        cacheSalt: "h",
+      }, { requestId: "h", parkOnFinish: true });
+      while (full.engine.getRequest("h")?.status !== "parked") await fullDriver.step();
+    },
+  );
+  assert.equal(full.engine.kvUsage().free, 0);
+  assert.equal([rec.clock!.requests, rec.clock!.steps], [0, 0]);
+});
+
 test("an envelope that cannot hold a one-token warm-up is refused as input, naming the fix", () => {
   const err = (c: BenchCapacity) => {
     try {

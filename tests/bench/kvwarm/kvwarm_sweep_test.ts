@@ -147,6 +147,42 @@ test("real-KV points run first, median-of-3, on shadows of chains that extend ea
   assert.not.ok(b.engine.hasUnfinishedRequests());
 });
 
+test("the first rung's stage builds inside the clock warm-up and counts toward it", async () => {
+  // a build's rounds wait 250 ms each: the B4 stage (one step, one round) outlasts the 0.2 s
+  // clock warm-up
+  const local = new LocalStageSettlement(() => {});
+  const slow: StageSettlement = {
+    async round(seq, batch, phase, ok) {
+      if (batch !== null) await new Promise((r) => setTimeout(r, 250));
+      return local.round(seq, batch, phase, ok);
+    },
+  };
+  const b = kvwarmBench(MANIFEST, { warmupSeconds: 0.2 }, { maxModelLen: 128 });
+  const a = await b.run.run(
+    { engine: b.engine, engineInfo: MOE_ENGINE_INFO, tokenizer: qwen3Tokenizer },
+    { stageSettlement: slow },
+  );
+  assert.equal(checkArtifact(a), []);
+  assert.equal(rows(a).slice(0, 4).map((r) => r[1]), ["real_kv", "real_kv", "real_kv", "real_kv"]);
+  const k = a.kvwarm;
+  assert.equal(k.stages.map((s) => s.batch), [4, 2, 1], "the B4 stage is not built again");
+  const w = a.measurement_protocol.preparation.warmup!;
+  const clock = w.clock!;
+  assert.equal([clock.requests, clock.steps], [0, 0], "no clock request after it");
+  assert.ok(
+    clock.counted_seconds >= 0.25 && clock.counted_seconds >= k.stages[0].build_seconds,
+    `counted ${clock.counted_seconds} s (the stage's round and its ${k.stages[0].build_seconds} s)`,
+  );
+  assert.ok(w.seconds < clock.counted_seconds, "the warm-up's seconds leave the stage out");
+  // the design's warm-up request (5 steps), then the stage's step of 212 tokens
+  assert.is(b.model.batches[5].tokenIds.length, 212);
+  assert.ok(
+    b.logs.some((l) =>
+      /^warm-up: 0 request\(s\) .* after 0\.\d\d s of the first point's kvwarm stage/.test(l)
+    ),
+  );
+});
+
 test("--kvwarm-step-tokens at the engine's budget builds the chains in the budget's steps", async () => {
   const b = kvwarmBench(MANIFEST, { kvwarmStepTokens: 64 }, { maxModelLen: 128 });
   const a = await runKvwarmBench(b);
