@@ -38,6 +38,7 @@ import {
   FakeKvSeeder,
 } from "../decode_seeder.ts";
 import { pointKey } from "../point.ts";
+import { formatDuration } from "../progress.ts";
 import type { StepDriver } from "../step_driver.ts";
 import { type KvwarmGate, withGroupVerdict } from "./gate.ts";
 import type { ChainContent } from "./chain_content.ts";
@@ -72,6 +73,26 @@ export interface KvwarmSeederOptions {
    * the budget, the engine takes it for the stage's steps only (Engine.setStepTokenBudget).
    */
   readonly stageTokens?: number;
+  /** Seconds between a building stage's progress lines (default STAGE_PROGRESS_SECONDS). */
+  readonly progressSeconds?: number;
+}
+
+/**
+ * Seconds between a stage's progress lines while it builds: a deep rung's chains take minutes
+ * (on the H200 the B64 rung of 64 chains of 8,188 tokens took 41.5 s), which would otherwise
+ * pass without a line.
+ */
+export const STAGE_PROGRESS_SECONDS = 5;
+
+/** A building stage's progress line: tokens held of the chains', seconds, ETA at the pace so far. */
+export function stageProgressLine(batch: number, p: ReturnType<ChainStage["progress"]>): string {
+  const left = p.total - p.tokens;
+  const eta = p.computed > 0 && p.seconds > 0
+    ? formatDuration(left / (p.computed / p.seconds))
+    : "?";
+  const pct = p.total > 0 ? Math.floor((100 * p.tokens) / p.total) : 100;
+  return `kvwarm: stage B${batch}: ${p.tokens} of ${p.total} tokens (${pct}%) in ` +
+    `${p.seconds.toFixed(1)} s, ETA ${eta}`;
 }
 
 /**
@@ -290,8 +311,16 @@ export class KvwarmSeeder implements DecodeSeeder {
     this.#verdict = null;
     // the stage's steps only: the budget is the config's again before any point's step
     engine.setStepTokenBudget(stepTokens);
+    const every = (this.#o.progressSeconds ?? STAGE_PROGRESS_SECONDS) * 1000;
+    let next = performance.now() + every;
     try {
-      while (this.#verdict === null) await driver.step();
+      while (this.#verdict === null) {
+        await driver.step();
+        if (stage.phase === "building" && performance.now() >= next) {
+          this.#o.log(stageProgressLine(rung.batch, stage.progress()));
+          next = performance.now() + every;
+        }
+      }
     } finally {
       engine.setStepTokenBudget(null);
     }

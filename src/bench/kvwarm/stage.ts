@@ -153,6 +153,22 @@ export class ChainStage {
     }
   }
 
+  /**
+   * How far the build is: tokens the chains hold (computed or reused, at most `depth` each) of
+   * `batch x depth`, those of them this stage computed, and its seconds so far.
+   */
+  progress(): { tokens: number; total: number; computed: number; seconds: number } {
+    const { batch, depth } = this.rung;
+    let tokens = 0, computed = 0;
+    for (const c of this.#chains) {
+      const held = Math.min(c.numComputedTokens, depth);
+      tokens += held;
+      computed += Math.max(0, held - Math.max(0, c.numCachedTokens));
+    }
+    const seconds = this.#started ? (performance.now() - this.#t0) / 1000 : 0;
+    return { tokens, total: batch * depth, computed, seconds };
+  }
+
   /** Ends the build as failed with `reason` (chains stay until {@link shed}). */
   fail(reason: string): void {
     if (this.#phase === "done") return;

@@ -261,6 +261,37 @@ test("the soft timeout before the first build: the stage fails, the rung's first
   assert.equal(b.engine.kvUsage().inUse, 0);
 });
 
+test("a building stage logs its progress: tokens held of the chains', seconds and ETA", async () => {
+  const { engine } = cpuEngine({ numBlocks: 256, maxModelLen: 256, strictKv: false });
+  const driver = new StepDriver(engine);
+  const logs: string[] = [];
+  const seeder = new KvwarmSeeder({
+    engine,
+    gate: eligibleGate(engine),
+    capacity: () => benchCapacity(engine),
+    samples: 3,
+    settlement: new LocalStageSettlement(() => {}),
+    rank: 0,
+    cow: true,
+    late: () => false,
+    log: (l) => logs.push(l),
+    stageTokens: 64,
+    progressSeconds: 0, // a line after every step of the build
+  });
+  const points: DecodePoint[] = orderDecode([decodePoint(2, 400)]);
+  seeder.order(points);
+  await seeder.beforePoint(points[0], driver);
+  const stage = seeder.section().stages[0];
+  assert.ok(stage.ok);
+  const lines = logs.filter((l) => /^kvwarm: stage B2: \d+ of \d+ tokens/.test(l));
+  const total = 2 * stage.depth;
+  assert.ok(lines.length >= 3, `${lines.length} progress lines over ${stage.steps} steps`);
+  const held = lines.map((l) => Number(/: (\d+) of (\d+)/.exec(l)![1]));
+  assert.ok(held.every((t, i) => t <= total && (i === 0 || t >= held[i - 1])), `held ${held}`);
+  assert.ok(lines.every((l) => l.includes(` of ${total} tokens (`) && / s, ETA /.test(l)));
+  await seeder.finish(driver);
+});
+
 test("the soft timeout mid-build: chains shed through the finish path, the fence drained before the point, the cache reset at the end", async () => {
   const { engine } = cpuEngine({ numBlocks: 256, maxModelLen: 256, strictKv: false });
   const driver = new StepDriver(engine);

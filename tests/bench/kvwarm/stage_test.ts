@@ -12,6 +12,7 @@ import type { Engine } from "../../../src/engine/engine.ts";
 import type { StepObservation } from "../../../src/engine/step_observation.ts";
 import type { Rung } from "../../../src/bench/kvwarm/plan.ts";
 import { chainSalt, ChainStage } from "../../../src/bench/kvwarm/stage.ts";
+import { stageProgressLine } from "../../../src/bench/kvwarm/kvwarm_seeder.ts";
 import { cpuEngine, eligibleGate } from "./kvwarm_harness.ts";
 
 function rung(batch: number, depth: number, chainBlocks = batch * Math.ceil(depth / 4)): Rung {
@@ -76,6 +77,38 @@ test("generational extension: the next rung's chain 0 hits the shed chain's cach
   assert.equal([rec.tokens_reused, rec.tokens_computed], [28, 22]);
   const built = obs.slice(before).filter((o) => o.numPrefillRequests > 0);
   assert.equal(built.map((o) => [o.sumPrefillTokens, o.sumPrefillKvTokens]), [[22, 28]]);
+});
+
+test("progress: the tokens the chains hold of batch x depth, and those the stage computed", async () => {
+  const { engine } = cpuEngine();
+  const first = stageOf(engine, rung(2, 30));
+  assert.equal(first.progress(), { tokens: 0, total: 60, computed: 0, seconds: 0 });
+  const held: number[] = [];
+  first.start();
+  while (first.phase === "building") {
+    first.check(await engine.step(), false);
+    held.push(first.progress().tokens);
+  }
+  assert.ok(held.every((t, i) => i === 0 || t >= held[i - 1]), `held ${held}`);
+  assert.equal([first.progress().tokens, first.progress().computed], [60, 60]);
+  first.shed(1);
+  const second = stageOf(engine, rung(1, 50));
+  await build(engine, second);
+  const p = second.progress();
+  assert.equal(
+    [p.tokens, p.total, p.computed],
+    [50, 50, 22],
+    "28 reused tokens held, not computed",
+  );
+  assert.ok(p.seconds > 0);
+  assert.is(
+    stageProgressLine(64, { tokens: 131008, total: 524032, computed: 131008, seconds: 10 }),
+    "kvwarm: stage B64: 131008 of 524032 tokens (25%) in 10.0 s, ETA 0:30",
+  );
+  assert.match(
+    stageProgressLine(2, { tokens: 0, total: 60, computed: 0, seconds: 0 }),
+    /B2: 0 of 60 tokens \(0%\) in 0\.0 s, ETA \?$/,
+  );
 });
 
 test("a pool shortfall fails the stage before any chain is added, or when a chain is preempted", async () => {
