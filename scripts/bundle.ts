@@ -4,8 +4,9 @@
  *   run           unpacks (once per bundle) to a temporary folder and runs a deno task
  *   deno.xz       the pinned Deno binary, xz-compressed
  *   app.tar.xz    code, shaders, fixtures recipe and data, the runtime npm packages with
- *                 only their linux-x64 native addons, and the Vulkan loader and GL
- *                 dispatch libraries from Debian's packages (used where the host lacks them)
+ *                 only their linux-x64 native addons, the Vulkan loader and GL dispatch
+ *                 libraries from Debian's packages (used where the host lacks them), and the
+ *                 text corpus's Qwen3 token ids (.cache/tokens, token_cache_prewarm.ts)
  * Usage on the host: `tar xf webfpm-linux-x64.tar && webfpm/run validate`.
  */
 import { execFileSync } from "node:child_process";
@@ -28,6 +29,7 @@ import { createHash } from "node:crypto";
 import { parseArgs } from "../src/cli/args.ts";
 import { runCli } from "../src/cli/run_cli.ts";
 import { userPath } from "../src/util/user_path.ts";
+import { prewarmTokenCache } from "../src/bench/token_cache_prewarm.ts";
 
 const ROOT = join(dirname(new URL(import.meta.url).pathname), "..");
 const LIMIT_BYTES = 60 * 1024 * 1024;
@@ -114,6 +116,14 @@ await runCli(() => {
         cpSync(join(from, part), join(app, "node_modules", pkg, part), { recursive: true });
       }
     }
+    // the Qwen3 tokenizer's ids of the text corpus, so that a fresh host's first real-text or
+    // kvwarm run does not tokenize (src/bench/token_cache_prewarm.ts)
+    console.log("bundle: tokenizing the text corpus into the token cache (Qwen3 tokenizer)");
+    const warm = prewarmTokenCache(join(app, ".cache", "tokens"));
+    console.log(
+      `bundle: ${warm.poolTokens} pool tokens and ${warm.chainTokens} tokens of ` +
+        `${warm.chainBodies} chain conversations in ${warm.seconds.toFixed(1)} s`,
+    );
     const fixtures = join(ROOT, "fixtures", "out");
     if (existsSync(fixtures)) copyBundledFixtures(fixtures, join(app, "fixtures", "out"));
     copyHostLibraries(join(app, "lib"));

@@ -27,6 +27,11 @@ import type { KvwarmChains } from "../artifact.ts";
 import { type PoolTokenizer, TextPoolError } from "../text_pool.ts";
 import { Rng } from "../../util/rng.ts";
 
+/** The text a chain tokenizes for one conversation: its body and a newline. */
+export function chainText(body: string): string {
+  return body + "\n";
+}
+
 /** The seed of chain `chain`: `content-v1:{contentSeed}:{rank}:{chain}`. */
 export function chainContentSeed(contentSeed: string, rank: number, chain: number): string {
   return `content-v1:${contentSeed}:${rank}:${chain}`;
@@ -237,7 +242,7 @@ export class ChainContent {
     let ids = this.#encoded.get(body);
     if (ids) return ids;
     try {
-      ids = source.tokenizer.encode(source.bodies[body] + "\n");
+      ids = source.tokenizer.encode(chainText(source.bodies[body]));
     } catch (err) {
       // (a cached tokenizer loads its vocabulary at the first text it does not hold)
       if (err instanceof TextPoolError) throw err;
