@@ -377,7 +377,11 @@ export type PointsSource =
 
 /** Run limits and knobs. */
 export interface RunLimits {
-  /** Soft timeout, s, checked at point boundaries; null for none. */
+  /**
+   * Soft timeout, s, from the sweep's start (its warm-up included; before session 29, from the
+   * point loop's), checked at point boundaries, in kvwarm's stage builds and in the clock
+   * warm-up; null for none.
+   */
   readonly soft_timeout_seconds: number | null;
   /** Samples of a median-of-N point. */
   readonly repeats: number;
@@ -500,10 +504,20 @@ export interface ClockWarmupRecord {
   readonly seconds: number;
   /**
    * Seconds of the sweep's own GPU work run before them that counted toward `min_seconds`
-   * (kvwarm's first stage, recorded in its build_seconds; 0 when none ran there).
+   * (kvwarm's first stage, recorded in its build_seconds; 0 when none ran there). Absent in
+   * artifacts written before it was recorded.
    */
-  readonly counted_seconds: number;
+  readonly counted_seconds?: number;
+  /**
+   * What ended it: `time` (min_seconds passed), `pool` (no room for a request beside parked
+   * kvwarm chains) or `stop` (the group's vote for another rank, or the soft timeout).
+   * Absent in artifacts written before it was recorded.
+   */
+  readonly ended?: ClockWarmupEnd;
 }
+
+/** What ended the clock warm-up (ClockWarmupRecord.ended). */
+export type ClockWarmupEnd = "time" | "pool" | "stop";
 
 /** How every point is measured. */
 export interface MeasurementProtocol {

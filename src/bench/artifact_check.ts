@@ -86,6 +86,10 @@ const oneOf = (...values: readonly unknown[]): Check => (v, p, out) => {
 const nullable = (c: Check): Check => (v, p, out) => {
   if (v !== null) c(v, p, out);
 };
+/** A field that older artifacts of the same schema version lack. */
+const absentOr = (c: Check): Check => (v, p, out) => {
+  if (v !== undefined) c(v, p, out);
+};
 const arr = (c: Check): Check => (v, p, out) => {
   if (!Array.isArray(v)) {
     out.push(`${p}: an array, got ${typeName(v)}`);
@@ -319,7 +323,8 @@ const CLOCK_WARMUP: Shape<ClockWarmupRecord> = {
   requests: int,
   steps: int,
   seconds: nonNeg,
-  counted_seconds: nonNeg,
+  counted_seconds: absentOr(nonNeg),
+  ended: absentOr(oneOf("time", "pool", "stop")),
 };
 const WARMUP: Shape<WarmupRecord> = {
   prompt_tokens: int,

@@ -65,7 +65,9 @@ export interface DecodeSeeder {
   /**
    * At the boundary before every point, prefill points included (untimed; may step the
    * engine through `driver`: kvwarm stages a rung's chains there, and releases them
-   * before the first point that does not read them).
+   * before the first point that does not read them). The sweep calls it for the first point
+   * twice, inside the clock warm-up and at the point's boundary: a second call for the point
+   * already prepared must do nothing.
    */
   beforePoint(point: BenchPoint, driver: StepDriver): Promise<void>;
   /** Untimed admission window: every request straight into running, or nothing. */

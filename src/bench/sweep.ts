@@ -75,6 +75,13 @@ export interface SweepOptions {
   readonly warmup: WarmupShape;
 }
 
+/** The warm-up log's words for what ended the clock warm-up. */
+const WARMUP_ENDS = {
+  time: "time",
+  pool: "the KV pool: no room for a request beside the parked chains",
+  stop: "the group's vote or the soft timeout",
+} as const;
+
 /** How the loop ended. */
 export type SweepEnd = "complete" | "soft_timeout" | "interrupted";
 
@@ -96,17 +103,21 @@ export async function runSweep(
     o.content,
     o.salts,
     o.warmup,
-    (done) => sync.boundaryVote(0, done),
+    (done) => sync.boundaryVote(0, done || (deadline !== null && performance.now() > deadline)),
     first ? () => o.decodeSeeder.beforePoint(first.point, driver) : undefined,
   );
   const clock = builder.warmup.clock;
   if (clock) {
+    const counted = clock.counted_seconds ?? 0;
     o.log(
       `warm-up: ${clock.requests} request(s) of up to ${clock.prompt_tokens} tokens for the clocks` +
-        (clock.counted_seconds >= 0.01
-          ? ` after ${clock.counted_seconds.toFixed(2)} s of the first point's kvwarm stage`
+        (counted >= 0.01
+          ? ` after ${counted.toFixed(2)} s of the first point's kvwarm stage`
           : "") +
-        ` (at least ${clock.min_seconds} s in all)`,
+        `, ${
+          (builder.warmup.seconds + counted).toFixed(2)
+        } s in all (--warmup-s ${clock.min_seconds}` +
+        `; ended by ${WARMUP_ENDS[clock.ended ?? "time"]})`,
     );
   }
   const t0 = performance.now();

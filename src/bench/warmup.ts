@@ -17,7 +17,7 @@
  * const record = await warmUp(driver, content, salts, shape);
  * ```
  */
-import type { BenchCapacity, WarmupRecord } from "./artifact.ts";
+import type { BenchCapacity, ClockWarmupEnd, WarmupRecord } from "./artifact.ts";
 import { ManifestError } from "./manifest.ts";
 import type { PromptContent } from "./prompt_content.ts";
 import type { SaltScheme } from "./salts.ts";
@@ -92,7 +92,8 @@ export function warmupShape(
  * `clockSeconds` have passed since the warm-up began, `beforeClock`'s time included; says what
  * it ran. `stop` is asked after `beforeClock` and after each clock request whether the warm-up
  * ends, with this rank's answer: ranks in lockstep (whose steps meet at a barrier) must run the
- * same requests, so the group decides. The record's `seconds` leave `beforeClock` out (its work
+ * same requests, so the group decides (the sweep's soft timeout votes there too). The record
+ * says what ended it (`ended`). The record's `seconds` leave `beforeClock` out (its work
  * is recorded where it belongs: a kvwarm stage's build_seconds); `clock.counted_seconds` says
  * how much of it counted.
  */
@@ -129,11 +130,23 @@ export async function warmUp(
   const t1 = performance.now();
   const clockTokens = () => roomFor(driver, shape.clockPromptTokens ?? shape.promptTokens);
   // a pool without room for a request (kvwarm's chains parked in it) ends it as time does
-  const ends = () => performance.now() - t0 >= clockSeconds * 1000 || clockTokens() < 1;
-  if (clockSeconds > 0 && !(await stop(ends()))) {
+  let ended: ClockWarmupEnd = "time";
+  const ends = () => {
+    if (performance.now() - t0 >= clockSeconds * 1000) ended = "time";
+    else if (clockTokens() < 1) ended = "pool";
+    else return false;
+    return true;
+  };
+  const stops = async () => {
+    const local = ends();
+    const stopped = await stop(local);
+    if (stopped && !local) ended = "stop";
+    return stopped;
+  };
+  if (clockSeconds > 0 && !(await stops())) {
     do {
       await run(++rounds, clockTokens(), 2);
-    } while (!(await stop(ends())));
+    } while (!(await stops()));
   }
   return {
     prompt_tokens: shape.promptTokens,
@@ -147,6 +160,7 @@ export async function warmUp(
         steps: driver.seq - seq1,
         seconds: (performance.now() - t1) / 1000,
         counted_seconds: countedMs / 1000,
+        ended,
       }
       : null,
   };
@@ -158,6 +172,9 @@ export async function warmUp(
  * none fits.
  */
 function roomFor(driver: StepDriver, wanted: number): number {
-  const u = driver.engine.kvUsage();
-  return Math.min(wanted, (u.free - u.watermarkBlocks) * driver.engine.kv.blockSize - 1);
+  const kv = driver.engine.kv;
+  const u = kv.usage();
+  // every KV group takes its own blocks of the one pool
+  const blocks = Math.floor((u.free - u.watermarkBlocks) / kv.numGroups);
+  return Math.min(wanted, blocks * kv.blockSize - 1);
 }

@@ -285,6 +285,19 @@ test("the clock warm-up keeps the engine busy with salted requests until --warmu
   assert.is(plain.clock, null);
 });
 
+test("the soft timeout ends the clock warm-up too: it runs from the sweep's start", async () => {
+  const b = cpuBench(DECODE_B2_K20, { warmupSeconds: 3600, softTimeoutSeconds: 0.2 });
+  const { artifact } = await runCpuBench(b);
+  valid(artifact);
+  const clock = artifact.measurement_protocol.preparation.warmup!.clock!;
+  assert.is(clock.ended, "stop");
+  assert.ok(clock.seconds < 30, `the clock warm-up stopped at the deadline (${clock.seconds} s)`);
+  assert.equal([artifact.status, artifact.stop_reason], ["partial", "soft_timeout"]);
+  assert.ok(
+    b.logs.some((l) => /^warm-up: .* ended by the group's vote or the soft timeout\)$/.test(l)),
+  );
+});
+
 test("the soft timeout is checked at point boundaries and ends the run partial", async () => {
   const b = cpuBench({
     schema_version: 1,

@@ -55,6 +55,7 @@ test("the clock warm-up ends when the group says so, whatever this rank's clock"
   );
   assert.equal(votes, [false, false, false], "asked before the first request and after each");
   assert.equal([record.clock!.requests, record.clock!.steps], [2, 4]);
+  assert.is(record.clock!.ended, "stop", "ended by the vote, not by this rank's own clock");
 });
 
 test("work run before the clock part counts toward it, and is left out of the warm-up's seconds", async () => {
@@ -81,8 +82,8 @@ test("work run before the clock part counts toward it, and is left out of the wa
   assert.is(ran, 1);
   assert.equal(votes, [true], "time is up once the work is done: no request runs");
   const clock = record.clock!;
-  assert.equal([clock.requests, clock.steps], [0, 0]);
-  assert.ok(clock.counted_seconds >= 0.29, `counted ${clock.counted_seconds} s`);
+  assert.equal([clock.requests, clock.steps, clock.ended], [0, 0, "time"]);
+  assert.ok(clock.counted_seconds! >= 0.29, `counted ${clock.counted_seconds} s`);
   assert.ok(record.seconds < 0.2, `the warm-up's own ${record.seconds} s leave the work out`);
   // without a clock warm-up the work is not run there (the sweep's loop runs it)
   const none = await warmUp(
@@ -158,7 +159,7 @@ test("the clock requests fit the pool beside parked requests, and a pool without
     },
   );
   assert.equal(full.engine.kvUsage().free, 0);
-  assert.equal([rec.clock!.requests, rec.clock!.steps], [0, 0]);
+  assert.equal([rec.clock!.requests, rec.clock!.steps, rec.clock!.ended], [0, 0, "pool"]);
 });
 
 test("an envelope that cannot hold a one-token warm-up is refused as input, naming the fix", () => {

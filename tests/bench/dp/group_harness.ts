@@ -9,7 +9,12 @@ import { join } from "node:path";
 import { Engine } from "../../../src/engine/engine.ts";
 import type { BenchArtifact } from "../../../src/bench/artifact.ts";
 import { checkManifest } from "../../../src/bench/manifest.ts";
-import { type BenchOptions, type BenchPlugins, BenchRun } from "../../../src/bench/run_bench.ts";
+import {
+  type BenchOptions,
+  type BenchPlugins,
+  BenchRun,
+  type RunInputs,
+} from "../../../src/bench/run_bench.ts";
 import { DEFAULT_MEDIAN_POLICY } from "../../../src/bench/timed_samples.ts";
 import { SMOKE_GRID } from "../../../src/bench/grid.ts";
 import { DpRank } from "../../../src/bench/dp/dp_rank.ts";
@@ -26,6 +31,8 @@ export interface RankSetup {
   readonly plugins?: Partial<BenchPlugins>;
   /** Options that differ from the harness's (e.g. a soft timeout). */
   readonly options?: Partial<BenchOptions>;
+  /** Run inputs beside the engine (default: a dense CPU double's info, no tokenizer). */
+  readonly inputs?: Partial<Omit<RunInputs, "engine">>;
 }
 
 /** What a group run gave. */
@@ -121,23 +128,25 @@ export async function runGroup(
       ...s.options,
     });
     run.builder.attentionDp = () => dp.section();
-    return { run, engine, plugins: s.plugins ?? {} };
+    return { run, engine, plugins: s.plugins ?? {}, inputs: s.inputs ?? {} };
   });
   await Promise.all(ranks.map((dp) => dp.connect()));
-  const outcomes = await Promise.allSettled(runs.map(async ({ run, engine, plugins }, rank) => {
-    const dp = ranks[rank];
-    try {
-      const artifact = await run.run(
-        { engine, engineInfo: CPU_ENGINE_INFO },
-        { ...dp.plugins(), ...plugins },
-      );
-      await dp.finish();
-      return artifact;
-    } catch (err) {
-      await dp.abort(err);
-      throw err;
-    }
-  }));
+  const outcomes = await Promise.allSettled(
+    runs.map(async ({ run, engine, plugins, inputs }, r) => {
+      const dp = ranks[r];
+      try {
+        const artifact = await run.run(
+          { engine, engineInfo: CPU_ENGINE_INFO, ...inputs },
+          { ...dp.plugins(), ...plugins },
+        );
+        await dp.finish();
+        return artifact;
+      } catch (err) {
+        await dp.abort(err);
+        throw err;
+      }
+    }),
+  );
   return {
     out,
     ranks,

@@ -25,6 +25,7 @@ import { mergeRankFiles } from "../../../src/bench/dp/artifact_merge.ts";
 import { DpError, type StagePhase } from "../../../src/dp/mod.ts";
 import { CpuTestModel } from "../../engine/cpu_test_model.ts";
 import { cpuModel, createRanks, runGroup } from "./group_harness.ts";
+import { MOE_ENGINE_INFO, qwen3Tokenizer, VOCAB } from "../kvwarm/kvwarm_harness.ts";
 
 const DECODE = {
   schema_version: 1,
@@ -34,6 +35,16 @@ const DECODE = {
     { batch_size: 1, total_kv_read_tokens: 30 },
   ],
   prefill: [{ batch_size: 2, total_prefill_tokens: 16, total_kv_read_tokens: 0 }],
+};
+
+// decode points for kvwarm on the CPU double: rungs B4 (depth 53) and B2
+const KVWARM_DECODE = {
+  schema_version: 1,
+  decode: [
+    { batch_size: 4, total_kv_read_tokens: 200 },
+    { batch_size: 4, total_kv_read_tokens: 40 },
+    { batch_size: 2, total_kv_read_tokens: 120 },
+  ],
 };
 
 function valid(a: BenchArtifact): void {
@@ -304,6 +315,43 @@ test("a rank that fails mid-sweep fails the group at once with its error; both a
   assert.match(merged.error!.message, /^rank 1: injected device loss/);
   assert.ok(merged.results.length >= 1);
   assert.ok(merged.results.every((r) => r.fpms.length === 2));
+});
+
+test("kvwarm's first stage inside the clock warm-up keeps two ranks of unequal pools in lockstep", async () => {
+  // both ranks build the B4 stage (4 chains of 53 tokens, 56 blocks of 4) inside the warm-up;
+  // beside them rank 1's pool (70 blocks) holds clock requests of 51 tokens, rank 0's of 64:
+  // different requests, the same steps and the same number of them
+  const models: CpuTestModel[] = [];
+  const g = await runGroup(2, KVWARM_DECODE, (rank) => ({
+    model: models[rank] = new CpuTestModel({
+      numBlocks: rank === 0 ? 256 : 70,
+      blockSize: 4,
+      maxModelLen: 128,
+      vocabSize: VOCAB,
+      strictKv: false,
+    }),
+    options: { kvwarm: "auto", warmupSeconds: 0.3 },
+    inputs: { engineInfo: MOE_ENGINE_INFO, tokenizer: qwen3Tokenizer },
+  }), 30);
+  const [a0, a1] = g.outcomes.map(fulfilled);
+  valid(a0);
+  valid(a1);
+  assert.equal([a0.status, a1.status], ["complete", "complete"]);
+  const c0 = a0.measurement_protocol.preparation.warmup!.clock!;
+  const c1 = a1.measurement_protocol.preparation.warmup!.clock!;
+  assert.equal([c0.requests, c0.steps], [c1.requests, c1.steps], "the same clock requests");
+  assert.ok(c0.requests >= 1 && c0.steps === 2 * c0.requests);
+  assert.ok([c0.ended, c1.ended].every((e) => e === "time" || e === "stop"));
+  const prefills = (m: CpuTestModel, n: number) =>
+    m.batches.filter((x) => x.tokenIds.length === n).length;
+  assert.is(prefills(models[0], 64), c0.requests, "rank 0's clock requests: 64 tokens");
+  assert.is(prefills(models[1], 51), c1.requests, "rank 1's: 51, what its pool holds");
+  assert.ok(c0.counted_seconds! > 0 && c1.counted_seconds! > 0, "each rank's stage counted");
+  for (const a of [a0, a1]) {
+    assert.equal(a.kvwarm.stages.map((s) => [s.batch, s.ok]), [[4, true], [2, true]]);
+    assert.equal(a.results.map((r) => r.kv_seed_regime), ["real_kv", "real_kv", "real_kv"]);
+  }
+  assert.equal(a0.iteration_groups, a1.iteration_groups);
 });
 
 test("kvwarm's stage round over the group: a rank still building holds every rank; the stage settles on all in one round, logged once each", async () => {
