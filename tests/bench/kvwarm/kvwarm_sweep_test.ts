@@ -12,7 +12,7 @@ import { createHash } from "node:crypto";
 import type { BenchArtifact, DecodePoint } from "../../../src/bench/artifact.ts";
 import { checkArtifact } from "../../../src/bench/artifact_check.ts";
 import { benchCapacity } from "../../../src/bench/capacity.ts";
-import { KvwarmSeeder } from "../../../src/bench/kvwarm/kvwarm_seeder.ts";
+import { KvwarmSeeder, type KvwarmSeederOptions } from "../../../src/bench/kvwarm/kvwarm_seeder.ts";
 import {
   LocalStageSettlement,
   type StagePhase,
@@ -170,10 +170,10 @@ test("the first rung's stage builds inside the clock warm-up and counts toward i
   const clock = w.clock!;
   assert.equal([clock.requests, clock.steps], [0, 0], "no clock request after it");
   assert.ok(
-    clock.counted_seconds >= 0.25 && clock.counted_seconds >= k.stages[0].build_seconds,
+    clock.counted_seconds! >= 0.25 && clock.counted_seconds! >= k.stages[0].build_seconds,
     `counted ${clock.counted_seconds} s (the stage's round and its ${k.stages[0].build_seconds} s)`,
   );
-  assert.ok(w.seconds < clock.counted_seconds, "the warm-up's seconds leave the stage out");
+  assert.ok(w.seconds < clock.counted_seconds!, "the warm-up's seconds leave the stage out");
   // the design's warm-up request (5 steps), then the stage's step of 212 tokens
   assert.is(b.model.batches[5].tokenIds.length, 212);
   assert.ok(
@@ -261,7 +261,10 @@ test("the soft timeout before the first build: the stage fails, the rung's first
   assert.equal(b.engine.kvUsage().inUse, 0);
 });
 
-test("a building stage logs its progress: tokens held of the chains', seconds and ETA", async () => {
+/** A seeder on its own engine and driver (256 blocks, model length 256); its log lines. */
+function lonelySeeder(
+  options: Partial<Omit<KvwarmSeederOptions, "late">> & { late: (d: StepDriver) => boolean },
+) {
   const { engine } = cpuEngine({ numBlocks: 256, maxModelLen: 256, strictKv: false });
   const driver = new StepDriver(engine);
   const logs: string[] = [];
@@ -270,11 +273,19 @@ test("a building stage logs its progress: tokens held of the chains', seconds an
     gate: eligibleGate(engine),
     capacity: () => benchCapacity(engine),
     samples: 3,
-    settlement: new LocalStageSettlement(() => {}),
+    settlement: new LocalStageSettlement((l) => logs.push(l)),
     rank: 0,
     cow: true,
-    late: () => false,
     log: (l) => logs.push(l),
+    ...options,
+    late: () => options.late(driver),
+  });
+  return { engine, driver, logs, seeder };
+}
+
+test("a building stage logs its progress: tokens held of the chains', seconds and ETA", async () => {
+  const { driver, logs, seeder } = lonelySeeder({
+    late: () => false,
     stageTokens: 64,
     progressSeconds: 0, // a line after every step of the build
   });
@@ -293,19 +304,8 @@ test("a building stage logs its progress: tokens held of the chains', seconds an
 });
 
 test("the soft timeout mid-build: chains shed through the finish path, the fence drained before the point, the cache reset at the end", async () => {
-  const { engine } = cpuEngine({ numBlocks: 256, maxModelLen: 256, strictKv: false });
-  const driver = new StepDriver(engine);
-  const logs: string[] = [];
-  const seeder = new KvwarmSeeder({
-    engine,
-    gate: eligibleGate(engine),
-    capacity: () => benchCapacity(engine),
-    samples: 3,
-    settlement: new LocalStageSettlement((l) => logs.push(l)),
-    rank: 0,
-    cow: true,
-    late: () => driver.seq >= 1, // passes after the first idle step of the build
-    log: (l) => logs.push(l),
+  const { engine, driver, seeder } = lonelySeeder({
+    late: (d) => d.seq >= 1, // passes after the first idle step of the build
     stageTokens: 128,
   });
   const points: DecodePoint[] = orderDecode([decodePoint(2, 400), decodePoint(1, 60)]);
