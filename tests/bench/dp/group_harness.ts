@@ -33,6 +33,8 @@ export interface RankSetup {
   readonly options?: Partial<BenchOptions>;
   /** Run inputs beside the engine (default: a dense CPU double's info, no tokenizer). */
   readonly inputs?: Partial<Omit<RunInputs, "engine">>;
+  /** Plugins made from the rank's own DpRank plugins (e.g. a wrapped stage settlement). */
+  readonly wrap?: (own: ReturnType<DpRank["plugins"]>) => Partial<BenchPlugins>;
 }
 
 /** What a group run gave. */
@@ -128,16 +130,17 @@ export async function runGroup(
       ...s.options,
     });
     run.builder.attentionDp = () => dp.section();
-    return { run, engine, plugins: s.plugins ?? {}, inputs: s.inputs ?? {} };
+    return { run, engine, plugins: s.plugins ?? {}, inputs: s.inputs ?? {}, wrap: s.wrap };
   });
   await Promise.all(ranks.map((dp) => dp.connect()));
   const outcomes = await Promise.allSettled(
-    runs.map(async ({ run, engine, plugins, inputs }, r) => {
+    runs.map(async ({ run, engine, plugins, inputs, wrap }, r) => {
       const dp = ranks[r];
       try {
+        const own = dp.plugins();
         const artifact = await run.run(
           { engine, engineInfo: CPU_ENGINE_INFO, ...inputs },
-          { ...dp.plugins(), ...plugins },
+          { ...own, ...plugins, ...(wrap?.(own) ?? {}) },
         );
         await dp.finish();
         return artifact;

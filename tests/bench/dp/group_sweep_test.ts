@@ -354,6 +354,46 @@ test("kvwarm's first stage inside the clock warm-up keeps two ranks of unequal p
   assert.equal(a0.iteration_groups, a1.iteration_groups);
 });
 
+test("a kvwarm stage that fails mid-build on one rank only: both ranks leave it in lockstep, its points on fake KV", async () => {
+  // rank 1's build rounds wait 300 ms each and its soft timeout (0.5 s from the sweep's start)
+  // passes while its chains are still prefilling in 64-token steps: its stage fails with a step
+  // in flight, rank 0's parks; both must take the same steps after the group's verdict
+  const g = await runGroup(2, KVWARM_DECODE, (rank) => ({
+    model: new CpuTestModel({
+      numBlocks: 256,
+      blockSize: 4,
+      maxModelLen: 128,
+      vocabSize: VOCAB,
+      strictKv: false,
+    }),
+    options: {
+      kvwarm: "auto",
+      kvwarmStepTokens: 64,
+      softTimeoutSeconds: rank === 1 ? 0.5 : null,
+    },
+    inputs: { engineInfo: MOE_ENGINE_INFO, tokenizer: qwen3Tokenizer },
+    wrap: (own) => ({
+      stageSettlement: {
+        async round(seq, batch, phase, ok) {
+          if (rank === 1 && batch !== null) await new Promise((r) => setTimeout(r, 300));
+          return await own.stageSettlement.round(seq, batch, phase, ok);
+        },
+      },
+    }),
+  }), 30);
+  const [a0, a1] = g.outcomes.map(fulfilled);
+  valid(a0);
+  valid(a1);
+  for (const a of [a0, a1]) {
+    assert.equal([a.status, a.stop_reason], ["partial", "soft_timeout"]);
+    assert.equal(a.kvwarm.stages[0].batch, 4);
+    assert.is(a.kvwarm.stages[0].ok, false);
+    assert.is(a.results[0].kv_seed_regime, "fake_fallback");
+  }
+  assert.match(a1.kvwarm.stages[0].reason!, /^soft_timeout: the soft timeout passed mid-build/);
+  assert.match(a0.kvwarm.stages[0].reason!, /^peer_stage_failed/);
+});
+
 test("kvwarm's stage round over the group: a rank still building holds every rank; the stage settles on all in one round, logged once each", async () => {
   const { ranks, logs } = await createRanks(2);
   await Promise.all(ranks.map((r) => r.connect()));
