@@ -95,6 +95,7 @@ export async function runSweep(
   const deadline = o.softTimeoutSeconds === null
     ? null
     : builder.sweepStartedMs + o.softTimeoutSeconds * 1000;
+  const late = () => deadline !== null && performance.now() > deadline;
   // the clock warm-up ends when any rank's time is up: the group's boundary vote (point 0);
   // the first point's kvwarm stage builds inside it, its seconds counted (warmup.ts)
   const first = planned[0];
@@ -103,21 +104,20 @@ export async function runSweep(
     o.content,
     o.salts,
     o.warmup,
-    (done) => sync.boundaryVote(0, done || (deadline !== null && performance.now() > deadline)),
+    (done) => sync.boundaryVote(0, done || late()),
     first ? () => o.decodeSeeder.beforePoint(first.point, driver) : undefined,
   );
   const clock = builder.warmup.clock;
   if (clock) {
     const counted = clock.counted_seconds ?? 0;
+    const stage = counted >= 0.01
+      ? ` after ${counted.toFixed(2)} s of the first point's kvwarm stage`
+      : "";
+    const total = (builder.warmup.seconds + counted).toFixed(2);
     o.log(
-      `warm-up: ${clock.requests} request(s) of up to ${clock.prompt_tokens} tokens for the clocks` +
-        (counted >= 0.01
-          ? ` after ${counted.toFixed(2)} s of the first point's kvwarm stage`
-          : "") +
-        `, ${
-          (builder.warmup.seconds + counted).toFixed(2)
-        } s in all (--warmup-s ${clock.min_seconds}` +
-        `; ended by ${WARMUP_ENDS[clock.ended ?? "time"]})`,
+      `warm-up: ${clock.requests} request(s) of up to ${clock.prompt_tokens} tokens for the ` +
+        `clocks${stage}, ${total} s in all (--warmup-s ${clock.min_seconds}; ended by ` +
+        `${WARMUP_ENDS[clock.ended ?? "time"]})`,
     );
   }
   const t0 = performance.now();
@@ -151,8 +151,7 @@ export async function runSweep(
       await o.decodeSeeder.finish(driver);
       return "interrupted";
     }
-    const late = deadline !== null && performance.now() > deadline;
-    if (await sync.boundaryVote(p.benchmark_id, late)) {
+    if (await sync.boundaryVote(p.benchmark_id, late())) {
       await o.decodeSeeder.finish(driver);
       return "soft_timeout";
     }

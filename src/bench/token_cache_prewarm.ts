@@ -16,6 +16,7 @@ import { chainText } from "./kvwarm/chain_content.ts";
 import { loadCollection, loadTextPool } from "./text_pool.ts";
 import { cachedTokenizer, tokenCacheFile } from "./token_cache.ts";
 import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
+import { syntheticConfig } from "../model/config.ts";
 
 /** How much of the collection to tokenize (default: all of it, both ways). */
 export interface PrewarmOptions {
@@ -23,7 +24,7 @@ export interface PrewarmOptions {
   readonly poolTokens?: number;
   /** Collection conversations, from the first, tokenized as chains take them. */
   readonly chainBodies?: number;
-  /** The vocabulary every id must be below (default: Qwen3's 151,936). */
+  /** The vocabulary every id must be below (default: synthetic:qwen3-30b-a3b's). */
   readonly vocabSize?: number;
 }
 
@@ -41,7 +42,7 @@ export function prewarmTokenCache(dir: string, options: PrewarmOptions = {}): Pr
   const t0 = performance.now();
   const json = qwen3TokenizerJsonPath();
   const tokenizer = cachedTokenizer(json, () => ModelTokenizer.fromFile(json), dir);
-  const vocabSize = options.vocabSize ?? 151936;
+  const vocabSize = options.vocabSize ?? syntheticConfig("synthetic:qwen3-30b-a3b").vocabSize;
   const pool = loadTextPool(tokenizer, {
     minTokens: options.poolTokens ?? Number.POSITIVE_INFINITY,
     vocabSize,

@@ -6,11 +6,11 @@
  * run (H200, 2026-12-02: a B32 decode point 44.2 ms a step in one run, 24.4 in another). So
  * `clockSeconds` (the bench's --warmup-s) then keeps the GPU busy with requests of up to 2048
  * prompt tokens (a prefill and one decode each, every one its own cache salt, cut to the pool's
- * room) until that long has passed since the warm-up began. Work the sweep must do before its first point anyway
- * (kvwarm's first stage: seconds of untimed prefill) runs between the warm-up request and those
- * requests, and its time counts toward `clockSeconds`: on the H200 (2026-12-02) the medium
- * decode grid's B32 chains built in 4.5 s, so the 2 s clock warm-up that came before them was
- * idle GPU time's remedy run twice.
+ * room) until that long has passed since the warm-up began. Work the sweep must do before its
+ * first point anyway (kvwarm's first stage: seconds of untimed prefill) runs between the warm-up
+ * request and those requests, and its time counts toward `clockSeconds`: on the H200
+ * (2026-12-02) the medium decode grid's B32 chains built in 4.5 s, so the 2 s clock warm-up that
+ * came before them was idle GPU time's remedy run twice.
  *
  * ```ts
  * const shape = warmupShape(capacity, WARMUP, 2); // throws when the pool cannot hold it
@@ -129,18 +129,15 @@ export async function warmUp(
   let rounds = 0;
   const t1 = performance.now();
   const clockTokens = () => roomFor(driver, shape.clockPromptTokens ?? shape.promptTokens);
-  // a pool without room for a request (kvwarm's chains parked in it) ends it as time does
+  // this rank's reason to end: its time, or a pool without room for a request (kvwarm's chains
+  // parked in it); the group's vote may end it without one ("stop")
+  const ownEnd = (): ClockWarmupEnd | null =>
+    performance.now() - t0 >= clockSeconds * 1000 ? "time" : clockTokens() < 1 ? "pool" : null;
   let ended: ClockWarmupEnd = "time";
-  const ends = () => {
-    if (performance.now() - t0 >= clockSeconds * 1000) ended = "time";
-    else if (clockTokens() < 1) ended = "pool";
-    else return false;
-    return true;
-  };
   const stops = async () => {
-    const local = ends();
-    const stopped = await stop(local);
-    if (stopped && !local) ended = "stop";
+    const own = ownEnd();
+    const stopped = await stop(own !== null);
+    if (stopped) ended = own ?? "stop";
     return stopped;
   };
   if (clockSeconds > 0 && !(await stops())) {

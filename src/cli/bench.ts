@@ -70,7 +70,7 @@ const SPEC = {
     min: 0,
     default: 0,
     help:
-      "soft timeout in seconds from the sweep's start (its warm-up included), checked between points and in kvwarm's stage builds; 0 for none",
+      "soft timeout in seconds from the sweep's start (its warm-up included), checked between points, in kvwarm's stage builds and in the clock warm-up; 0 for none",
   },
   kvwarm: {
     type: "string",

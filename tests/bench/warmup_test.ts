@@ -101,63 +101,54 @@ test("work run before the clock part counts toward it, and is left out of the wa
   assert.is(none.clock, null);
 });
 
-test("the clock requests fit the pool beside parked requests, and a pool without room ends them", async () => {
-  // 64 usable blocks of 4 tokens, no watermark
-  const b = cpuBench(null, {}, { numBlocks: 65 });
+/** A CPU bench of `numBlocks` blocks of 4 tokens (no watermark), its driver and content. */
+function poolBench(numBlocks: number) {
+  const b = cpuBench(null, {}, { numBlocks });
   const driver = new StepDriver(b.engine);
   const content = randomContent(b.engine.model.vocabSize, "0", 0);
-  const park = (id: string, tokens: number) => async () => {
-    b.engine.addRequest(content.tokens(id, tokens), {
-      maxTokens: 1,
-      ignoreEos: true,
-      cacheSalt: id,
-    }, { requestId: id, parkOnFinish: true });
-    while (b.engine.getRequest(id)?.status !== "parked") await driver.step();
+  /** Parks requests of these prompt lengths (ids r0, r1, ...), as kvwarm parks its chains. */
+  const park = (...lengths: number[]) => async () => {
+    for (const [i, tokens] of lengths.entries()) {
+      const id = `r${i}`;
+      b.engine.addRequest(content.tokens(id, tokens), {
+        maxTokens: 1,
+        ignoreEos: true,
+        cacheSalt: id,
+      }, { requestId: id, parkOnFinish: true });
+      while (b.engine.getRequest(id)?.status !== "parked") await driver.step();
+    }
   };
-  // parked requests of 120 and 96 tokens hold 30 and 24 blocks: 10 are left, room for a
-  // 39-token prompt and its decode
-  const parkTwo = async () => {
-    await park("a", 120)();
-    await park("b", 96)();
-  };
+  const warm = (clockSeconds: number, beforeClock: () => Promise<void>) =>
+    warmUp(
+      driver,
+      content,
+      new SaltScheme("run", 0),
+      { promptTokens: 8, steps: 3, clockSeconds, clockPromptTokens: 60 },
+      (timeUp) => Promise.resolve(timeUp),
+      beforeClock,
+    );
+  return { engine: b.engine, park, warm };
+}
+
+test("the clock requests fit the pool beside parked requests, and a pool without room ends them", async () => {
+  // 64 usable blocks; parked requests of 120 and 96 tokens hold 30 and 24 blocks: 10 are left,
+  // room for a 39-token prompt and its decode
+  const roomy = poolBench(65);
   const prefills: number[] = [];
-  const off = b.engine.onStep((o) => {
+  const off = roomy.engine.onStep((o) => {
     if (o.sumPrefillTokens > 0) prefills.push(o.sumPrefillTokens);
   });
-  const record = await warmUp(
-    driver,
-    content,
-    new SaltScheme("run", 0),
-    { promptTokens: 8, steps: 3, clockSeconds: 0.05, clockPromptTokens: 60 },
-    (timeUp) => Promise.resolve(timeUp),
-    parkTwo,
-  );
+  const record = await roomy.warm(0.05, roomy.park(120, 96));
   off();
-  assert.equal(b.engine.kvUsage().free, 10, "the parked requests' blocks stay held");
+  assert.equal(roomy.engine.kvUsage().free, 10, "the parked requests' blocks stay held");
   assert.ok(record.clock!.requests >= 1);
   assert.ok(
     prefills.slice(-record.clock!.requests).every((t) => t === 39),
     `clock prefills ${prefills.slice(-record.clock!.requests)}`,
   );
   // a pool with no room: the clock warm-up ends before any request
-  const full = cpuBench(null, {}, { numBlocks: 32 });
-  const fullDriver = new StepDriver(full.engine);
-  const fullContent = randomContent(full.engine.model.vocabSize, "0", 0);
-  const rec = await warmUp(
-    fullDriver,
-    fullContent,
-    new SaltScheme("run", 0),
-    { promptTokens: 8, steps: 3, clockSeconds: 3600, clockPromptTokens: 60 },
-    (timeUp) => Promise.resolve(timeUp),
-    async () => {
-      full.engine.addRequest(fullContent.tokens("h", 124), {
-        maxTokens: 1,
-        ignoreEos: true,
-        cacheSalt: "h",
-      }, { requestId: "h", parkOnFinish: true });
-      while (full.engine.getRequest("h")?.status !== "parked") await fullDriver.step();
-    },
-  );
+  const full = poolBench(32);
+  const rec = await full.warm(3600, full.park(124));
   assert.equal(full.engine.kvUsage().free, 0);
   assert.equal([rec.clock!.requests, rec.clock!.steps, rec.clock!.ended], [0, 0, "pool"]);
 });
