@@ -52,8 +52,14 @@ export interface GroupRun {
 }
 
 /** A CPU double with `numBlocks` blocks of 4 tokens (model length 128). */
-export function cpuModel(numBlocks = 256): CpuTestModel {
-  return new CpuTestModel({ numBlocks, blockSize: 4, maxModelLen: 128, strictKv: false });
+export function cpuModel(numBlocks = 256, vocabSize?: number): CpuTestModel {
+  return new CpuTestModel({
+    numBlocks,
+    blockSize: 4,
+    maxModelLen: 128,
+    vocabSize,
+    strictKv: false,
+  });
 }
 
 /** Creates `size` ranks on a free port (rank 0 first); they still have to connect. */

@@ -323,13 +323,7 @@ test("kvwarm's first stage inside the clock warm-up keeps two ranks of unequal p
   // different requests, the same steps and the same number of them
   const models: CpuTestModel[] = [];
   const g = await runGroup(2, KVWARM_DECODE, (rank) => ({
-    model: models[rank] = new CpuTestModel({
-      numBlocks: rank === 0 ? 256 : 70,
-      blockSize: 4,
-      maxModelLen: 128,
-      vocabSize: VOCAB,
-      strictKv: false,
-    }),
+    model: models[rank] = cpuModel(rank === 0 ? 256 : 70, VOCAB),
     options: { kvwarm: "auto", warmupSeconds: 0.3 },
     inputs: { engineInfo: MOE_ENGINE_INFO, tokenizer: qwen3Tokenizer },
   }), 30);
@@ -359,13 +353,7 @@ test("a kvwarm stage that fails mid-build on one rank only: both ranks leave it 
   // passes while its chains are still prefilling in 64-token steps: its stage fails with a step
   // in flight, rank 0's parks; both must take the same steps after the group's verdict
   const g = await runGroup(2, KVWARM_DECODE, (rank) => ({
-    model: new CpuTestModel({
-      numBlocks: 256,
-      blockSize: 4,
-      maxModelLen: 128,
-      vocabSize: VOCAB,
-      strictKv: false,
-    }),
+    model: cpuModel(256, VOCAB),
     options: {
       kvwarm: "auto",
       kvwarmStepTokens: 64,
