@@ -18,6 +18,7 @@ import * as moeCombineNorm from "./moe_combine_norm.ts";
 import * as moeDispatch from "./moe_dispatch.ts";
 import * as moeGemmDown from "./moe_gemm_down.ts";
 import * as moeGemmGateUp from "./moe_gemm_gate_up.ts";
+import * as moeGemmGateUpRouted from "./moe_gemm_gate_up_routed.ts";
 import * as moeGatherF16 from "./moe_gather_f16.ts";
 import * as moeGemmGateUpTc from "./moe_gemm_gate_up_tc.ts";
 import * as moeGemmDownTc from "./moe_gemm_down_tc.ts";
@@ -67,6 +68,7 @@ export const KERNELS: readonly KernelModule[] = [
   moeDispatch,
   moeRouteDispatch,
   moeGemmGateUp,
+  moeGemmGateUpRouted,
   moeGemmDown,
   moeGatherF16,
   moeGemmGateUpTc,

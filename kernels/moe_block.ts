@@ -9,7 +9,9 @@
  *   2. moe_dispatch      1 workgroup                -> expert_offsets, sorted_token, row_of,
  *                                                      work_items, dispatch_args
  *   (1 and 2 in one workgroup, moe_route_dispatch, for steps of 1 to routeDispatchMaxTokens
- *    tokens that do not route in one pass: batch-1 decode)
+ *    tokens that do not route in one pass: batch-1 decode; there, where the gate/up GEMM takes
+ *    a lane-group decode form, its twin moe_gemm_gate_up_routed ranks the logits in every
+ *    workgroup instead and writes the routing: no dispatch between the logits and the GEMM)
  *   (before 1, given the router weight and routerNorm, for f16 steps of splitRouterMinTokens
  *    to splitRouterMaxTokens tokens: moe_router_logits [expert groups x token blocks]
  *    workgroups, residual -> x, logits: the input RMSNorm and the logits over the GPU; then
@@ -57,6 +59,7 @@ import { laneGroupColumns } from "./lane_group_variants.ts";
 import { MOE_STAGE_KERNEL, type MoeStage } from "./moe_cost.ts";
 export type { MoeStage } from "./moe_cost.ts";
 import * as gateUp from "./moe_gemm_gate_up.ts";
+import * as gateUpRouted from "./moe_gemm_gate_up_routed.ts";
 import * as down from "./moe_gemm_down.ts";
 import * as combine from "./moe_combine.ts";
 import * as combineNorm from "./moe_combine_norm.ts";
@@ -218,6 +221,12 @@ export interface MoeBlockOptions {
   readonly splitRouterMaxTokens?: number;
   /** The fewest tokens of a step that splits its router (default MOE_SPLIT_ROUTER_MIN_TOKENS). */
   readonly splitRouterMinTokens?: number;
+  /**
+   * Batch-1 steps that take moe_route_dispatch and a lane-group decode form of the gate/up GEMM
+   * run its routed twin instead (moe_gemm_gate_up_routed: every workgroup ranks the logits,
+   * one dispatch a layer fewer), where the device binds its nine storage buffers; default true.
+   */
+  readonly routedGateUp?: boolean;
 }
 
 /**
@@ -399,6 +408,9 @@ export class MoeBlock {
   private combineGrid: readonly number[] = [];
   private combineNormGrid: readonly number[] = [];
   private gatherGrid: readonly number[] = [];
+  /** Whether this step ranks its logits in the gate/up GEMM (moe_gemm_gate_up_routed). */
+  private routedStep = false;
+  private routedGrid: readonly number[] = [];
   /** The tensor-core pipelines of this step's expert GEMMs when they run on them, else null. */
   private stepTc: TcPair | null = null;
   /** Which router the encode in progress runs (kernelOf names it for a profile's spans). */
@@ -426,6 +438,8 @@ export class MoeBlock {
       /** moe_route_dispatch; null where it is off or did not compile. */
       routeDispatch: Pipe | null;
       gateUp: ReadonlyMap<string, Pipe>;
+      /** moe_gemm_gate_up_routed in batch-1's gate/up form; null where it is off or not compiled. */
+      gateUpRouted: Pipe | null;
       down: ReadonlyMap<string, Pipe>;
       combine: Pipe;
       combineNorm: Pipe;
@@ -439,6 +453,7 @@ export class MoeBlock {
       | "dispatch"
       | "routeDispatch"
       | "gateUp"
+      | "gateUpRouted"
       | "down"
       | "combine"
       | "combineNorm"
@@ -531,6 +546,12 @@ export class MoeBlock {
         })`,
       );
     }
+    // the routed twin of the gate/up form a batch-1 step takes (setTokens' choice at 1 token)
+    const routedPipe_ = gateUpRoutedPipe(
+      gpu,
+      options,
+      decodeFormFor(shape, options, [...gateUpPipes.keys()], 1, "gate_up"),
+    );
     // the block's other pipelines, concurrently
     const [
       tc,
@@ -555,6 +576,7 @@ export class MoeBlock {
     const routerNormPipe_ = fusedRouter ? await routerNormPipe(gpu, options) : null;
     const pipes = {
       router: routerPipe,
+      gateUpRouted: await routedPipe_,
       routerFused: fusedRouter,
       routerNorm: routerNormPipe_,
       routerLogits: routerLogitsPipe,
@@ -577,6 +599,7 @@ export class MoeBlock {
       dispatch: uniform("moe_dispatch.params", dispatch.spec.params.size),
       routeDispatch: uniform("moe_route_dispatch.params", routeDispatch.spec.params.size),
       gateUp: uniform("moe_gemm_gate_up.params", gateUp.spec.params.size),
+      gateUpRouted: uniform("moe_gemm_gate_up_routed.params", gateUpRouted.spec.params.size),
       down: uniform("moe_gemm_down.params", down.spec.params.size),
       combine: uniform("moe_combine.params", combine.spec.params.size),
       combineNorm: uniform("moe_combine_norm.params", combineNorm.spec.params.size),
@@ -689,25 +712,8 @@ export class MoeBlock {
       ];
     } else {
       const names = [...this.pipes.gateUp.keys()];
-      const pick = (stage: "gate_up" | "down") => {
-        const order = moeGemmVariantFor(
-          s.dtype,
-          tokens,
-          s.topK,
-          s.experts,
-          this.options.packedF16,
-          stage,
-        );
-        const form = stage === "gate_up"
-          ? this.options.decodeForms?.gateUp
-          : this.options.decodeForms?.down;
-        if (form && laneGroupColumns(variantByName(gateUp.spec, order[0])) !== null) {
-          order.unshift(`${s.dtype}-${form}`);
-        }
-        return order.map((n) => layoutForm(s, n)).find((n) => names.includes(n)) ?? names[0];
-      };
-      this.gateUpName = pick("gate_up");
-      this.downName = pick("down");
+      this.gateUpName = decodeFormFor(s, this.options, names, tokens, "gate_up");
+      this.downName = decodeFormFor(s, this.options, names, tokens, "down");
       const guParams = gateUp.moeGemmGateUpParams(s.hidden, s.inter, maxItems);
       const dnParams = down.moeGemmDownParams(s.hidden, s.inter, maxItems);
       write(this.params.gateUp, gateUp.spec.params, guParams);
@@ -767,6 +773,17 @@ export class MoeBlock {
       gridXDown: gridX[1],
     };
     write(this.params.dispatch, dispatch.spec.params, dispatch.moeDispatchParams(dispatchShape));
+    this.routedStep = this.routesInGateUpAt(tokens);
+    if (this.routedStep) {
+      const rp = gateUpRouted.moeGemmGateUpRoutedParams(
+        { experts: s.experts, topK: s.topK, normTopk: s.normTopk },
+        s.hidden,
+        s.inter,
+        { gateUp: gridX[0], down: gridX[1] },
+      );
+      write(this.params.gateUpRouted, gateUpRouted.spec.params, rp);
+      this.routedGrid = gateUpRouted.spec.grid(rp, this.pipes.gateUpRouted!.variant, this.gpu);
+    }
     if (this.routesAndDispatchesAt(tokens)) {
       write(
         this.params.routeDispatch,
@@ -871,6 +888,19 @@ export class MoeBlock {
   }
 
   /**
+   * Whether a step of `tokens` tokens ranks its logits inside the gate/up GEMM
+   * (moe_gemm_gate_up_routed) instead of in moe_route_dispatch: a batch-1 step that would take
+   * moe_route_dispatch and the gate/up form whose routed twin compiled.
+   */
+  routesInGateUpAt(tokens: number): boolean {
+    const routed = this.pipes.gateUpRouted;
+    return routed !== null && tokens === 1 && this.routesAndDispatchesAt(tokens) &&
+      this.tensorCoreFor(tokens) === null &&
+      decodeFormFor(this.shape, this.options, [...this.pipes.gateUp.keys()], tokens, "gate_up") ===
+        routed.variant.name;
+  }
+
+  /**
    * The kernel that runs `stage` in the step set by setTokens (a profile's span names it),
    * `normed` when encode is given MoeBlockIo.norm; for the router, the one encode runs (called
    * from encode's pass callback: moe_router_fused or moe_router_norm where the step routes in
@@ -878,6 +908,7 @@ export class MoeBlock {
    * router, moe_router_logits and then the kernel that ranks its logits).
    */
   kernelOf(stage: MoeStage, normed: boolean): string {
+    if (stage === "gate_up" && this.routedStep) return gateUpRouted.spec.name;
     if (stage === "router" && this.encodingRouter) return this.encodingRouter;
     if (stage === "router" && this.routesAndDispatches) return "moe_route_dispatch";
     if (stage === "combine" && normed) return "moe_combine_norm";
@@ -949,6 +980,8 @@ export class MoeBlock {
     const split = norm !== undefined && this.splitsRouterAt(this.tokens);
     // (a one-pass router ranks the logits itself, and moe_dispatch follows it)
     const oneWorkgroup = this.routesAndDispatches && (split || wRouter === undefined);
+    // (batch 1: the gate/up GEMM's routed twin ranks the logits itself, with no dispatch here)
+    const inGateUp = this.routedStep && oneWorkgroup && !this.stepTc;
     this.encodingRouter = split
       ? "moe_router_logits"
       : norm
@@ -997,6 +1030,8 @@ export class MoeBlock {
         logits: io.routerLogits,
         ...routed,
       }, this.routerGrid);
+    } else if (inGateUp) {
+      // the logits are all the routing this stage writes
     } else if (oneWorkgroup) {
       run("router", pipes.routeDispatch!, params.routeDispatch, {
         logits: io.routerLogits,
@@ -1039,6 +1074,23 @@ export class MoeBlock {
         work_items: sc.workItems,
         y: sc.y,
         tile: sc.tile,
+      }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
+    } else if (inGateUp) {
+      run("gate_up", pipes.gateUpRouted!, params.gateUpRouted, {
+        logits: io.routerLogits,
+        x: io.x,
+        w: io.wGateUp,
+        act: sc.act,
+        ...routed,
+        row_of: sc.rowOf,
+        work_items: sc.workItems,
+        dispatch_args: sc.dispatchArgs,
+      }, this.routedGrid);
+      run("down", pipes.down.get(this.downName)!, params.down, {
+        act: sc.act,
+        w: io.wDown,
+        work_items: sc.workItems,
+        y: sc.y,
       }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     } else {
       const gu = pipes.gateUp.get(this.gateUpName)!;
@@ -1096,6 +1148,51 @@ export class MoeBlock {
  * moe_route_dispatch's pipeline, or null where it is off (routeDispatchMaxTokens 0), its
  * workgroup memory passes the device's limit, or it does not compile here (said once).
  */
+/**
+ * The FMA grouped-GEMM form a step of `tokens` tokens takes for `stage`, of the compiled
+ * `names`: moeGemmVariantFor's order in the block's weight layout, led by
+ * MoeBlockOptions.decodeForms where a decode form is chosen.
+ */
+function decodeFormFor(
+  shape: MoeBlockShape,
+  options: MoeBlockOptions,
+  names: readonly string[],
+  tokens: number,
+  stage: "gate_up" | "down",
+): string {
+  const order = moeGemmVariantFor(
+    shape.dtype,
+    tokens,
+    shape.topK,
+    shape.experts,
+    options.packedF16,
+    stage,
+  );
+  const form = stage === "gate_up" ? options.decodeForms?.gateUp : options.decodeForms?.down;
+  if (form && laneGroupColumns(variantByName(gateUp.spec, order[0])) !== null) {
+    order.unshift(`${shape.dtype}-${form}`);
+  }
+  return order.map((n) => layoutForm(shape, n)).find((n) => names.includes(n)) ?? names[0];
+}
+
+/**
+ * moe_gemm_gate_up_routed in gate/up form `form` (batch-1's), or null where it is off
+ * (routedGateUp false, moe_route_dispatch off), the form has no routed twin (not a lane-group
+ * decode form), the device binds fewer storage buffers a stage than it needs, or it does not
+ * compile here (said once).
+ */
+async function gateUpRoutedPipe(
+  gpu: Gpu,
+  options: MoeBlockOptions,
+  form: string,
+): Promise<Pipe | null> {
+  if (options.routedGateUp === false || options.routeDispatchMaxTokens === 0) return null;
+  const v = gateUpRouted.spec.variants.find((x) => x.name === form);
+  const buffers = gpu.limits.maxStorageBuffersPerShaderStage ?? 8;
+  if (!v || buffers < gateUpRouted.MOE_GATE_UP_ROUTED_STORAGE_BUFFERS) return null;
+  return await optionalPipe(gpu, gateUpRouted.spec, v, "batch-1 routing in the gate/up GEMM");
+}
+
 async function routeDispatchPipe(gpu: Gpu, options: MoeBlockOptions): Promise<Pipe | null> {
   const most = options.routeDispatchMaxTokens ?? routeDispatch.MOE_ROUTE_DISPATCH_MAX_TOKENS;
   const limit = routeDispatch.MOE_ROUTE_DISPATCH_TOKENS_LIMIT;

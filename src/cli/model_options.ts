@@ -157,6 +157,12 @@ export const TENSOR_CORE_OPTIONS = {
       "top-k and the dispatch in one workgroup, where moe_router and moe_dispatch take two " +
       "(default 1, at most 64; 0 never)",
   },
+  moeRoutedGateUp: {
+    type: "boolean",
+    help: "batch-1 MoE steps rank their router logits inside the gate/up GEMM " +
+      "(moe_gemm_gate_up_routed) where its decode form has that twin, one dispatch a layer " +
+      "fewer than moe_route_dispatch (default true; --moe-routed-gate-up=false: apart)",
+  },
   moeSplitRouterTokens: {
     type: "number",
     integer: true,
@@ -264,6 +270,7 @@ export function tensorCoreOptions(
     readonly moeFusedRouterTokens?: number;
     readonly moeFusedRouterMinTokens?: number;
     readonly moeRouteDispatchTokens?: number;
+    readonly moeRoutedGateUp?: boolean;
     readonly moeSplitRouterTokens?: number;
     readonly moeSplitRouterMinTokens?: number;
     readonly qkvPartialsInRope?: boolean;
@@ -284,6 +291,7 @@ export function tensorCoreOptions(
     moeFusedRouterTokens: o.moeFusedRouterTokens,
     moeFusedRouterMinTokens: o.moeFusedRouterMinTokens,
     moeRouteDispatchTokens: o.moeRouteDispatchTokens,
+    moeRoutedGateUp: o.moeRoutedGateUp,
     moeSplitRouterTokens: o.moeSplitRouterTokens,
     moeSplitRouterMinTokens: o.moeSplitRouterMinTokens,
     qkvPartialsInRope: o.qkvPartialsInRope,

@@ -335,6 +335,12 @@ export interface GpuModelOptions {
    */
   readonly moeRouteDispatchTokens?: number;
   /**
+   * Batch-1 MoE steps that would take moe_route_dispatch rank their logits inside the gate/up
+   * GEMM where its decode form has a routed twin (moe_gemm_gate_up_routed, one dispatch a layer
+   * fewer; MoeBlockOptions.routedGateUp); default true.
+   */
+  readonly moeRoutedGateUp?: boolean;
+  /**
    * f16 MoE steps of moeSplitRouterMinTokens to this many tokens take the layer's input RMSNorm
    * and the router logits over the GPU (moe_router_logits), then the top-k apart
    * (MoeBlockOptions.splitRouterMaxTokens; default MOE_SPLIT_ROUTER_MAX_TOKENS, 0 never; off
@@ -987,6 +993,7 @@ export class GpuModel implements ForwardModel {
       moeFusedRouterTokens: options.moeFusedRouterTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS,
       moeFusedRouterMinTokens: options.moeFusedRouterMinTokens ?? MOE_FUSED_ROUTER_MIN_TOKENS,
       moeRouteDispatchTokens: options.moeRouteDispatchTokens ?? MOE_ROUTE_DISPATCH_MAX_TOKENS,
+      moeRoutedGateUp: options.moeRoutedGateUp ?? true,
       moeSplitRouterTokens: options.moeSplitRouterTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS,
       moeSplitRouterMinTokens: options.moeSplitRouterMinTokens ?? MOE_SPLIT_ROUTER_MIN_TOKENS,
       qkvPartialsInRope: options.qkvPartialsInRope ?? true,
@@ -1061,6 +1068,7 @@ export class GpuModel implements ForwardModel {
         fusedRouterMinTokens: opts.moeFusedRouterMinTokens,
         fusedRouterNorm: opts.moeRouterNorm,
         routeDispatchMaxTokens: opts.moeRouteDispatchTokens,
+        routedGateUp: opts.moeRoutedGateUp,
         splitRouterMaxTokens: opts.moeSplitRouterTokens,
         splitRouterMinTokens: opts.moeSplitRouterMinTokens,
         tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
@@ -1257,7 +1265,11 @@ export class GpuModel implements ForwardModel {
           : ""
       }${
         this.moe?.routesAndDispatchesAt(1)
-          ? `; routing and dispatch in one workgroup, moe_route_dispatch, at 1-${this.opts.moeRouteDispatchTokens} tokens`
+          ? `; routing and dispatch in one workgroup, moe_route_dispatch, at 1-${this.opts.moeRouteDispatchTokens} tokens${
+            this.moe.routesInGateUpAt(1)
+              ? " (at 1 token in the gate/up GEMM instead, moe_gemm_gate_up_routed)"
+              : ""
+          }`
           : ""
       })`,
       gemm:

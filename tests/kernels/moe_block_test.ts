@@ -7,6 +7,7 @@ import { Rng } from "../../src/util/rng.ts";
 import {
   MOE_FUSED_ROUTER_MIN_TOKENS,
   MoeBlock,
+  type MoeBlockIo,
   type MoeBlockOptions,
   moeBlockRef,
   type MoeBlockShape,
@@ -60,6 +61,44 @@ function makeLogits(rng: Rng, tokens: number, pattern: "spread" | "skewed"): Flo
 
 function weightBuffer(gpu: Gpu, label: string, w: Float32Array, dtype: "f16" | "f32") {
   return uploadBuffer(gpu.device, label, dtype === "f16" ? f32ToF16Bits(w) : w);
+}
+
+/** A layer's logits, x, gate/up and down weights and residual on the GPU, in that order. */
+function layerBuffers(
+  gpu: Gpu,
+  dtype: "f16" | "f32",
+  logits: Float32Array,
+  x: Float32Array,
+  layer: Layer,
+  residual: Float32Array,
+): GPUBuffer[] {
+  const d = gpu.device;
+  return [
+    uploadBuffer(d, "logits", logits),
+    uploadBuffer(d, "x", x),
+    weightBuffer(gpu, "w_gate_up", layer.wGateUp, dtype),
+    weightBuffer(gpu, "w_down", layer.wDown, dtype),
+    uploadBuffer(d, "residual", residual),
+  ];
+}
+
+/**
+ * Encodes and submits one step of `block` a pass a stage, as a profile records them; returns the
+ * kernel each stage's pass ran (kernelOf).
+ */
+function submitByStage(gpu: Gpu, block: MoeBlock, io: MoeBlockIo): string[] {
+  const enc = gpu.device.createCommandEncoder();
+  const kernels: string[] = [];
+  let open: GPUComputePassEncoder | null = null;
+  block.encode((stage) => {
+    kernels.push(block.kernelOf(stage, false));
+    open?.end();
+    open = enc.beginComputePass();
+    return open;
+  }, io);
+  (open as GPUComputePassEncoder | null)?.end();
+  gpu.device.queue.submit([enc.finish()]);
+  return kernels;
 }
 
 async function runBlock(
@@ -335,6 +374,89 @@ test("steps of 1 to routeDispatchMaxTokens tokens route and dispatch in one work
   split.destroy();
 });
 
+test("batch-1 steps rank their logits in the gate/up GEMM's routed twin (no routing dispatch), write the routing in rank order and match the CPU block; routedGateUp false keeps moe_route_dispatch", async () => {
+  const { gpu, names } = await gemmVariants();
+  const d = gpu.device;
+  const lane = names.filter((n) => n.includes("-dec"));
+  assert.ok(lane.length > 0, `no lane-group decode form runs here (${names.join(", ")})`);
+  for (const gemm of [...lane, "f32"]) {
+    for (const routedGateUp of [true, false]) {
+      const dtype = variantByName(gateUpSpec, gemm).dtype as "f16" | "f32";
+      const shape = blockShape(4, dtype, gemm !== "f32");
+      const block = await MoeBlock.create(gpu, shape, { gemm, routedGateUp });
+      const what = `${gemm} routedGateUp ${routedGateUp}`;
+      block.setTokens(1);
+      // only the lane-group forms have a routed twin
+      const routed = routedGateUp && gemm !== "f32";
+      assert.is(block.routesInGateUpAt(1), routed, what);
+      block.setTokens(2);
+      assert.not.ok(block.routesInGateUpAt(2), `${what}: 2 tokens`);
+      block.setTokens(1);
+      const rng = Rng.fromSeed(`moe routed gate/up ${gemm}`);
+      const logits = makeLogits(rng, 1, "spread");
+      const x = rng.fillNormal(new Float32Array(H));
+      const layer = makeLayer(rng, dtype);
+      const residual = rng.fillNormal(new Float32Array(H));
+      const made = layerBuffers(gpu, dtype, logits, x, layer, residual);
+      const [lg, xb, wgu, wdn, res] = made;
+      const kernels = submitByStage(gpu, block, {
+        routerLogits: lg,
+        x: xb,
+        wGateUp: wgu,
+        wDown: wdn,
+        residual: res,
+      });
+      assert.equal(
+        kernels,
+        routed
+          ? ["moe_gemm_gate_up_routed", "moe_gemm_down", "moe_combine"]
+          : ["moe_route_dispatch", "moe_gemm_gate_up", "moe_gemm_down", "moe_combine"],
+        what,
+      );
+      assertClose(
+        new Float32Array(await readBuffer(d, res, H * 4)),
+        moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, 1),
+        what,
+      );
+      // the routing the kernels after it read: the top-k in rank order (rows too, where routed)
+      const want = moeRouterRef(
+        logits,
+        moeRouterParams({ tokens: 1, experts: E, topK: K, normTopk: shape.normTopk }),
+      );
+      const sc = block.scratch;
+      const ids = new Int32Array(await readBuffer(d, sc.topkIds, K * 4));
+      assert.equal([...ids], [...want.ids], `${what}: topk_ids`);
+      assertClose(
+        new Float32Array(await readBuffer(d, sc.topkWeights, K * 4)),
+        want.weights,
+        `${what}: topk_weights`,
+      );
+      const rowOf = [...new Uint32Array(await readBuffer(d, sc.rowOf, K * 4))];
+      const items = new Uint32Array(await readBuffer(d, sc.workItems, 16 * (1 + K)));
+      const args = [...new Uint32Array(await readBuffer(d, sc.dispatchArgs, 24))];
+      assert.is(items[0], K, `${what}: work items`);
+      for (let j = 0; j < K; j++) {
+        // item rowOf[j] is the j-th choice's expert and row
+        assert.equal([...items.subarray(4 + 4 * rowOf[j], 7 + 4 * rowOf[j])], [
+          want.ids[j],
+          rowOf[j],
+          rowOf[j] + 1,
+        ], `${what}: choice ${j}`);
+      }
+      if (routed) assert.equal(rowOf, [0, 1], `${what}: rows in rank order`);
+      assert.equal(args.slice(4), [K, 1], `${what}: moe_gemm_down's items`);
+      block.destroy();
+      for (const b of made) b.destroy();
+    }
+  }
+  // devices that bind fewer storage buffers a stage keep moe_route_dispatch
+  const few = { ...gpu, limits: { ...gpu.limits, maxStorageBuffersPerShaderStage: 8 } } as Gpu;
+  const laneDtype = variantByName(gateUpSpec, lane[0]).dtype as "f16" | "f32";
+  const narrow = await MoeBlock.create(few, blockShape(4, laneDtype), { gemm: lane[0] });
+  assert.not.ok(narrow.routesInGateUpAt(1), "8 storage buffers a stage");
+  narrow.destroy();
+});
+
 /** The router logits x . w[e] of `tokens` rows (f64 sums), as the router's GEMV writes them. */
 function routerLogitsRef(x: Float32Array, wRouter: Float32Array, tokens: number): Float32Array {
   const logits = new Float32Array(tokens * E);
@@ -584,7 +706,6 @@ test("moe_router_norm adds the residual's split-K partial sums first where setTo
 
 test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxTokens tokens norm and take the logits over the GPU, then rank them apart", async () => {
   const gpu = await sharedGpu();
-  const d = gpu.device;
   const shape = { ...blockShape(40, "f16" as const), rmsNormEps: 1e-5 };
   const off = await MoeBlock.create(gpu, shape, { fusedRouterNorm: false });
   assert.not.ok(off.splitsRouterAt(2), "fusedRouterNorm false: no split router");
@@ -600,7 +721,8 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
     splitRouterMinTokens: 1,
     splitRouterMaxTokens: 37,
   });
-  // 1 token: moe_route_dispatch ranks and dispatches; more: moe_router, then moe_dispatch
+  // 1 token: moe_route_dispatch ranks and dispatches (or the routed gate/up GEMM); more:
+  // moe_router, then moe_dispatch
   for (const tokens of [1, 2, 5, 37, 38]) {
     block.setTokens(tokens);
     const split = tokens <= 37;
@@ -617,19 +739,13 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
       wRouter,
       layer,
     });
-    const enc = d.createCommandEncoder();
-    // a pass a stage, as a profile records them: each span names its kernel
-    const kernels: string[] = [];
-    let open: GPUComputePassEncoder | null = null;
-    block.encode((stage) => {
-      kernels.push(block.kernelOf(stage, false));
-      open?.end();
-      open = enc.beginComputePass();
-      return open;
-    }, io);
-    (open as GPUComputePassEncoder | null)?.end();
-    d.queue.submit([enc.finish()]);
-    const ranking = tokens === 1 ? "moe_route_dispatch" : "moe_router";
+    const kernels = submitByStage(gpu, block, io);
+    // (at 1 token the gate/up GEMM's routed twin ranks them where the form has one)
+    const ranking = tokens > 1
+      ? "moe_router"
+      : block.routesInGateUpAt(1)
+      ? "moe_gemm_gate_up_routed"
+      : "moe_route_dispatch";
     assert.equal(kernels.slice(0, 2), ["moe_router_logits", ranking], `tokens=${tokens}`);
     assert.is(kernels.includes("moe_dispatch"), tokens > 1, `tokens=${tokens}: moe_dispatch`);
     const what = `split router tokens=${tokens}`;
@@ -658,11 +774,7 @@ test("given the next layer's norm, the combine also writes that RMSNorm of the n
     const normWeight = rng.fillUniform(new Float32Array(H), 0.5, 1.5);
     if (dtype === "f16") roundToF16InPlace(normWeight);
     const made = [
-      uploadBuffer(d, "logits", logits),
-      uploadBuffer(d, "x", x),
-      weightBuffer(gpu, "w_gate_up", layer.wGateUp, dtype),
-      weightBuffer(gpu, "w_down", layer.wDown, dtype),
-      uploadBuffer(d, "residual", residual),
+      ...layerBuffers(gpu, dtype, logits, x, layer, residual),
       weightBuffer(gpu, "norm", normWeight, dtype),
       uploadBuffer(d, "normed", new Float32Array(tokens * H).fill(NaN)),
       uploadBuffer(d, "normed16", new Uint16Array(tokens * H).fill(0x7e00)),
