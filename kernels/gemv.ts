@@ -21,6 +21,11 @@ function decodeVariants(): Variant[] {
   return laneGroupVariants("gemv_decode.wgsl", [
     ["dec", { WG: 128, LG: 8, GC: 1, RT: 1, UNR: 8 }],
     ["dec-w32", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 4 }],
+    // dec-w32 with 8 and 16 loads in flight a lane: a narrow projection (the o projection's 2048
+    // columns: 512 workgroups) leaves each SM few subgroups, each with 4 loads of 8 bytes a lane.
+    // dec-w32u8 is the one-row default on the H200 (src/model/gpu_model.ts, linearOneRow)
+    ["dec-w32u8", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 8 }],
+    ["dec-w32u16", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 16 }],
     ["dec8", { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 }],
     ["dec8-w32", { WG: 128, LG: 32, GC: 1, RT: 8, UNR: 4 }],
     ["dec8-w32c2", { WG: 128, LG: 32, GC: 2, RT: 8, UNR: 2 }],

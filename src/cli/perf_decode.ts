@@ -114,6 +114,11 @@ const SPEC = {
       "gemm), over the defaults (on 32-wide subgroups router=dec8-w32c2-rb,lmHead=gemm); a " +
       "GEMV form keeps its rows from the tensor cores, gemm means them where they run",
   },
+  linearOne: {
+    type: "string",
+    help: "GEMV form of linear layers with up to --gemv-max-rows rows (default dec-w32u8 on " +
+      "32-wide subgroups, else dec; dec-w32, dec-w32u16: 4 and 16 loads in flight a lane)",
+  },
   linearFew: {
     type: "string",
     help: "GEMV form of linear layers with 2-8 rows (default dec8-w32c2 on 32-wide " +
@@ -191,6 +196,7 @@ await runCli(async () => {
     decodeSplit: { workgroups: o.splitWorkgroups, wave: o.splitWaves, minTokens: o.splitMinTokens },
     moeDecodeForms: { gateUp: o.moeGateUp, down: o.moeDown },
     linearFewRows: o.linearFew,
+    linearOneRow: o.linearOne,
     linearManyRows: o.linearMany,
     manyRowsByKind: o.manyByKind ? kindForms(o.manyByKind) : undefined,
     ...tensorCoreOptions(o),

@@ -179,6 +179,14 @@ export interface GpuModelOptions {
    */
   readonly linearFewRows?: string;
   /**
+   * The GEMV form (variant name without its dtype) for steps of up to gemvMaxRows rows with the
+   * decode forms (default "dec-w32u8" where subgroups are 32 wide, else "dec"). H200
+   * (2026-12-03, perf-decode, two processes each way, alternating): batch-1 steps 4.62 / 4.58 ms
+   * of GPU with dec-w32 (4 loads in flight a lane), 4.50 / 4.50 with dec-w32u8, 4.54 / 4.54 with
+   * dec-w32u16 at ctx 1024; 4.93 / 4.88, 4.78 / 4.78 and 4.83 / 4.84 at 8192.
+   */
+  readonly linearOneRow?: string;
+  /**
    * The GEMV form for more rows, up to stagedMaxRows (default "staged"; a lane-group form
    * such as "dec8-w32c2" takes its rows RT a pass). From tensorCoreRows rows the tensor
    * cores take precedence where they run (set tensorCoreRows 0 to compare these forms).
@@ -1008,6 +1016,7 @@ export class GpuModel implements ForwardModel {
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
       linearFewRows: options.linearFewRows ?? rowForms?.few ?? "",
+      linearOneRow: options.linearOneRow ?? "",
       linearManyRows: options.linearManyRows ?? "staged",
       // the defaults, then what the caller names (a kind it leaves out keeps its default)
       manyRowsByKind: { ...rowForms?.byKind, ...options.manyRowsByKind },
@@ -1018,10 +1027,12 @@ export class GpuModel implements ForwardModel {
         minTokens: options.decodeSplit?.minTokens ?? DECODE_SPLIT_MIN_TOKENS,
       },
     };
-    if (options.linearFewRows && !decodeForms) {
-      throw new ModelOptionError(
-        `model: linearFewRows needs the decode GEMV forms (gemvForms "decode")`,
-      );
+    for (const option of ["linearFewRows", "linearOneRow"] as const) {
+      if (options[option] && !decodeForms) {
+        throw new ModelOptionError(
+          `model: ${option} needs the decode GEMV forms (gemvForms "decode")`,
+        );
+      }
     }
     checkDecodeSplit(opts.decodeSplit);
     if (!Number.isInteger(opts.moeFusedRouterMinTokens) || opts.moeFusedRouterMinTokens < 1) {
@@ -1038,7 +1049,12 @@ export class GpuModel implements ForwardModel {
       opts.prefillAttention,
       opts.packedF16,
       gemvForms,
-      { few: opts.linearFewRows, many: opts.linearManyRows, byKind: opts.manyRowsByKind },
+      {
+        one: opts.linearOneRow,
+        few: opts.linearFewRows,
+        many: opts.linearManyRows,
+        byKind: opts.manyRowsByKind,
+      },
       opts.tensorCoreRows > 0,
       opts.tensorCoreDecodeRows,
       [opts.tensorCorePrefill, opts.tensorCorePrefillWide],
@@ -1953,6 +1969,7 @@ async function createCalls(
   packedF16: boolean,
   gemvForms: "decode" | "rows" | "classic",
   rowForms: {
+    one: string;
     few: string;
     many: string;
     byKind: Partial<Record<"qkv" | "o" | "router" | "lmHead", string>>;
@@ -2003,9 +2020,11 @@ async function createCalls(
   // GPUs with subgroups take the decode forms (lane groups meeting through shuffles).
   const gemvVariant = gemvForms === "rows"
     ? `${dtype}-rows`
+    : gemvForms === "decode" && rowForms.one
+    ? linearForm(gpu, dtype, rowForms.one, "linearOneRow")
     : gemvForms === "decode"
-    ? (unsupportedReason(gpu, variantByName(gemv.spec, `${dtype}-dec-w32`)) === null
-      ? `${dtype}-dec-w32`
+    ? (unsupportedReason(gpu, variantByName(gemv.spec, `${dtype}-dec-w32u8`)) === null
+      ? `${dtype}-dec-w32u8`
       : `${dtype}-dec`)
     : dtype === "f16" && unsupportedReason(gpu, variantByName(gemv.spec, "f16-sg")) === null
     ? `f16-sg${packed}`

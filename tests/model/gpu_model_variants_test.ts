@@ -77,6 +77,14 @@ test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits"
   decOne.forEach((d, i) =>
     assert.ok(maxAbsDiff(d, gemmOne[i]) < 1e-4, `step ${i}: one-row decode vs gemm`)
   );
+  // the one-row form by name (lanes of 8: it runs on every adapter with subgroups)
+  const lanes8 = await decodeLogits(
+    { gemvForms: "decode", gemvMaxRows: 1, stagedMaxRows: 0, linearOneRow: "dec" },
+    1,
+  );
+  lanes8.forEach((d, i) =>
+    assert.ok(maxAbsDiff(d, gemmOne[i]) < 1e-4, `step ${i}: linearOneRow dec vs gemm`)
+  );
 });
 
 test("a linear form that does not exist or cannot run here is refused by name", async () => {
@@ -95,6 +103,14 @@ test("a linear form that does not exist or cannot run here is refused by name", 
     refused = e.message
   );
   assert.match(refused, /linearFewRows 'staged' is no several-row lane-group form/);
+  refused = "";
+  await decodeLogits({ gemvForms: "rows", linearOneRow: "dec" }).catch((e) => refused = e.message);
+  assert.match(refused, /linearOneRow needs the decode GEMV forms/);
+  refused = "";
+  await decodeLogits({ gemvForms: "decode", linearOneRow: "dec-w64" }).catch((e) =>
+    refused = e.message
+  );
+  assert.match(refused, /linearOneRow 'dec-w64' is no GEMV form \(.*dec-w32u8/);
 });
 
 test("linearManyRows gemm sends every kind's 9-128 rows to the GEMM", async () => {
