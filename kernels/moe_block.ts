@@ -981,7 +981,7 @@ export class MoeBlock {
     // (a one-pass router ranks the logits itself, and moe_dispatch follows it)
     const oneWorkgroup = this.routesAndDispatches && (split || wRouter === undefined);
     // (batch 1: the gate/up GEMM's routed twin ranks the logits itself, with no dispatch here)
-    const inGateUp = this.routedStep && oneWorkgroup && !this.stepTc;
+    const inGateUp = this.routedStep && oneWorkgroup;
     this.encodingRouter = split
       ? "moe_router_logits"
       : norm
@@ -1075,33 +1075,28 @@ export class MoeBlock {
         y: sc.y,
         tile: sc.tile,
       }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
-    } else if (inGateUp) {
-      run("gate_up", pipes.gateUpRouted!, params.gateUpRouted, {
-        logits: io.routerLogits,
-        x: io.x,
-        w: io.wGateUp,
-        act: sc.act,
-        ...routed,
-        row_of: sc.rowOf,
-        work_items: sc.workItems,
-        dispatch_args: sc.dispatchArgs,
-      }, this.routedGrid);
-      run("down", pipes.down.get(this.downName)!, params.down, {
-        act: sc.act,
-        w: io.wDown,
-        work_items: sc.workItems,
-        y: sc.y,
-      }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     } else {
-      const gu = pipes.gateUp.get(this.gateUpName)!;
+      if (inGateUp) {
+        run("gate_up", pipes.gateUpRouted!, params.gateUpRouted, {
+          logits: io.routerLogits,
+          x: io.x,
+          w: io.wGateUp,
+          act: sc.act,
+          ...routed,
+          row_of: sc.rowOf,
+          work_items: sc.workItems,
+          dispatch_args: sc.dispatchArgs,
+        }, this.routedGrid);
+      } else {
+        run("gate_up", pipes.gateUp.get(this.gateUpName)!, params.gateUp, {
+          x: io.x,
+          w: io.wGateUp,
+          sorted_token: sc.sortedToken,
+          work_items: sc.workItems,
+          act: sc.act,
+        }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
+      }
       const dn = pipes.down.get(this.downName)!;
-      run("gate_up", gu, params.gateUp, {
-        x: io.x,
-        w: io.wGateUp,
-        sorted_token: sc.sortedToken,
-        work_items: sc.workItems,
-        act: sc.act,
-      }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
       run("down", dn, params.down, { act: sc.act, w: io.wDown, work_items: sc.workItems, y: sc.y })
         .dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     }
@@ -1145,10 +1140,6 @@ export class MoeBlock {
 }
 
 /**
- * moe_route_dispatch's pipeline, or null where it is off (routeDispatchMaxTokens 0), its
- * workgroup memory passes the device's limit, or it does not compile here (said once).
- */
-/**
  * The FMA grouped-GEMM form a step of `tokens` tokens takes for `stage`, of the compiled
  * `names`: moeGemmVariantFor's order in the block's weight layout, led by
  * MoeBlockOptions.decodeForms where a decode form is chosen.
@@ -1189,10 +1180,15 @@ async function gateUpRoutedPipe(
   if (options.routedGateUp === false || options.routeDispatchMaxTokens === 0) return null;
   const v = gateUpRouted.spec.variants.find((x) => x.name === form);
   const buffers = gpu.limits.maxStorageBuffersPerShaderStage ?? 8;
-  if (!v || buffers < gateUpRouted.MOE_GATE_UP_ROUTED_STORAGE_BUFFERS) return null;
+  // (every binding of the kernel is a storage buffer; its params are a uniform)
+  if (!v || buffers < gateUpRouted.spec.bindings.length) return null;
   return await optionalPipe(gpu, gateUpRouted.spec, v, "batch-1 routing in the gate/up GEMM");
 }
 
+/**
+ * moe_route_dispatch's pipeline, or null where it is off (routeDispatchMaxTokens 0), its
+ * workgroup memory passes the device's limit, or it does not compile here (said once).
+ */
 async function routeDispatchPipe(gpu: Gpu, options: MoeBlockOptions): Promise<Pipe | null> {
   const most = options.routeDispatchMaxTokens ?? routeDispatch.MOE_ROUTE_DISPATCH_MAX_TOKENS;
   const limit = routeDispatch.MOE_ROUTE_DISPATCH_TOKENS_LIMIT;

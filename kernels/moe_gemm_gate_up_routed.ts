@@ -13,8 +13,9 @@
  * batch-1 decode steps took 4.57 / 4.57 ms of GPU against 4.83 / 4.82 at ctx 1024 and 4.84 /
  * 4.85 against 5.10 / 5.10 at 8192; moe_route_dispatch alone had cost 0.53 ms a step.
  *
- * Launch directly on `spec.grid` (column blocks x top_k). It needs nine storage buffers in one
- * stage (MOE_GATE_UP_ROUTED_STORAGE_BUFFERS); devices that allow fewer keep moe_route_dispatch.
+ * Launch directly on `spec.grid` (column blocks x top_k). It binds nine storage buffers in one
+ * stage (spec.bindings; WebGPU's default limit is 8); devices that allow fewer keep
+ * moe_route_dispatch.
  *
  * ```ts
  * const p = moeGemmGateUpRoutedParams({ experts: 128, topK: 8, normTopk: true }, 2048, 768, {
@@ -46,9 +47,6 @@ const params = defineParams({
   grid_x_gate_up: "u32",
   grid_x_down: "u32",
 });
-
-/** Storage buffers the kernel binds in one stage (WebGPU's default limit is 8). */
-export const MOE_GATE_UP_ROUTED_STORAGE_BUFFERS = 9;
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_gemm_gate_up_routed",

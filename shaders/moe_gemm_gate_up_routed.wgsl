@@ -1,16 +1,16 @@
 // A batch-1 decode step's MoE routing inside its gate/up GEMM: every workgroup ranks the
-// token's E router logits itself (the same order as lib/router_top_k.wgsl: by logit, ties to
-// the lower expert index), and grid row y takes the expert of rank y, whose one row is act
-// row y (rows in rank order). The workgroups of column block 0 write their item's routing for
-// the kernels after it: topk_ids, topk_weights, row_of (the identity: row j is rank j),
-// work_items and, in workgroup (0, 0), the item count and the indirect args (moe_gemm_down's
-// are read). Where
-// moe_route_dispatch and then the gate/up GEMM take two dispatches a layer, this takes one.
+// token's E router logits itself (lib/router_order.wgsl, as lib/router_top_k.wgsl), and grid
+// row y takes the expert of rank y, whose one row is act row y (rows in rank order). The
+// workgroups of column block 0 write their item's routing for the kernels after it: topk_ids,
+// topk_weights, row_of (the identity: row j is rank j), work_items and, in workgroup (0, 0), the
+// item count and the indirect args (moe_gemm_down's are read). Where moe_route_dispatch and then
+// the gate/up GEMM take two dispatches a layer, this takes one.
 // Launched directly on a grid of (column blocks, top_k).
 //#include "lib/lane_group_sum.wgsl"
 //#include "lib/lane_group_dots.wgsl"
 //#include "lib/expert_tiles.wgsl"
 //#include "lib/moe_gate_up_decode_rows.wgsl"
+//#include "lib/router_order.wgsl"
 
 var<workgroup> route_logit: array<f32, MAX_E>;
 // the expert of each rank below top_k, and its logit
@@ -37,8 +37,7 @@ fn main(
     let v = route_logit[e];
     var ahead = 0u;
     for (var j = 0u; j < num_e; j++) {
-      let u = route_logit[j];
-      if (u > v || (u == v && j < e)) {
+      if (ranked_ahead(route_logit[j], j, v, e)) {
         ahead++;
       }
     }

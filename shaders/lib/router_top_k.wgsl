@@ -10,6 +10,7 @@
 // On the H200 (2026-12-01, validate at Qwen3-30B-A3B's 128 experts, 1024 invocations) the
 // earlier form, one invocation an expert walking all E logits beside tree max and sum
 // reductions, took about 4 us of moe_router_fused's 23.
+//#include "lib/router_order.wgsl"
 var<workgroup> router_logit: array<f32, MAX_E>;
 var<workgroup> top_logit: array<f32, MAX_K>;
 var<workgroup> rank_part: array<u32, WG>;
@@ -33,8 +34,7 @@ fn router_top_k(token: u32, lid: u32) {
     if (e < num_e) {
       let v = router_logit[e];
       for (var j = j0; j < j1; j++) {
-        let u = router_logit[j];
-        if (u > v || (u == v && j < e)) {
+        if (ranked_ahead(router_logit[j], j, v, e)) {
           ahead++;
         }
       }
