@@ -2,7 +2,8 @@
  * The bench's step trace (`--step-trace FILE`): every engine step the run takes, measured or
  * not, as a JSON line: its sums, and its host times (performance.now() ms) of schedule end,
  * submit (the model's forward returned: the step's commands are on the GPU's queue) and output
- * arrival, and its GPU ms. A measured step's `step_id` in the artifact names its line. It is
+ * arrival, the ms forward() spent inside `queue.submit` (Dawn's recording of the Vulkan
+ * commands; the rest of schedule end to submit is planning and encoding), and its GPU ms. A measured step's `step_id` in the artifact names its line. It is
  * what the host timeline of a point looks like: where a steady gap read below its step's GPU
  * time (batch 1-4, the first steady step after admission on a busy host), the admission's
  * arrival against the next step's submit says which came first.
@@ -45,6 +46,7 @@ export function stepTrace(
         sum_decode_kv_tokens: o.sumDecodeKvTokens,
         schedule_end_ms: round(o.scheduleEndMs),
         submitted_ms: round(o.submittedMs),
+        submit_call_ms: o.submitCallMs === null ? null : round(o.submitCallMs),
         output_arrival_ms: round(o.outputArrivalMs),
         gpu_ms: o.gpuMs === null ? null : round(o.gpuMs),
       }) + "\n"

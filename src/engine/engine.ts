@@ -73,6 +73,7 @@ interface InFlightStep {
   readonly submittedMs: number;
   readonly arrival: Promise<readonly [Int32Array, number]>;
   readonly gpuMs: Promise<number | null>;
+  readonly submitCallMs: number | null;
 }
 
 /** The engine over one model: see the module doc above. */
@@ -336,6 +337,7 @@ export class Engine {
       submittedMs,
       arrival,
       gpuMs: forward.gpuMs,
+      submitCallMs: forward.submitCallMs ?? null,
     });
   }
 
@@ -349,6 +351,7 @@ export class Engine {
       submittedMs: step.submittedMs,
       outputArrivalMs,
       gpuMs: await step.gpuMs,
+      submitCallMs: step.submitCallMs,
     };
     for (const observer of this.#observers) observer(observation);
     return observation;

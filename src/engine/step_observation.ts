@@ -38,12 +38,14 @@ export interface StepObservation {
   readonly outputArrivalMs: number;
   /** GPU time of the step from timestamp queries, or null when unavailable. */
   readonly gpuMs: number | null;
+  /** Host ms of the step's `queue.submit` calls inside forward(), or null when not measured. */
+  readonly submitCallMs: number | null;
 }
 
 /** The scheduled sums of a step, without its times. */
 export type StepSums = Omit<
   StepObservation,
-  "scheduleEndMs" | "submittedMs" | "outputArrivalMs" | "gpuMs"
+  "scheduleEndMs" | "submittedMs" | "outputArrivalMs" | "gpuMs" | "submitCallMs"
 >;
 
 /** Sums a scheduler output into the observation's counts. */

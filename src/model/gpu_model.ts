@@ -1189,7 +1189,7 @@ export class GpuModel implements ForwardModel {
       submitMs,
       forwardMs: performance.now() - t0,
     };
-    return { sampled, logits, gpuMs };
+    return { sampled, logits, gpuMs, submitCallMs: step.submitMs + submitMs };
   }
 
   /**
@@ -1896,6 +1896,8 @@ class StepPasses {
   beginMs = 0;
   /** Submits so far (the step's last one is forward()'s own). */
   submits = 0;
+  /** Host ms spent in those submits' queue.submit calls. */
+  submitMs = 0;
 
   constructor(
     private readonly device: GPUDevice,
@@ -1912,7 +1914,10 @@ class StepPasses {
   /** Submits what the step encoded so far; its later passes go into a new encoder. */
   submit(): void {
     this.end();
-    this.device.queue.submit([this.enc.finish()]);
+    const commands = this.enc.finish();
+    const t0 = performance.now();
+    this.device.queue.submit([commands]);
+    this.submitMs += performance.now() - t0;
     this.submits++;
     this.enc = this.device.createCommandEncoder({ label: "step, continued" });
   }

@@ -77,6 +77,11 @@ export interface StepOutput {
   readonly logits?: Promise<Float32Array>;
   /** GPU time of the step in ms from timestamp queries, or null when unavailable. */
   readonly gpuMs: Promise<number | null>;
+  /**
+   * Host ms forward() spent in `queue.submit` (Dawn records the step's Vulkan commands there),
+   * where the model measures it: the rest of forward() is planning and encoding.
+   */
+  readonly submitCallMs?: number;
 }
 
 /** The model as the engine sees it. */

@@ -278,8 +278,16 @@ test("steps submitted a layer at a time give the logits of one submit a step", a
   try {
     const part = { tokens: [1, 2, 3], start: 0, table: [1], rows: "last" as const };
     const { batch } = buildBatch(model.blockSize, [part]);
-    await model.forward(batch).sampled;
+    const out = model.forward(batch);
+    await out.sampled;
     assert.is(model.lastStepSubmits, model.config.numLayers, "a submit a layer");
+    // every submit's host time is counted, and it is part of forward()'s
+    const { submitMs, forwardMs } = model.lastEncodeParts;
+    assert.ok(
+      out.submitCallMs! >= submitMs,
+      `${out.submitCallMs} ms of submits, the last ${submitMs}`,
+    );
+    assert.ok(out.submitCallMs! <= forwardMs, `${out.submitCallMs} ms of submits in ${forwardMs}`);
     await model.forward({ ...batch, oneSubmit: true }).sampled;
     assert.is(model.lastStepSubmits, 1, "oneSubmit");
   } finally {
