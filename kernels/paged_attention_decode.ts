@@ -138,15 +138,26 @@ const TCDW2: Variant = {
   name: "f16-tcdw2",
   perSubgroupMatrices: true,
   shader: "paged_attention_decode_tcdw2.wgsl",
-  consts: { ...TCDW.consts, WG: 64, SCORES: TC_SPLIT_KEYS * TC_ROWS, HALF: 0 },
+  consts: { ...TCDW.consts, WG: 64, SCORES: TC_SPLIT_KEYS * TC_ROWS, HALF: 0, SPAD: 1 },
 };
 const TCDW4: Variant = { ...TCDW2, name: "f16-tcdw4", consts: { ...TCDW2.consts, WG: 128 } };
 /**
  * f16-tcdw2 whose softmax takes only the first 8 of the matrices' 16 rows (HALF): for groups of
  * at most 8 query heads a kv head (Qwen3-30B-A3B's 8, Mixtral's 4), where rows 8-15 are padding.
- * The 64 invocations then score 2 keys of a step each instead of 4 (tcHalfRowsReason).
+ * The 64 invocations then score 2 keys of a step each instead of 4 (tcHalfRowsReason). The rows
+ * of S and P are not padded (SPAD 0): 6,984 bytes of workgroup memory against f16-tcdw2's 7,752,
+ * under the H200's step from 6 workgroups an SM to 7. On the H200 (2026-12-03, perf-attention,
+ * the model's plans, two runs alternating) the split kernel took 304.3 / 304.0 µs at 64 x 8192
+ * against 306.6 / 306.1 padded (78.6-78.7% of the roof with the merge, against 78.1-78.2%), and
+ * 599.6 / 598.8 at 8 x 131072 against 603.8 (80.2-80.4%, against 79.8%; the padded form's second
+ * run read 674.4, an outlier); 64 and 128 x 1024 within 0.5 µs. K/V's rows padded by 8 bytes
+ * instead of 16 as well (6,856 bytes) was 11-20% slower.
  */
-const TCDW2H: Variant = { ...TCDW2, name: "f16-tcdw2h", consts: { ...TCDW2.consts, HALF: 1 } };
+const TCDW2H: Variant = {
+  ...TCDW2,
+  name: "f16-tcdw2h",
+  consts: { ...TCDW2.consts, HALF: 1, SPAD: 0 },
+};
 
 /** Why f16-tcdw2h cannot take a layer's heads (more than 8 query heads a kv head), or null. */
 export function tcHalfRowsReason(p: { num_q_heads: number; num_kv_heads: number }): string | null {
@@ -160,15 +171,17 @@ export function tcHalfRowsReason(p: { num_q_heads: number; num_kv_heads: number 
  * Workgroup memory of a tensor-core variant in bytes (the shader's struct Wg): the step's K,
  * then its V, f16 [KT, HD + 8] (q staged there before the first step), P f16 [16, KT + 8], S
  * f32 [16, KT + 4] a subgroup, with several subgroups an f32 factor a row, 2 flags: 6,408
- * bytes for f16-tcdw, 7,752 for f16-tcdw2, 10,312 for f16-tcdw4.
+ * bytes for f16-tcdw, 7,752 for f16-tcdw2, 10,312 for f16-tcdw4, 6,984 for f16-tcdw2h (rows of S
+ * and P unpadded).
  */
 export function tcDecodeWorkgroupBytes(v: Variant): number {
-  const { KT: kt, HD: hd, WG: wg } = v.consts!;
+  const { KT: kt, HD: hd, WG: wg, SPAD: spad = 1 } = v.consts!;
   const subgroups = wg / 32;
   // f16-tcdw2: an S tile a subgroup and a factor a row
   const rowFactors = subgroups > 1 ? TC_ROWS * 4 : 0;
-  return kt * (hd + 8) * 2 + TC_ROWS * (kt + 8) * 2 + subgroups * TC_ROWS * (kt + 4) * 4 +
-    rowFactors + 8;
+  // K/V's rows padded by 16 bytes, P's and S's too where SPAD (f16-tcdw: always)
+  return kt * (hd + 8) * 2 + TC_ROWS * (kt + 8 * spad) * 2 +
+    subgroups * TC_ROWS * (kt + 4 * spad) * 4 + rowFactors + 8;
 }
 
 /**

@@ -42,15 +42,17 @@ const SROWS: u32 = ROWS - (ROWS / 2u) * HALF;
 // invocations of a softmax row, and the keys of a step each scores
 const RL: u32 = WG / SROWS;
 const KQ: u32 = KT / RL;
-// f16 rows of wg.a padded by 16 bytes (a matrix load's rows start on distinct banks)
+// f16 rows of wg.a padded by 16 bytes (a matrix load's rows start on distinct banks; 8 bytes
+// were 11-20% slower on the H200)
 const QS: u32 = HD + 8u;
-// f32 rows of wg.s_tile padded by 16 bytes
-const SS: u32 = KT + 4u;
-// f16 rows of P (wg.b) padded by 16 bytes
-const PS: u32 = KT + 8u;
+// f32 rows of wg.s_tile and f16 rows of P (wg.b) padded by 16 bytes (SPAD 1) or not at all
+// (SPAD 0, f16-tcdw2h: 768 bytes less a workgroup, 6,984 with 2 subgroups, under the H200's step
+// to 7 workgroups an SM: kernels/paged_attention_decode.ts, TCDW2H)
+const SS: u32 = KT + 4u * SPAD;
+const PS: u32 = KT + 8u * SPAD;
 const_assert HD == 128u && ND == 8u && HD4 == 32u;
 const_assert KT == 16u && (NSG == 2u || NSG == 4u);
-const_assert HALF <= 1u && RL <= 16u && KQ >= 1u;
+const_assert HALF <= 1u && RL <= 16u && KQ >= 1u && SPAD <= 1u;
 
 // The workgroup memory is one struct (see paged_attention_tc.wgsl).
 struct Wg {
