@@ -213,7 +213,7 @@ export interface MoeBlockOptions {
   /**
    * f16 steps of splitRouterMinTokens to this many tokens, given MoeBlockIo.wRouter and
    * routerNorm, take the layer's input RMSNorm and the router logits over the GPU
-   * (moe_router_logits: 8 experts by a block of tokens a workgroup), then the top-k in
+   * (moe_router_logits: 4 experts by a block of tokens a workgroup), then the top-k in
    * moe_router (with the dispatch in moe_route_dispatch where routeDispatchMaxTokens takes the
    * step), where the one-pass routers give a token one workgroup that reads the whole router
    * weight; 0: never. Off with fusedRouterNorm false. Default MOE_SPLIT_ROUTER_MAX_TOKENS.

@@ -1,10 +1,10 @@
 /**
  * The MoE router's logits spread over the GPU, with the layer's input RMSNorm fused: per token
  * `out[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * norm_weight` (the normed row the expert GEMMs
- * read) and `logits[t, e] = out[t] . w[e]`, over a grid of (groups of EG = 8 experts) x
+ * read) and `logits[t, e] = out[t] . w[e]`, over a grid of (groups of EG = 4 experts) x
  * tokens, 32 invocations each (expert, token) pair; moe_route_dispatch (batch 1) or moe_router
  * ranks the logits after it. Where moe_router_norm gives each token one workgroup that reads
- * the whole router weight (512 KB at Qwen3-30B-A3B), here each workgroup reads 8 weight rows.
+ * the whole router weight (512 KB at Qwen3-30B-A3B), here each workgroup reads 4 weight rows.
  *
  * On the H200 (2026-12-02, decode GPU ms at ctx 1024, against rmsnorm, the router's GEMV and
  * moe_route_dispatch at batch 1 and moe_router_norm from 2 tokens): batch 1 5.25 -> 5.02,
@@ -13,6 +13,12 @@
  * its 8 experts (moe_router_logits alone 47.7 us a layer in the 64 x 1024 profile, against
  * moe_router_norm's 24.8), and forms of 2 and 4 tokens a workgroup (512 and 1024 invocations)
  * were no faster. So the model takes it at batch 1 (MoeBlockOptions.splitRouterMaxTokens).
+ *
+ * 4 experts a workgroup (32 workgroups of 128 invocations at Qwen3-30B-A3B) rather than 8: on
+ * the H200 (2026-12-03, perf-decode at batch 1, two processes each, the forms in turn) 1 x 1024
+ * 4.41 / 4.44 ms against 4.47 / 4.47 with 8, 1 x 8192 4.70 / 4.70 against 4.79 / 4.75; 2 experts
+ * read 4.45-4.46 and 4.72-4.73, 1 expert 4.48 and 4.76 (its one subgroup writes the normed row
+ * alone).
  *
  * ```ts
  * const p = moeRouterLogitsParams({ tokens: 64, experts: 128, hidden: 2048 }, 1e-6);
@@ -33,7 +39,7 @@ const params = defineParams({
 });
 
 /** Experts a workgroup, and invocations an (expert, token) pair. */
-const EG = 8;
+const EG = 4;
 const LANES = 32;
 /** Tokens a workgroup (the shader takes TB of them; the forms of 2 and 4 were no faster). */
 const TB = 1;

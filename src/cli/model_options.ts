@@ -168,7 +168,7 @@ export const TENSOR_CORE_OPTIONS = {
     integer: true,
     min: 0,
     help: "f16 MoE steps of --moe-split-router-min-tokens (1) to this many tokens take the " +
-      "layer's input RMSNorm and the router logits over the GPU (moe_router_logits: 8 experts " +
+      "layer's input RMSNorm and the router logits over the GPU (moe_router_logits: 4 experts " +
       "by a block of tokens a workgroup), then the top-k in moe_route_dispatch (moe_router past 1 " +
       "token), where rmsnorm and the router's GEMV take two dispatches (default 1; 0 never)",
   },
