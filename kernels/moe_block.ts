@@ -570,7 +570,7 @@ export class MoeBlock {
       pipe(dispatch.spec, "f32"),
       routeDispatchPipe(gpu, options),
       pipe(combine.spec, "f32"),
-      pipe(combineNorm.spec, shape.dtype),
+      pipe(combineNorm.spec, combineNorm.moeCombineNormVariant(gpu, shape.dtype)),
     ]);
     // (the fused router's norm only where the fused router compiled)
     const routerNormPipe_ = fusedRouter ? await routerNormPipe(gpu, options) : null;

@@ -3,6 +3,7 @@ import * as assert from "uvu/assert";
 import type { Gpu } from "../../src/gpu/device.ts";
 import { unsupportedReason, variantByName } from "../../kernels/kernel.ts";
 import { moeRouterFusedVariant, spec } from "../../kernels/moe_router_fused.ts";
+import { moeCombineNormVariant } from "../../kernels/moe_combine_norm.ts";
 
 /** A device of these limits, with shader-f16 and no subgroups. */
 function device(invocations: number, workgroupBytes: number): Gpu {
@@ -34,6 +35,12 @@ test("a variant past the device's invocations or workgroup memory is refused, na
   // the router picks the widest form that runs
   assert.is(moeRouterFusedVariant(device(1024, 32768)).name, "f16-wg1024");
   assert.is(moeRouterFusedVariant(device(256, 32768)).name, "f16");
+});
+
+test("the combine with the norm takes 512 invocations where they run, else its form of 256", () => {
+  assert.is(moeCombineNormVariant(device(1024, 32768), "f16"), "f16");
+  assert.is(moeCombineNormVariant(device(256, 32768), "f16"), "f16-wg256");
+  assert.is(moeCombineNormVariant(device(256, 32768), "f32"), "f32");
 });
 
 test.run();
