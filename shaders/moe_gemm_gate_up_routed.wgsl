@@ -11,6 +11,7 @@
 //#include "lib/expert_tiles.wgsl"
 //#include "lib/moe_gate_up_decode_rows.wgsl"
 //#include "lib/router_order.wgsl"
+//#include "lib/moe_dispatch_args.wgsl"
 
 var<workgroup> route_logit: array<f32, MAX_E>;
 // the expert of each rank below top_k, and its logit
@@ -67,12 +68,7 @@ fn main(
     work_items[1u + y] = vec4<u32>(e, y, y + 1u, 0u);
     if (y == 0u) {
       work_items[0] = vec4<u32>(k, k, 0u, 0u);
-      dispatch_args[0] = params.grid_x_gate_up;
-      dispatch_args[1] = k;
-      dispatch_args[2] = 1u;
-      dispatch_args[3] = params.grid_x_down;
-      dispatch_args[4] = k;
-      dispatch_args[5] = 1u;
+      write_dispatch_args(k);
     }
   }
   gate_up_decode_rows(e, y, y + 1u, wid.x, lid);

@@ -3,6 +3,7 @@
 // including shader binds topk_ids, expert_offsets, sorted_token, row_of, work_items and
 // dispatch_args, has params.{tokens, top_k, experts, block_m, grid_x_gate_up, grid_x_down} and
 // the consts WG and MAX_E.
+//#include "lib/moe_dispatch_args.wgsl"
 const NO_EXPERT: u32 = 0xffffffffu;
 
 var<workgroup> expert_count: array<atomic<u32>, MAX_E>;
@@ -91,12 +92,7 @@ fn dispatch_assignments(lid: u32) {
     // row and item are the totals here: the last invocation's experts end the scan
     expert_offsets[num_e] = row;
     work_items[0] = vec4<u32>(item, row, 0u, 0u);
-    dispatch_args[0] = params.grid_x_gate_up;
-    dispatch_args[1] = item;
-    dispatch_args[2] = 1u;
-    dispatch_args[3] = params.grid_x_down;
-    dispatch_args[4] = item;
-    dispatch_args[5] = 1u;
+    write_dispatch_args(item);
   }
   workgroupBarrier();
   for (var e = lid; e < num_e; e += WG) {

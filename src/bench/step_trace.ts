@@ -3,10 +3,11 @@
  * not, as a JSON line: its sums, and its host times (performance.now() ms) of schedule end,
  * submit (the model's forward returned: the step's commands are on the GPU's queue) and output
  * arrival, the ms forward() spent inside `queue.submit` (Dawn's recording of the Vulkan
- * commands; the rest of schedule end to submit is planning and encoding), and its GPU ms. A measured step's `step_id` in the artifact names its line. It is
- * what the host timeline of a point looks like: where a steady gap read below its step's GPU
- * time (batch 1-4, the first steady step after admission on a busy host), the admission's
- * arrival against the next step's submit says which came first.
+ * commands; the rest of schedule end to submit is planning and encoding), and its GPU ms. A
+ * measured step's `step_id` in the artifact names its line. It is what the host timeline of a
+ * point looks like: where a steady gap read below its step's GPU time (batch 1-4, the first
+ * steady step after admission on a busy host), the admission's arrival against the next step's
+ * submit says which came first.
  *
  * Steps are only kept while a point runs (no formatting, no disk: nothing in a timed step's
  * way); they are written between points (the idle steps' hook) and at `close`, or at the
