@@ -6,6 +6,7 @@
 import process from "node:process";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { describeGpu, openGpu } from "../gpu/device.ts";
+import { paced } from "../gpu/event_pacing.ts";
 import { kernelByName, KERNELS } from "../../kernels/index.ts";
 import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
 import type { KernelCase, KernelModule } from "../../kernels/case.ts";
@@ -233,10 +234,24 @@ await runCli(async () => {
     `\n${rows.length - failed.length} of ${rows.length} rows pass on ${gpu.adapter.description}`,
   );
   if (opts.json) writeReport(hung === null);
-  // A hung kernel keeps the queue busy: leave the device to the process exit.
-  if (!hung) gpu.destroy();
+  // A hung kernel keeps the queue busy. A case that was only slow finishes soon, and then the
+  // device is destroyed as usual: in a CI run (2026-12-03, lavapipe) a run stopped this way ended
+  // by a signal instead of its exit code, most likely from exiting with the work in flight. A
+  // queue still busy after HUNG_DRAIN_MS is left to the process exit.
+  if (!hung || await queueDrains(gpu.device, HUNG_DRAIN_MS)) gpu.destroy();
   return failed.length ? 1 : 0;
 });
+
+/** How long a run stopped at a hung case waits for the GPU's queue before it exits, ms. */
+const HUNG_DRAIN_MS = 2000;
+
+/** Whether `device`'s queue finishes its work within `ms`. */
+function queueDrains(device: GPUDevice, ms: number): Promise<boolean> {
+  return Promise.race([
+    paced(device.queue.onSubmittedWorkDone()).then(() => true),
+    new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms)),
+  ]);
+}
 
 function sci(x: number): string {
   if (Number.isNaN(x)) return "NaN";
