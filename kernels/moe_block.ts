@@ -1195,7 +1195,7 @@ async function routeDispatchPipe(gpu: Gpu, options: MoeBlockOptions): Promise<Pi
   if (!Number.isInteger(most) || most < 0 || most > limit) {
     throw new Error(
       `moe block: routeDispatchMaxTokens ${most} must be an integer in 0..${limit} (one ` +
-        `workgroup routes its tokens one after another)`,
+        `workgroup routes its tokens, a few at a time)`,
     );
   }
   if (most === 0) return null;

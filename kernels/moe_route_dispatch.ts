@@ -1,14 +1,16 @@
 /**
  * MoE routing and dispatch of a step of few tokens in one workgroup: moe_router's softmax top-k
- * for each token in turn, then moe_dispatch's offsets, row order, work items and indirect args,
- * from the router logits `[tokens, experts]` (the router weight's GEMV). One dispatch where the
+ * for as many tokens at once as workgroup memory holds (8 at Qwen3-30B-A3B's 128 experts), then
+ * moe_dispatch's offsets, row order, work items and indirect args, from the router logits
+ * `[tokens, experts]` (moe_router_logits or the router weight's GEMV). One dispatch where the
  * two kernels take two: the MoE block takes it for steps of up to MOE_ROUTE_DISPATCH_MAX_TOKENS
- * tokens that do not route in one pass (moe_router_fused), i.e. batch-1 decode steps, whose
- * wall is the host's encoding and submitting of their dispatches as much as their GPU time.
- * On the H200 (2026-12-01, Qwen3-30B-A3B, two runs each way in one call) it took batch-1
- * decode steps from 5.62 to 5.45 ms of GPU at ctx 1024 and 6.35 -> 6.18 at 8192 (one kernel
- * boundary a layer fewer), their walls 5.96 / 6.19 -> 5.50 / 5.94 ms and 6.43 / 6.47 -> 6.23 /
- * 6.21.
+ * tokens that do not route in one pass (moe_router_fused), after the split router
+ * (moe_router_logits). On the H200 (2026-12-01, Qwen3-30B-A3B, two runs each way in one call)
+ * it took batch-1 decode steps from 5.62 to 5.45 ms of GPU at ctx 1024 and 6.35 -> 6.18 at 8192
+ * (one kernel boundary a layer fewer). Ranking one token after another, as it did until
+ * 2026-12-03, it cost about 2.3-3.2 µs a token a layer (batch 2-8 through it and the split
+ * router against moe_router_norm and moe_dispatch: 6.86 / 8.99-9.04 / 12.23 ms a step against
+ * 6.99-7.01 / 8.84-8.85 / 11.60-11.62 at 2, 4 and 8 x 1024).
  *
  * ```ts
  * const p = moeRouteDispatchParams(routerShape, dispatchShape);
@@ -26,7 +28,7 @@ const params = defineParams({ ...dispatch.spec.params.fields, norm_topk: "u32" }
 
 /** Most tokens of a step the MoE block routes and dispatches in one workgroup by default. */
 export const MOE_ROUTE_DISPATCH_MAX_TOKENS = 1;
-/** The most it may be asked to take: its tokens' top-k run one after another. */
+/** The most it may be asked to take (its tokens ranked 8 at a time at 128 experts). */
 export const MOE_ROUTE_DISPATCH_TOKENS_LIMIT = 64;
 
 export const spec: KernelSpec<typeof params.fields> = {
@@ -41,12 +43,14 @@ export const spec: KernelSpec<typeof params.fields> = {
   variants: [{
     name: "f32",
     dtype: "f32",
-    // moe_dispatch's arrays and the router's (MAX_E logits, the reductions' scratch)
-    workgroupBytes: 28736,
+    // moe_dispatch's arrays (24,576 bytes) and the ranking's (ROW_LOGITS, TOP_SLOTS)
+    workgroupBytes: 29184,
     consts: {
       WG: dispatch.spec.variants[0].consts!.WG,
       MAX_E: router.MOE_MAX_EXPERTS,
-      MAX_K: router.MOE_MAX_TOPK,
+      // logits staged at once (8 tokens of 128 experts) and the tokens' top-k logits
+      ROW_LOGITS: 1024,
+      TOP_SLOTS: 128,
     },
   }],
   grid: () => [1, 1, 1],
@@ -128,5 +132,9 @@ export const cases = [
   routeDispatchCase(2, router.MOE_MAX_EXPERTS, 4, false, "512 experts"),
   routeDispatchCase(1, 128, 8, true, "qwen3-30b-a3b"),
   routeDispatchCase(4, 128, 8, true, "qwen3-30b-a3b ties", true),
+  routeDispatchCase(8, 128, 8, true, "qwen3-30b-a3b, one chunk"),
+  routeDispatchCase(13, 128, 8, false, "qwen3-30b-a3b, two chunks"),
+  routeDispatchCase(5, router.MOE_MAX_EXPERTS, 16, true, "512 experts, three chunks", true),
+  routeDispatchCase(64, 8, 2, true, "mixtral-8x7b, one chunk"),
   routeDispatchCase(1, 8, 2, true, "mixtral-8x7b"),
 ];

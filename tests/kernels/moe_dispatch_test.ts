@@ -9,6 +9,7 @@ import {
   spec,
 } from "../../kernels/moe_dispatch.ts";
 import * as routeDispatch from "../../kernels/moe_route_dispatch.ts";
+import { MOE_MAX_TOPK } from "../../kernels/moe_router.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 import { dispatchOnce } from "./dispatch_once.ts";
 
@@ -111,14 +112,16 @@ test("dispatch params refuse more work items than a grid dimension holds", () =>
 
 test("moe_route_dispatch declares its workgroup memory: the dispatch's arrays and the router's", () => {
   const v = routeDispatch.spec.variants[0];
-  const { WG: wg, MAX_E: e, MAX_K: k } = v.consts!;
+  const { WG: wg, MAX_E: e, ROW_LOGITS: rows, TOP_SLOTS: tops } = v.consts!;
   assert.is(wg, spec.variants[0].consts!.WG);
   // expert_count, expert_next, expert_first_item, lane_bits, the scan's two arrays
   const dispatchBytes = 3 * e * 4 + e * (wg / 32) * 4 + 2 * wg * 4;
-  // router_logit, top_exp, workgroup_max's and workgroup_sum's scratch
-  const routerBytes = e * 4 + k * 4 + 2 * wg * 4;
+  // rows_logit, rows_top
+  const routerBytes = rows * 4 + tops * 4;
   assert.is(v.workgroupBytes, dispatchBytes + routerBytes);
-  assert.is(v.workgroupBytes, 28736);
+  assert.is(v.workgroupBytes, 29184);
+  // a chunk holds at least 2 tokens of the most experts and top-k (router_rows_chunk)
+  assert.ok(rows / e >= 2 && tops / MOE_MAX_TOPK >= 2);
   assert.throws(
     () =>
       routeDispatch.moeRouteDispatchParams({ tokens: 2, experts: 8, topK: 2, normTopk: true }, {
