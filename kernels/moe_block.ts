@@ -207,7 +207,8 @@ export interface MoeBlockOptions {
   /**
    * Steps of 1 to this many tokens that do not route in one pass take moe_route_dispatch: the
    * router's top-k and the dispatch in one workgroup, one dispatch where moe_router and
-   * moe_dispatch take two; 0: never. Default MOE_ROUTE_DISPATCH_MAX_TOKENS (1: batch-1 decode).
+   * moe_dispatch take two; 0: never. Default MOE_ROUTE_DISPATCH_MAX_TOKENS (2: batch-1 and
+   * batch-2 decode).
    */
   readonly routeDispatchMaxTokens?: number;
   /**
@@ -240,10 +241,18 @@ export const MOE_FUSED_ROUTER_MIN_TOKENS = 2;
 
 /**
  * Tokens from which and up to which a step splits its router by default (moe_router_logits):
- * batch-1 decode only (the H200 figures are in kernels/moe_router_logits.ts).
+ * batch-1 and batch-2 decode (the batch-1 H200 figures are in kernels/moe_router_logits.ts).
+ * Batch 2 then routes in moe_route_dispatch (MOE_ROUTE_DISPATCH_MAX_TOKENS) and owes a
+ * splitk_reduce of the o projection where moe_router_norm added its partial sums. H200,
+ * Qwen3-30B-A3B, 2026-12-03, perf-decode GPU ms, the one-pass router -> split, two processes
+ * each in each of two calls: 2 x 1024 6.94-6.98 -> 6.75-6.82, 2 x 8192 7.73-7.76 -> 7.59-7.68;
+ * at 3 and 4 tokens no faster (3 x 1024 7.92 -> 7.92-8.00, 3 x 8192 8.87-8.90 -> 8.94-9.01,
+ * 4 x 1024 8.77-8.79 -> 8.82-8.88) and at 8 slower (11.58-11.67 -> 12.07-12.12: the reduce,
+ * 8.5 µs a layer in the profile, and the logits with the ranking, 42 µs against 37 for
+ * moe_router_norm with moe_dispatch).
  */
 export const MOE_SPLIT_ROUTER_MIN_TOKENS = 1;
-export const MOE_SPLIT_ROUTER_MAX_TOKENS = 1;
+export const MOE_SPLIT_ROUTER_MAX_TOKENS = 2;
 export const MOE_FUSED_ROUTER_MAX_TOKENS = 128;
 
 /**

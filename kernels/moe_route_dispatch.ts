@@ -26,8 +26,11 @@ import * as dispatch from "./moe_dispatch.ts";
 // the dispatch's params and the router's norm_topk
 const params = defineParams({ ...dispatch.spec.params.fields, norm_topk: "u32" });
 
-/** Most tokens of a step the MoE block routes and dispatches in one workgroup by default. */
-export const MOE_ROUTE_DISPATCH_MAX_TOKENS = 1;
+/**
+ * Most tokens of a step the MoE block routes and dispatches in one workgroup by default: the
+ * steps that split their router (moe_block's MOE_SPLIT_ROUTER_MAX_TOKENS, which says why 2).
+ */
+export const MOE_ROUTE_DISPATCH_MAX_TOKENS = 2;
 /** The most it may be asked to take (its tokens ranked 8 at a time at 128 experts). */
 export const MOE_ROUTE_DISPATCH_TOKENS_LIMIT = 64;
 

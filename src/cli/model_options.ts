@@ -155,7 +155,7 @@ export const TENSOR_CORE_OPTIONS = {
     min: 0,
     help: "MoE steps of 1 to this many tokens that do not route in one pass take the router's " +
       "top-k and the dispatch in one workgroup, where moe_router and moe_dispatch take two " +
-      "(default 1, at most 64; 0 never)",
+      "(default 2, at most 64; 0 never)",
   },
   moeRoutedGateUp: {
     type: "boolean",
@@ -169,8 +169,9 @@ export const TENSOR_CORE_OPTIONS = {
     min: 0,
     help: "f16 MoE steps of --moe-split-router-min-tokens (1) to this many tokens take the " +
       "layer's input RMSNorm and the router logits over the GPU (moe_router_logits: 4 experts " +
-      "by a block of tokens a workgroup), then the top-k in moe_route_dispatch (moe_router past 1 " +
-      "token), where rmsnorm and the router's GEMV take two dispatches (default 1; 0 never)",
+      "by a block of tokens a workgroup), then the top-k in moe_route_dispatch (moe_router past " +
+      "--moe-route-dispatch-tokens), where moe_router_norm takes one workgroup a token (default " +
+      "2; 0 never)",
   },
   moeSplitRouterMinTokens: {
     type: "number",

@@ -339,7 +339,7 @@ export interface GpuModelOptions {
   /**
    * MoE steps of 1 to this many tokens that do not route in one pass take the router's top-k
    * and the dispatch in one workgroup (moe_route_dispatch; MoeBlockOptions.routeDispatchMaxTokens;
-   * default MOE_ROUTE_DISPATCH_MAX_TOKENS = 1, 0 never: moe_router and moe_dispatch).
+   * default MOE_ROUTE_DISPATCH_MAX_TOKENS = 2, 0 never: moe_router and moe_dispatch).
    */
   readonly moeRouteDispatchTokens?: number;
   /**

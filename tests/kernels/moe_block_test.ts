@@ -19,6 +19,7 @@ import { spec as gateUpSpec } from "../../kernels/moe_gemm_gate_up.ts";
 import { supportedVariants, unsupportedReason, variantByName } from "../../kernels/kernel.ts";
 import { rmsnormRef } from "../../kernels/rmsnorm.ts";
 import { tileExpertMatrices } from "../../kernels/expert_tiles.ts";
+import { MOE_ROUTE_DISPATCH_MAX_TOKENS } from "../../kernels/moe_route_dispatch.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 
 // Tiny shapes of the brief: hidden 64, 8 experts top-2, expert width 32.
@@ -721,8 +722,8 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
     splitRouterMinTokens: 1,
     splitRouterMaxTokens: 37,
   });
-  // 1 token: moe_route_dispatch ranks and dispatches (or the routed gate/up GEMM); more:
-  // moe_router, then moe_dispatch
+  // up to MOE_ROUTE_DISPATCH_MAX_TOKENS (2) tokens: moe_route_dispatch ranks and dispatches (or,
+  // at 1, the routed gate/up GEMM); more: moe_router, then moe_dispatch
   for (const tokens of [1, 2, 5, 37, 38]) {
     block.setTokens(tokens);
     const split = tokens <= 37;
@@ -741,13 +742,15 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
     });
     const kernels = submitByStage(gpu, block, io);
     // (at 1 token the gate/up GEMM's routed twin ranks them where the form has one)
-    const ranking = tokens > 1
+    const oneWorkgroup = tokens <= MOE_ROUTE_DISPATCH_MAX_TOKENS;
+    assert.is(block.routesAndDispatchesAt(tokens), oneWorkgroup, `tokens=${tokens}`);
+    const ranking = !oneWorkgroup
       ? "moe_router"
-      : block.routesInGateUpAt(1)
+      : block.routesInGateUpAt(tokens)
       ? "moe_gemm_gate_up_routed"
       : "moe_route_dispatch";
     assert.equal(kernels.slice(0, 2), ["moe_router_logits", ranking], `tokens=${tokens}`);
-    assert.is(kernels.includes("moe_dispatch"), tokens > 1, `tokens=${tokens}: moe_dispatch`);
+    assert.is(kernels.includes("moe_dispatch"), !oneWorkgroup, `tokens=${tokens}: moe_dispatch`);
     const what = `split router tokens=${tokens}`;
     await assertRouted(gpu, what, tokens, got, {
       x,
