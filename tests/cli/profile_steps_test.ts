@@ -49,16 +49,20 @@ test("decode and prefill profiles time every dispatch and join the cost model", 
     assert.ok(Math.abs(share - 1) < 1e-9);
     assert.ok(summary.rows.find((r) => r.label === "linear qkv")!.bytes! > 0);
     // two a layer and the final one, less the input norms a MoE layer's combine wrote before
-    // and the MoE layers' own input norms, which their one-pass router takes (moe_router_norm:
-    // f16 steps of 2 tokens and more)
+    // and the MoE layers' own input norms, which their f16 router takes (moe_router_logits at 1-2
+    // tokens, moe_router_norm from 3)
     const kinds = model.config.layerKinds;
     const fused = kinds.filter((k, l) => k === "moe" && l + 1 < kinds.length).length;
     assert.ok(fused > 0, "the fixture has a MoE layer followed by another");
     const moeLayers = kinds.filter((k) => k === "moe").length;
-    const routerNorms = decode[0].spans.filter((s) => s.kernel === "moe_router_norm").length;
+    const routerNorms = decode[0].spans.filter((s) =>
+      s.kernel === "moe_router_logits" || s.kernel === "moe_router_norm"
+    ).length;
     assert.is(routerNorms, model.weights.dtype === "f16" ? moeLayers : 0);
     assert.is(
-      summary.rows.find((r) => r.label === "rmsnorm")!.calls,
+      summary.rows.find((r) =>
+        r.label === "rmsnorm"
+      )!.calls,
       2 * model.config.numLayers + 1 - fused - routerNorms,
     );
     // and the cost model prices the same calls
