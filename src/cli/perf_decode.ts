@@ -72,8 +72,8 @@ const SPEC = {
   decodeAttention: {
     type: "string",
     values: ["tiled", "direct", "lanes", "tcdw", "tcdw2", "tcdw4", "tcdw2h"],
-    help: "decode attention form (default: on a GPU tcdw2 for steps of 8192 keys or more where " +
-      "it runs, else tiled; direct on a CPU adapter; tcdw: the tensor cores, f16 KV, blocks of " +
+    help: "decode attention form (default: on a GPU tcdw2h (tcdw2 past 8 query heads a kv head) " +
+      "for steps of 3072 keys or more where it runs, else tiled; direct on a CPU adapter; tcdw: the tensor cores, f16 KV, blocks of " +
       "multiples of 16; tcdw2 / tcdw4: the head's dims split among 2 or 4 subgroups; tcdw2h: " +
       "tcdw2 whose softmax takes only the first 8 rows, for at most 8 query heads a kv head)",
   },

@@ -462,9 +462,15 @@ export type DecodeAttentionForm =
  * 19.61; at 8 x 1024 15.42 against tiled's 15.60). With q in registers, in one call (2026-12-01,
  * perf-decode with --decode-attention tcdw beside the defaults), 1 x 8192 took 6.68 ms against
  * tiled's 7.06 and 8 x 1024 15.41 against 15.50, while 1 x 1024 took 6.02 against 5.88: steps of
- * 8192 keys or more take tcdw.
+ * 8192 keys or more take tcdw. With f16-tcdw2h (2026-12-03, session 33, perf-decode with
+ * --decode-attention tcdw2h beside the defaults, two processes each) the crossover moved down:
+ * 1 x 3072 4.42-4.44 ms against tiled's 4.53-4.55, 2 x 3072 6.91 against 7.25-7.28, 1 x 4096
+ * 4.46-4.48 against 4.60-4.61, 4 x 1024 8.63-8.70 against 8.68-8.73, 1 x 6144 4.55-4.57 against
+ * 5.03; below 3072 keys it is no faster (1 x 1024 4.38 against 4.38-4.40, 1 x 2048 4.40 against
+ * 4.42-4.43, 2 x 1024 6.79-6.86 against 6.67-6.71), and 2 x 2048 reads 6.87-6.88 against
+ * 6.85-6.87: steps of 3072 keys or more take it.
  */
-export const DEEP_DECODE_KEYS = 8192;
+export const DEEP_DECODE_KEYS = 3072;
 
 /** A decode step's attention variant and split plan (GpuModel.lastDecodeSplit). */
 export interface DecodeSplitOfStep {
