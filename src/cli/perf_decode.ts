@@ -13,7 +13,7 @@ import process from "node:process";
 import { readFileSync } from "node:fs";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { holdCollections } from "../gpu/event_pacing.ts";
-import { type DecodeAttentionForm, GpuModel } from "../model/gpu_model.ts";
+import { type DecodeAttentionForm, DEEP_DECODE_KEYS, GpuModel } from "../model/gpu_model.ts";
 import { rooflineBytes } from "../model/step_cost.ts";
 import { GPU_MD_DECODE } from "../model/peer_reference.ts";
 import { readRoof } from "./bandwidth_roof.ts";
@@ -73,9 +73,10 @@ const SPEC = {
     type: "string",
     values: ["tiled", "direct", "lanes", "tcdw", "tcdw2", "tcdw4", "tcdw2h"],
     help: "decode attention form (default: on a GPU tcdw2h (tcdw2 past 8 query heads a kv head) " +
-      "for steps of 3072 keys or more where it runs, else tiled; direct on a CPU adapter; tcdw: the tensor cores, f16 KV, blocks of " +
-      "multiples of 16; tcdw2 / tcdw4: the head's dims split among 2 or 4 subgroups; tcdw2h: " +
-      "tcdw2 whose softmax takes only the first 8 rows, for at most 8 query heads a kv head)",
+      `for steps of ${DEEP_DECODE_KEYS} keys or more where it runs, else tiled; direct on a ` +
+      "CPU adapter; tcdw: the tensor cores, f16 KV, blocks of multiples of 16; tcdw2 / tcdw4: " +
+      "the head's dims split among 2 or 4 subgroups; tcdw2h: tcdw2 whose softmax takes only the " +
+      "first 8 rows, for at most 8 query heads a kv head)",
   },
   splitWorkgroups: {
     type: "number",
