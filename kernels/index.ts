@@ -31,6 +31,7 @@ import * as kvBlockCopy from "./kv_block_copy.ts";
 import * as pagedAttention from "./paged_attention.ts";
 import * as pagedAttentionTc from "./paged_attention_tc.ts";
 import * as pagedAttentionDecode from "./paged_attention_decode.ts";
+import * as pagedAttentionDecodeQk from "./paged_attention_decode_qk.ts";
 import * as pagedAttentionDecodeReduce from "./paged_attention_decode_reduce.ts";
 import * as qkNormRopeCache from "./qk_norm_rope_cache.ts";
 import * as readBandwidth from "./read_bandwidth.ts";
@@ -59,6 +60,7 @@ export const KERNELS: readonly KernelModule[] = [
   pagedAttention,
   pagedAttentionTc,
   pagedAttentionDecode,
+  pagedAttentionDecodeQk,
   pagedAttentionDecodeReduce,
   kvBlockCopy,
   moeRouter,

@@ -146,8 +146,11 @@ const TCDW4: Variant = { ...TCDW2, name: "f16-tcdw4", consts: { ...TCDW2.consts,
  * at most 8 query heads a kv head (Qwen3-30B-A3B's 8, Mixtral's 4), where rows 8-15 are padding.
  * The 64 invocations then score 2 keys of a step each instead of 4 (tcHalfRowsReason). The rows
  * of S and P are not padded (SPAD 0): 6,984 bytes of workgroup memory against f16-tcdw2's 7,752,
- * under the H200's step from 6 workgroups an SM to 7. On the H200 (2026-12-03, perf-attention,
- * the model's plans, two runs alternating) the split kernel took 304.3 / 304.0 µs at 64 x 8192
+ * meant to pass under the H200's step from 6 workgroups an SM to 7 (48 KB of workgroup memory an
+ * SM), which it does not: 3 splits of 2736 keys in perf-attention (session 34) read 79.5% of the
+ * roof in 792 workgroups (66 x 8192, 6 on each of 132 SMs) and 49-52% in 840-960, a second wave,
+ * so something else (most likely its registers) holds it at 6. On the H200 (2026-12-03,
+ * perf-attention, the model's plans, two runs alternating) the split kernel took 304.3 / 304.0 µs at 64 x 8192
  * against 306.6 / 306.1 padded (78.6-78.7% of the roof with the merge, against 78.1-78.2%), and
  * 599.6 / 598.8 at 8 x 131072 against 603.8 (80.2-80.4%, against 79.8%; the padded form's second
  * run read 674.4, an outlier); 64 and 128 x 1024 within 0.5 µs. K/V's rows padded by 8 bytes

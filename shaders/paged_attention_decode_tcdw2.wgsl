@@ -46,8 +46,8 @@ const KQ: u32 = KT / RL;
 // were 11-20% slower on the H200)
 const QS: u32 = HD + 8u;
 // f32 rows of wg.s_tile and f16 rows of P (wg.b) padded by 16 bytes (SPAD 1) or not at all
-// (SPAD 0, f16-tcdw2h: 768 bytes less a workgroup, 6,984 with 2 subgroups, under the H200's step
-// to 7 workgroups an SM: kernels/paged_attention_decode.ts, TCDW2H)
+// (SPAD 0, f16-tcdw2h: 768 bytes less a workgroup, 6,984 with 2 subgroups; the H200 still holds
+// 6 of them an SM, not 7: kernels/paged_attention_decode.ts, TCDW2H)
 const SS: u32 = KT + 4u * SPAD;
 const PS: u32 = KT + 8u * SPAD;
 const_assert HD == 128u && ND == 8u && HD4 == 32u;

@@ -1,0 +1,270 @@
+/**
+ * Split-K paged decode attention with qk_norm_rope_cache's work for the step's query tokens
+ * inside it, one dispatch a layer fewer in decode steps: every workgroup norms (q_norm) and
+ * rotates (RoPE at position context_len - 1) its group's query heads from the fused projection
+ * row `qkv` itself, and the workgroup whose split holds a sequence's new key norms and rotates
+ * its kv head's K and writes K and V into the cache there before its loads (shaders/
+ * lib/decode_q_qkv.wgsl). Otherwise it is paged_attention_decode: the same grid, split plan
+ * (planDecodeSplits), outputs (`out`, or part_o / part_lse for the merge) and tiled forms
+ * (`f32-tiled`, `f16-tiled`: lib/decode_tiled_main.wgsl).
+ *
+ * ```ts
+ * const plan = planDecodeSplits(contextLens, shape, variantByName(decode.spec, "f16-tiled"));
+ * const p = { ...decodeParams, split_tokens: plan.splitTokens, num_splits: plan.numSplits,
+ *   qk_norm: 1, eps: 1e-6, max_positions, qkv_splits: 1, qkv_split_stride: 0 };
+ * // bindings: qkv, q_norm, k_norm, cos_sin, k_cache, v_cache, block_tables, seq_info, out,
+ * //           part_o, part_lse
+ * pass.dispatchWorkgroups(...spec.grid(p, variant, gpu));
+ * ```
+ *
+ * Bytes: paged_attention_decode's (every context key's K and V once), the query rows of qkv
+ * (each split's workgroups read their group's q, K and V columns from cache), the new keys'
+ * K and V written once.
+ */
+import type { HostArray, KernelCase } from "./case.ts";
+import type { KernelSpec, Variant } from "./kernel.ts";
+import { defineParams } from "./params.ts";
+import * as decode from "./paged_attention_decode.ts";
+import {
+  attentionFlops,
+  type AttentionShape,
+  kvBytes,
+  layoutSeqs,
+  packBlockTables,
+  packSeqInfo,
+  pagedAttentionRef,
+  unpackSeqs,
+} from "./paged_attention.ts";
+import { qkNormRopeCacheRef } from "./qk_norm_rope_cache.ts";
+import { ropeTable } from "./rope.ts";
+import { roundToF16InPlace } from "../src/util/f16.ts";
+
+const params = defineParams({
+  ...decode.spec.params.fields,
+  /** 1: RMSNorm q and k per head with q_norm / k_norm (Qwen3); 0: none (Mixtral). */
+  qk_norm: "u32",
+  eps: "f32",
+  /** Rows of cos_sin; a position beyond it is clamped (the host must never ask for one). */
+  max_positions: "u32",
+  /** 1: qkv holds the projection; more: its split-K partial sums, added up here. */
+  qkv_splits: "u32",
+  /** vec4s between two partial sums of qkv (tokens * width / 4), 0 with one. */
+  qkv_split_stride: "u32",
+});
+
+/** Params of paged_attention_decode_qk. */
+export type PagedAttentionDecodeQkParams = {
+  readonly [K in keyof typeof params.fields]: number;
+};
+
+const CACHE_SHAPE = "[num_blocks, block_size, num_kv_heads, head_dim / 4]";
+
+/** The forms with this twin (same name in paged_attention_decode). */
+const TWINS = ["f32-tiled", "f16-tiled"];
+
+export const spec: KernelSpec<typeof params.fields> = {
+  name: "paged_attention_decode_qk",
+  shader: "paged_attention_decode_tiled_qk.wgsl",
+  params,
+  bindings: [
+    {
+      name: "qkv",
+      type: "vec4<f32>",
+      access: "read",
+      shape: "[qkv_splits, tokens, (num_q_heads + 2 * num_kv_heads) * head_dim / 4]",
+    },
+    { name: "q_norm", type: "vec4<T>", access: "read", shape: "[head_dim / 4]" },
+    { name: "k_norm", type: "vec4<T>", access: "read", shape: "[head_dim / 4]" },
+    { name: "cos_sin", type: "vec4<f32>", access: "read", shape: "[max_positions, head_dim / 4]" },
+    { name: "k_cache", type: "vec4<T>", access: "read_write", shape: CACHE_SHAPE },
+    { name: "v_cache", type: "vec4<T>", access: "read_write", shape: CACHE_SHAPE },
+    ...decode.spec.bindings.filter((b) => !["q", "k_cache", "v_cache"].includes(b.name)),
+  ],
+  variants: decode.spec.variants.filter((v) => TWINS.includes(v.name)).map((v) => ({
+    ...v,
+    shader: "paged_attention_decode_tiled_qk.wgsl",
+  })),
+  grid: (p, v, gpu) => {
+    if (p.head_dim % 8 !== 0) {
+      throw new Error(
+        `paged_attention_decode_qk: head_dim ${p.head_dim} is not a multiple of 8`,
+      );
+    }
+    if (p.max_positions < 1) throw new Error("paged_attention_decode_qk: max_positions 0");
+    if (p.qkv_splits < 1) {
+      throw new Error("paged_attention_decode_qk: qkv_splits 0 (1: no split-K partials)");
+    }
+    return decode.spec.grid(p, v, gpu);
+  },
+};
+
+/** The paged_attention_decode form whose twin this kernel has, or null. */
+export function qkTwinOf(decodeVariant: string): Variant | null {
+  return spec.variants.find((v) => v.name === decodeVariant) ?? null;
+}
+
+interface CaseShape extends AttentionShape {
+  readonly label: string;
+  readonly contexts: readonly number[];
+  readonly splitTokens?: number;
+  readonly qkNorm: boolean;
+  /** Split-K partial sums of qkv the kernel adds up (default 1). */
+  readonly qkvSplits?: number;
+}
+
+function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
+  const { numQHeads: nq, numKvHeads: nkv, headDim: hd, blockSize } = c;
+  const scale = 1 / Math.sqrt(hd);
+  const eps = 1e-6;
+  const maxPositions = Math.max(...c.contexts) + 5;
+  const lens = c.contexts.map((ctx) => ({ prefix: ctx - 1, query: 1 }));
+  const sizes = layoutSeqs((x) => x, blockSize, lens);
+  const plan = c.splitTokens
+    ? { splitTokens: c.splitTokens, numSplits: Math.ceil(Math.max(...c.contexts) / c.splitTokens) }
+    : decode.planDecodeSplits(c.contexts, c, decode.spec.variants[0]);
+  const split = plan.numSplits > 1;
+  const tokens = sizes.numTokens;
+  const width = (nq + 2 * nkv) * hd;
+  const splits = c.qkvSplits ?? 1;
+  const cacheElems = sizes.numBlocks * blockSize * nkv * hd;
+  const { table, maxBlocks } = packBlockTables(sizes.seqs, blockSize);
+  const part = decode.decodePartialsSize(c.contexts.length, nq, hd, plan.numSplits);
+  return {
+    label: `${c.label} (${plan.numSplits} x ${plan.splitTokens})`,
+    params: {
+      num_seqs: c.contexts.length,
+      num_q_heads: nq,
+      num_kv_heads: nkv,
+      head_dim: hd,
+      block_size: blockSize,
+      max_blocks: maxBlocks,
+      split_tokens: plan.splitTokens,
+      num_splits: plan.numSplits,
+      scale,
+      qk_norm: c.qkNorm ? 1 : 0,
+      eps,
+      max_positions: maxPositions,
+      qkv_splits: splits,
+      qkv_split_stride: splits > 1 ? (tokens * width) / 4 : 0,
+    },
+    inputs: (rng) => {
+      const { seqs } = layoutSeqs((x) => rng.shuffle(x), blockSize, lens);
+      return {
+        qkv: rng.fillNormal(new Float32Array(splits * tokens * width), 2 / Math.sqrt(splits)),
+        q_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
+        k_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
+        cos_sin: ropeTable(maxPositions, hd, 1e6),
+        // the new keys' slots hold stale values the kernel must overwrite
+        k_cache: rng.fillNormal(new Float32Array(cacheElems), 1.5),
+        v_cache: rng.fillNormal(new Float32Array(cacheElems)),
+        block_tables: packBlockTables(seqs, blockSize, maxBlocks).table,
+        seq_info: packSeqInfo(seqs),
+      };
+    },
+    outputs: { out: tokens * nq * hd, part_o: part.partO, part_lse: part.partLse },
+    reference: (inp, v): Record<string, HostArray> => {
+      const seqs = unpackSeqs(
+        inp.seq_info as Int32Array,
+        inp.block_tables as Int32Array,
+        maxBlocks,
+      );
+      // the partials added in the kernel's order, in f32
+      const all = inp.qkv as Float32Array;
+      const qkv = new Float32Array(all.subarray(0, tokens * width));
+      for (let s = 1; s < splits; s++) {
+        for (let i = 0; i < qkv.length; i++) qkv[i] += all[s * tokens * width + i];
+      }
+      const positions = Int32Array.from(seqs, (s) => s.contextLen - 1);
+      const slots = Int32Array.from(seqs, (s) => {
+        const pos = s.contextLen - 1;
+        return s.blockTable[Math.floor(pos / blockSize)] * blockSize + pos % blockSize;
+      });
+      const r = qkNormRopeCacheRef(
+        qkv,
+        c.qkNorm ? inp.q_norm as Float32Array : null,
+        c.qkNorm ? inp.k_norm as Float32Array : null,
+        inp.cos_sin as Float32Array,
+        positions,
+        slots,
+        inp.k_cache as Float32Array,
+        inp.v_cache as Float32Array,
+        c,
+        eps,
+      );
+      // the kernel stores the new K and V as T, and attends what it stored
+      if (v.dtype === "f16") {
+        roundToF16InPlace(r.kCache);
+        roundToF16InPlace(r.vCache);
+      }
+      const caches = { k_cache: r.kCache, v_cache: r.vCache };
+      if (!split) {
+        return {
+          out: pagedAttentionRef(r.q, r.kCache, r.vCache, seqs, c, scale, tokens),
+          ...caches,
+        };
+      }
+      const p = decode.decodePartialsRef(r.q, r.kCache, r.vCache, seqs, c, scale, plan);
+      return { part_o: p.partO, part_lse: p.partLse, ...caches };
+    },
+    tolerance: (v) => v.dtype === "f16" ? { atol: 2e-3, rtol: 2e-3 } : { atol: 2e-5, rtol: 1e-4 },
+    bytes: (v) => {
+      const t = v.dtype === "f16" ? 2 : 4;
+      return kvBytes(sizes.seqs, c, v) + splits * tokens * width * 4 + table.length * 4 +
+        tokens * 2 * nkv * hd * t +
+        (split ? (part.partO + part.partLse) * 4 : tokens * nq * hd * 4);
+    },
+    flops: attentionFlops(sizes.seqs, c) + tokens * (nq + nkv) * hd * 8,
+  };
+}
+
+const QWEN3_30B = { numQHeads: 32, numKvHeads: 4, headDim: 128, blockSize: 16 } as const;
+
+export const cases: KernelCase<typeof params.fields>[] = [
+  qkCase({
+    label: "1 seq ctx 7, bs=4 hd=16 q/kv=2/1",
+    numQHeads: 2,
+    numKvHeads: 1,
+    headDim: 16,
+    blockSize: 4,
+    contexts: [7],
+    qkNorm: true,
+  }),
+  qkCase({
+    label: "3 seqs ctx 1,9,23, bs=4 hd=32 q/kv=6/2, splits of 5, no norm (Mixtral form)",
+    numQHeads: 6,
+    numKvHeads: 2,
+    headDim: 32,
+    blockSize: 4,
+    contexts: [1, 9, 23],
+    splitTokens: 5,
+    qkNorm: false,
+  }),
+  qkCase({
+    label: "2 seqs ctx 37,150, bs=16 hd=128 q/kv=8/1, qkv in 3 partial sums",
+    numQHeads: 8,
+    numKvHeads: 1,
+    headDim: 128,
+    blockSize: 16,
+    contexts: [37, 150],
+    splitTokens: 48,
+    qkNorm: true,
+    qkvSplits: 3,
+  }),
+  qkCase({ label: "Qwen3-30B-A3B decode 1 x 1024", ...QWEN3_30B, contexts: [1024], qkNorm: true }),
+  qkCase({
+    label: "Qwen3-30B-A3B decode ctx 1,17,100,333,1000, bs=32, splits of 100",
+    ...QWEN3_30B,
+    blockSize: 32,
+    contexts: [1, 17, 100, 333, 1000],
+    splitTokens: 100,
+    qkNorm: true,
+  }),
+  qkCase({
+    label: "Qwen3-30B-A3B decode ctx 77,300 one split, qkv in 2 partial sums",
+    ...QWEN3_30B,
+    contexts: [77, 300],
+    splitTokens: 300,
+    qkNorm: true,
+    qkvSplits: 2,
+  }),
+];
