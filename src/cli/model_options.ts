@@ -197,6 +197,12 @@ export const TENSOR_CORE_OPTIONS = {
       "o projection's split-K partial sums to the residual there, one splitk_reduce dispatch " +
       "a layer fewer (default true; --o-partials-in-router=false: the reduce)",
   },
+  qkInDecodeAttention: {
+    type: "boolean",
+    help: "decode steps whose attention form has a twin that takes qk_norm_rope_cache's work " +
+      "(the tiled forms) norm and rotate q and write the new key's K and V there, one dispatch " +
+      "a layer fewer (default true; --qk-in-decode-attention=false: apart)",
+  },
   combineNormF16: {
     type: "boolean",
     help: "steps whose qkv projection casts its input to f16 for the tensor cores take that " +
@@ -276,6 +282,7 @@ export function tensorCoreOptions(
     readonly moeSplitRouterMinTokens?: number;
     readonly qkvPartialsInRope?: boolean;
     readonly oPartialsInRouter?: boolean;
+    readonly qkInDecodeAttention?: boolean;
     readonly combineNormF16?: boolean;
     readonly mergeF16?: boolean;
     readonly moeCombineNorm?: boolean;
@@ -297,6 +304,7 @@ export function tensorCoreOptions(
     moeSplitRouterMinTokens: o.moeSplitRouterMinTokens,
     qkvPartialsInRope: o.qkvPartialsInRope,
     oPartialsInRouter: o.oPartialsInRouter,
+    qkInDecodeAttention: o.qkInDecodeAttention,
     combineNormF16: o.combineNormF16,
     mergeF16: o.mergeF16,
     fuseCombineNorm: o.moeCombineNorm,

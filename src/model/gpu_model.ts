@@ -53,6 +53,7 @@ import * as pagedAttention from "../../kernels/paged_attention.ts";
 import * as pagedAttentionTc from "../../kernels/paged_attention_tc.ts";
 import * as pagedAttentionDecode from "../../kernels/paged_attention_decode.ts";
 import * as decodeReduce from "../../kernels/paged_attention_decode_reduce.ts";
+import * as pagedAttentionDecodeQk from "../../kernels/paged_attention_decode_qk.ts";
 import * as kvBlockCopy from "../../kernels/kv_block_copy.ts";
 import * as siluMul from "../../kernels/silu_mul.ts";
 import * as gatherRows from "../../kernels/gather_rows.ts";
@@ -368,6 +369,13 @@ export interface GpuModelOptions {
    * layer fewer; default true.
    */
   readonly oPartialsInRouter?: boolean;
+  /**
+   * Decode steps whose attention form has a twin in paged_attention_decode_qk (the tiled forms)
+   * take qk_norm_rope_cache's work inside the attention: each workgroup norms and rotates its
+   * query heads from the projection (its split-K partials added up there too), the split that
+   * holds a sequence's new key writes its K and V, one dispatch a layer fewer; default true.
+   */
+  readonly qkInDecodeAttention?: boolean;
   /**
    * Steps whose qkv projection casts its input to f16 for the tensor cores take that copy
    * from the previous MoE layer's moe_combine_norm instead (it writes the normed rows in f16
@@ -1012,6 +1020,7 @@ export class GpuModel implements ForwardModel {
       moeSplitRouterMinTokens: options.moeSplitRouterMinTokens ?? MOE_SPLIT_ROUTER_MIN_TOKENS,
       qkvPartialsInRope: options.qkvPartialsInRope ?? true,
       oPartialsInRouter: options.oPartialsInRouter ?? true,
+      qkInDecodeAttention: options.qkInDecodeAttention ?? true,
       combineNormF16: options.combineNormF16 ?? true,
       mergeF16: options.mergeF16 ?? true,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
@@ -1069,6 +1078,7 @@ export class GpuModel implements ForwardModel {
       blockSize,
       opts.decodeSplit.minTokens,
       options.decodeAttention === undefined,
+      opts.qkInDecodeAttention,
     );
     const moeBuilt = config.layerKinds.includes("moe")
       ? MoeBlock.create(gpu, {
@@ -1330,7 +1340,11 @@ export class GpuModel implements ForwardModel {
           : this.opts.decodeSplit.wave !== undefined
           ? `whole waves of ${this.opts.decodeSplit.wave} workgroups`
           : `whole waves of ${DECODE_SPLIT_WAVE_TC} workgroups (tensor cores; half waves where their splits reach ${DECODE_HALF_WAVE_MIN_KEYS} keys) / ~${DECODE_SPLIT_WORKGROUPS}`
-      }, >= ${this.opts.decodeSplit.minTokens} keys)`,
+      }, >= ${this.opts.decodeSplit.minTokens} keys)${
+        this.calls.decodeQkTwins.size
+          ? `; q/k norm, RoPE and the KV write inside ${[...this.calls.decodeQkTwins].join(", ")}`
+          : ""
+      }`,
       prefillAttention: `${this.calls.prefill.spec.name} ${this.calls.prefillVariant}`,
     };
   }
@@ -1568,6 +1582,20 @@ export class GpuModel implements ForwardModel {
       splits: qkvSplits,
       split_stride: qkvPartials ? T * (nq + 2 * nkv) * hd : 0,
     });
+    // a decode step whose attention form has a _qk twin takes qk_norm_rope_cache's work there
+    const qkInAttention = plan.decode && c.decodeQk !== null && c.decodeQkTwins.has(decodeVariant);
+    if (qkInAttention) {
+      c.decodeQk!.setParams({
+        ...attnCommon,
+        split_tokens: splitTokens,
+        num_splits: splits,
+        qk_norm: cfg.qkNorm ? 1 : 0,
+        eps: cfg.rmsNormEps,
+        max_positions: this.maxModelLen,
+        qkv_splits: qkvSplits,
+        qkv_split_stride: qkvPartials ? (T * (nq + 2 * nkv) * hd) / 4 : 0,
+      });
+    }
     // moe_router_norm adds the o projection's split-K partials to the residual (no reduce)
     const oForm = this.linearForms.o;
     const oPartials = this.opts.oPartialsInRouter && oForm.path === "tc" && oForm.splits > 1 &&
@@ -1618,17 +1646,24 @@ export class GpuModel implements ForwardModel {
       const x16 = normed && normF16;
       normed = false;
       this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv, { partials: qkvPartials, x16 });
-      c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, `l${l}${qkvPartials ? "p" : ""}`, {
+      const qkvKey = `l${l}${qkvPartials ? "p" : ""}`;
+      // the projection and what norms and rotates it (without a q_norm, any buffer: unread)
+      const qkIn = {
         qkv: qkvPartials ? this.buf.tcPartials! : b.qkv,
         q_norm: w.qNorm ?? w.inputNorm,
         k_norm: w.kNorm ?? w.inputNorm,
         cos_sin: b.ropeTable,
-        positions: b.positions,
-        slot_mapping: b.slotMapping,
-        q_out: b.q,
         k_cache: kv.k,
         v_cache: kv.v,
-      });
+      };
+      if (!qkInAttention) {
+        c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, qkvKey, {
+          ...qkIn,
+          positions: b.positions,
+          slot_mapping: b.slotMapping,
+          q_out: b.q,
+        });
+      }
       // the buffers both attention kernels read and write
       const attention = {
         q: b.q,
@@ -1639,11 +1674,21 @@ export class GpuModel implements ForwardModel {
         out: b.attn,
       };
       if (plan.decode) {
-        c.decode.dispatch(step.pass("paged_attention_decode"), decodeVariant, `l${l}`, {
-          ...attention,
-          part_o: this.partials!.o,
-          part_lse: this.partials!.lse,
-        });
+        if (qkInAttention) {
+          const { q: _q, ...rest } = attention;
+          c.decodeQk!.dispatch(
+            step.pass("paged_attention_decode", c.decodeQk!.spec.name),
+            decodeVariant,
+            qkvKey,
+            { ...rest, ...qkIn, part_o: this.partials!.o, part_lse: this.partials!.lse },
+          );
+        } else {
+          c.decode.dispatch(step.pass("paged_attention_decode"), decodeVariant, `l${l}`, {
+            ...attention,
+            part_o: this.partials!.o,
+            part_lse: this.partials!.lse,
+          });
+        }
         if (splits > 1) {
           const key = mergeF16 ? "all16" : "all";
           c.decodeReduce.dispatch(step.pass("paged_attention_decode_reduce"), merge, key, {
@@ -1888,6 +1933,7 @@ export class GpuModel implements ForwardModel {
     };
     this.calls.decode.forget();
     this.calls.decodeReduce.forget();
+    this.calls.decodeQk?.forget();
   }
 }
 
@@ -1993,6 +2039,7 @@ async function createCalls(
   blockSize: number,
   minSplitTokens: number,
   decodeAttentionDefault: boolean,
+  qkInDecodeAttention: boolean,
 ) {
   const packed = packedF16 ? "-packed" : "";
   const tcForm = decodeAttention.startsWith("tcdw");
@@ -2181,6 +2228,15 @@ async function createCalls(
     ...Object.entries(linear).map(([kind, l]) => l.tc && kind !== "lmHead" ? l.n : 0),
   );
   const sampleVariant = sample.sampleVariant(gpu).name;
+  // the decode forms whose twin takes qk_norm_rope_cache's work too (qkInDecodeAttention)
+  // (where the device binds all its storage buffers: every binding is one)
+  const qkBindings = pagedAttentionDecodeQk.spec.bindings.length;
+  const decodeQkTwins = qkInDecodeAttention &&
+      (gpu.limits.maxStorageBuffersPerShaderStage ?? 8) >= qkBindings
+    ? [...new Set([decodeVariant, decodeDeepVariant])].filter((v) =>
+      pagedAttentionDecodeQk.qkTwinOf(v) !== null
+    )
+    : [];
   // the step's other calls, compiled concurrently
   const [
     embeddingCall,
@@ -2190,6 +2246,7 @@ async function createCalls(
     prefillCall,
     decodeCall,
     decodeReduceCall,
+    decodeQkCall,
     blockCopyCall,
     siluCall,
     gatherCall,
@@ -2214,6 +2271,9 @@ async function createCalls(
       decodeReduce.spec,
       dtype === "f16" ? ["f32", "f32-wg256", "f16", "f16-wg256"] : ["f32", "f32-wg256"],
     ),
+    decodeQkTwins.length
+      ? KernelCall.create(gpu, pagedAttentionDecodeQk.spec, decodeQkTwins)
+      : Promise.resolve(null),
     KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
     KernelCall.create(gpu, siluMul.spec, ["f32"]),
     KernelCall.create(gpu, gatherRows.spec, ["f32"]),
@@ -2243,6 +2303,8 @@ async function createCalls(
     decodeDeepVariant,
     decode: decodeCall,
     decodeReduce: decodeReduceCall,
+    decodeQk: decodeQkCall,
+    decodeQkTwins: new Set(decodeQkTwins),
     blockCopy: blockCopyCall,
     silu: siluCall,
     gather: gatherCall,

@@ -44,6 +44,34 @@ test("decode attention: the tiled, direct and lanes forms give the same logits",
   direct.forEach((d, i) => assert.ok(maxAbsDiff(d, lanes[i]) < 1e-4, `step ${i}: lanes`));
 });
 
+test("q/k norm, RoPE and the KV write inside the tiled decode attention give the logits of qk_norm_rope_cache apart", async () => {
+  for (const dtype of ["f32", "f16"] as const) {
+    for (const seqs of [1, 2]) {
+      const base = { dtype, decodeAttention: "tiled" as const };
+      const model = await loadTiny(base);
+      let inside: Float32Array[];
+      try {
+        assert.match(
+          model.linearVariants.decodeAttention,
+          /q\/k norm, RoPE and the KV write inside/,
+        );
+        inside = await prefillThenDecode(model, [[1, 2, 3, 4], [5, 6, 7, 8]].slice(0, seqs), 3);
+      } finally {
+        model.destroy();
+      }
+      const apart = await decodeLogits({ ...base, qkInDecodeAttention: false }, seqs);
+      // the norms' sums of squares are added in another order: f32 rounding, then f16 K
+      const tol = dtype === "f32" ? 1e-4 : 2e-2;
+      apart.forEach((d, i) =>
+        assert.ok(
+          maxAbsDiff(d, inside[i]) < tol,
+          `${dtype} ${seqs} seqs step ${i}: ${maxAbsDiff(d, inside[i])}`,
+        )
+      );
+    }
+  }
+});
+
 test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits", async () => {
   const gemv = await decodeLogits({ gemvMaxRows: 64 });
   const staged = await decodeLogits({ gemvMaxRows: 0, stagedMaxRows: 64 });
@@ -145,8 +173,15 @@ test("the decode GEMV forms on f16 weights (read as 32-bit words) match the stag
 
 test("f16 read as 32-bit words (packedF16) gives the same logits as 16-bit loads", async () => {
   // Staged GEMV, both decode attention forms and the staged MoE GEMMs take the packed path.
+  // (the packed tiled form has no twin that norms q itself: qk_norm_rope_cache apart in both)
   for (const decodeAttention of ["direct", "tiled"] as const) {
-    const base = { dtype: "f16" as const, gemvMaxRows: 0, stagedMaxRows: 64, decodeAttention };
+    const base = {
+      dtype: "f16" as const,
+      gemvMaxRows: 0,
+      stagedMaxRows: 64,
+      decodeAttention,
+      qkInDecodeAttention: false,
+    };
     const loads16 = await decodeLogits({ ...base, packedF16: false });
     const words = await decodeLogits({ ...base, packedF16: true });
     loads16.forEach((d, i) =>
