@@ -59,6 +59,11 @@ export interface Variant {
    */
   readonly wideWords?: boolean;
   /**
+   * With wideWords: read_write `vec4<T>` bindings that are declared as 16-byte words too (a
+   * form that writes the words it reads, as vec4<u32>).
+   */
+  readonly wideWordsWritten?: readonly string[];
+  /**
    * Read-only `T` bindings that this variant reads as f32 values instead (declared
    * `vec4<f32>`, 4 values an element): a wide-words form that converts them to f16 itself, so
    * no cast kernel runs before it. Validation uploads them as f32 (see `storesT`).
@@ -226,13 +231,16 @@ export function preludeOf<F extends ParamFields>(
       );
     }
     const scalar = variant.scalarReads && b.type === "vec4<T>" && b.access === "read";
+    // read as words: read-only T and vec4<T> bindings of a wide-words form, and those it writes
+    const words = variant.wideWords && (b.type === "T" || b.type === "vec4<T>") &&
+      (b.access === "read" || (b.type === "vec4<T>" && variant.wideWordsWritten?.includes(b.name)));
     const type = f32
       ? "vec4<f32>"
       : variant.packed && b.type === "vec4<T>" && b.access === "read"
       ? "vec2<u32>"
       : scalar
       ? "T"
-      : variant.wideWords && (b.type === "T" || b.type === "vec4<T>") && b.access === "read"
+      : words
       ? "vec4<u32>"
       : b.type;
     // a vec4 binding read as scalars: its last dimension counts values, not vec4s; as wide
@@ -241,7 +249,7 @@ export function preludeOf<F extends ParamFields>(
       ? `${b.shape} f32, 4 values an element`
       : scalar
       ? b.shape.replace(/ \/ 4\]$/, "]")
-      : variant.wideWords && b.type === "vec4<T>" && b.access === "read"
+      : words && b.type === "vec4<T>"
       ? b.shape.replace(/ \/ 4\]$/, " / 8]")
       : b.shape;
     lines.push(

@@ -480,7 +480,7 @@ const TC_TOLERANCE: Tolerance = { atol: 3e-3, rtol: 3e-3 };
  * The variants that can take a case's params (undefined: all of them): the tensor-core ones
  * where tcDecodeReason allows, each where its splits may be split_tokens long.
  */
-function caseVariants(p: Parameters<typeof tcDecodeReason>[0]) {
+export function caseVariants(p: Parameters<typeof tcDecodeReason>[0]): string[] | undefined {
   const tc = tcDecodeReason(p) === null;
   const take = spec.variants.filter((v) =>
     (tc || !v.subgroupMatrix) && p.split_tokens * v.consts!.GMAX <= v.consts!.SCORES &&

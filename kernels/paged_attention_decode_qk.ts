@@ -59,8 +59,17 @@ export type PagedAttentionDecodeQkParams = {
 
 const CACHE_SHAPE = "[num_blocks, block_size, num_kv_heads, head_dim / 4]";
 
-/** The forms with this twin (same name in paged_attention_decode). */
-const TWINS = ["f32-tiled", "f16-tiled"];
+/**
+ * The forms with this twin (same name in paged_attention_decode) and the shader of each: the
+ * tiled forms' and the several-subgroup tensor-core forms' (which write the cache as the
+ * 16-byte words they read).
+ */
+const TWINS: Readonly<Record<string, string>> = {
+  "f32-tiled": "paged_attention_decode_tiled_qk.wgsl",
+  "f16-tiled": "paged_attention_decode_tiled_qk.wgsl",
+  "f16-tcdw2": "paged_attention_decode_tcdw2_qk.wgsl",
+  "f16-tcdw2h": "paged_attention_decode_tcdw2_qk.wgsl",
+};
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "paged_attention_decode_qk",
@@ -80,9 +89,10 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "v_cache", type: "vec4<T>", access: "read_write", shape: CACHE_SHAPE },
     ...decode.spec.bindings.filter((b) => !["q", "k_cache", "v_cache"].includes(b.name)),
   ],
-  variants: decode.spec.variants.filter((v) => TWINS.includes(v.name)).map((v) => ({
+  variants: decode.spec.variants.filter((v) => TWINS[v.name] !== undefined).map((v) => ({
     ...v,
-    shader: "paged_attention_decode_tiled_qk.wgsl",
+    shader: TWINS[v.name],
+    ...(v.wideWords ? { wideWordsWritten: ["k_cache", "v_cache"] } : {}),
   })),
   grid: (p, v, gpu) => {
     if (p.head_dim % 8 !== 0) {
@@ -101,6 +111,11 @@ export const spec: KernelSpec<typeof params.fields> = {
 /** The paged_attention_decode form whose twin this kernel has, or null. */
 export function qkTwinOf(decodeVariant: string): Variant | null {
   return spec.variants.find((v) => v.name === decodeVariant) ?? null;
+}
+
+/** Of paged_attention_decode's forms (undefined: all), those with a twin (undefined: all). */
+function twinsOf(names: readonly string[] | undefined): string[] | undefined {
+  return names?.filter((n) => TWINS[n] !== undefined);
 }
 
 interface CaseShape extends AttentionShape {
@@ -214,6 +229,15 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
         (split ? (part.partO + part.partLse) * 4 : tokens * nq * hd * 4);
     },
     flops: attentionFlops(sizes.seqs, c) + tokens * (nq + nkv) * hd * 8,
+    // paged_attention_decode's rule for which forms take these params
+    variants: twinsOf(decode.caseVariants({
+      num_q_heads: nq,
+      num_kv_heads: nkv,
+      head_dim: hd,
+      block_size: blockSize,
+      split_tokens: plan.splitTokens,
+      num_splits: plan.numSplits,
+    })),
   };
 }
 
@@ -251,6 +275,42 @@ export const cases: KernelCase<typeof params.fields>[] = [
     qkvSplits: 3,
   }),
   qkCase({ label: "Qwen3-30B-A3B decode 1 x 1024", ...QWEN3_30B, contexts: [1024], qkNorm: true }),
+  // the tensor-core twins' shapes: splits of 16-key multiples, partial last steps, an empty
+  // split, the new key first in its block and last in it
+  qkCase({
+    label: "Qwen3-30B-A3B decode ctx 17,96,300, splits of 96",
+    ...QWEN3_30B,
+    contexts: [17, 96, 300],
+    splitTokens: 96,
+    qkNorm: true,
+  }),
+  qkCase({
+    label: "16 heads a kv head, ctx 2000,33, splits of 1024, qkv in 2 partial sums",
+    numQHeads: 32,
+    numKvHeads: 2,
+    headDim: 128,
+    blockSize: 16,
+    contexts: [2000, 33],
+    splitTokens: 1024,
+    qkNorm: true,
+    qkvSplits: 2,
+  }),
+  qkCase({
+    label: "Mixtral-8x7B decode ctx 700,64, splits of 352, no norm",
+    numQHeads: 32,
+    numKvHeads: 8,
+    headDim: 128,
+    blockSize: 16,
+    contexts: [700, 64],
+    splitTokens: 352,
+    qkNorm: false,
+  }),
+  qkCase({
+    label: "Qwen3-30B-A3B decode 8 x 8192 (the model's deep plan)",
+    ...QWEN3_30B,
+    contexts: Array(8).fill(8192),
+    qkNorm: true,
+  }),
   qkCase({
     label: "Qwen3-30B-A3B decode ctx 1,17,100,333,1000, bs=32, splits of 100",
     ...QWEN3_30B,

@@ -5,3 +5,29 @@
 //#include "lib/decode_split.wgsl"
 //#include "lib/decode_q_qkv.wgsl"
 //#include "lib/decode_tiled_main.wgsl"
+
+var<workgroup> wg_qk: array<f32, QK_SCRATCH>;
+
+fn qk_scratch_store(i: u32, v: f32) {
+  wg_qk[i] = v;
+}
+
+fn qk_scratch(i: u32) -> f32 {
+  return wg_qk[i];
+}
+
+fn q_norm4(c: u32) -> vec4<f32> {
+  return t4(q_norm[c]);
+}
+
+fn k_norm4(c: u32) -> vec4<f32> {
+  return t4(k_norm[c]);
+}
+
+// Column lid (below head_dim / 4) of the new key's K and V, stored as T at vec4 `at`.
+fn put_new_kv(at: u32, lid: u32, k: vec4<f32>, v: vec4<f32>) {
+  if (lid < params.head_dim / 4u) {
+    k_cache[at + lid] = vec4<T>(k);
+    v_cache[at + lid] = vec4<T>(v);
+  }
+}

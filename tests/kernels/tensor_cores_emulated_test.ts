@@ -19,6 +19,7 @@ import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
 import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
 import * as attentionTc from "../../kernels/paged_attention_tc.ts";
 import * as decode from "../../kernels/paged_attention_decode.ts";
+import * as decodeQk from "../../kernels/paged_attention_decode_qk.ts";
 import { SHADER_DIR } from "../../src/gpu/wgsl.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 import { emulatedVariant, emulateSubgroupMatrices } from "./tc_emulation.ts";
@@ -37,7 +38,7 @@ const MAX_BYTES = 2 ** 20;
  * emulated), f16-tcp128x64 for the prefill forms f16-tcp128x128 (45 KB) and f16-tcp256x128,
  * the MoE f16-tcp2 at 16 of k a step for f16-tcp4 (39 KB). Prefill attention runs its default
  * f16-tcs2, the one-subgroup f16-tcs it falls back to and f16-tcs4; decode attention its four
- * forms.
+ * forms and the deep form's twin that norms q itself (paged_attention_decode_qk).
  * The f32-input twins (-a32) of the linears' decode forms run beside them.
  */
 const FORMS: readonly [string, Module, string, number?, Record<string, number>?][] = [
@@ -84,6 +85,8 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw2", 16 * 2 ** 20],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw4", 16 * 2 ** 20],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw2h", 16 * 2 ** 20],
+  // the deep decode form's twin with qk_norm_rope_cache's work inside
+  ["paged_attention_decode_qk", decodeQk as unknown as Module, "f16-tcdw2h", 16 * 2 ** 20],
 ];
 
 for (const [kernel, mod, name, maxBytes = MAX_BYTES, consts] of FORMS) {
