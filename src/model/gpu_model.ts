@@ -370,8 +370,8 @@ export interface GpuModelOptions {
    */
   readonly oPartialsInRouter?: boolean;
   /**
-   * Decode steps whose attention form has a twin in paged_attention_decode_qk (the tiled forms)
-   * take qk_norm_rope_cache's work inside the attention: each workgroup norms and rotates its
+   * Decode steps whose attention form has a twin in paged_attention_decode_qk (the tiled forms,
+   * f16-tcdw2 and f16-tcdw2h) take qk_norm_rope_cache's work inside the attention: each workgroup norms and rotates its
    * query heads from the projection (its split-K partials added up there too), the split that
    * holds a sequence's new key writes its K and V, one dispatch a layer fewer; default true.
    */
