@@ -201,8 +201,9 @@ export const TENSOR_CORE_OPTIONS = {
     type: "boolean",
     help: "decode steps whose attention form has a twin that takes qk_norm_rope_cache's work " +
       "(the tiled forms, f16-tcdw2 and f16-tcdw2h) norm and rotate q and write the new key's " +
-      "K and V there, one dispatch a layer fewer (default true; " +
-      "--qk-in-decode-attention=false: apart)",
+      "K and V there, one dispatch a layer fewer (where qkv leaves split-K partial sums, only " +
+      "in steps of splits of 256 keys or more; default true; --qk-in-decode-attention=false: " +
+      "apart)",
   },
   combineNormF16: {
     type: "boolean",

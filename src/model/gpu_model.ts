@@ -373,7 +373,9 @@ export interface GpuModelOptions {
    * Decode steps whose attention form has a twin in paged_attention_decode_qk (the tiled forms,
    * f16-tcdw2 and f16-tcdw2h) take qk_norm_rope_cache's work inside the attention: each workgroup norms and rotates its
    * query heads from the projection (its split-K partials added up there too), the split that
-   * holds a sequence's new key writes its K and V, one dispatch a layer fewer; default true.
+   * holds a sequence's new key writes its K and V, one dispatch a layer fewer; where the qkv
+   * GEMM leaves split-K partial sums, only in steps whose splits hold at least
+   * QK_IN_ATTENTION_MIN_SPLIT_KEYS keys; default true.
    */
   readonly qkInDecodeAttention?: boolean;
   /**
@@ -530,6 +532,19 @@ const DECODE_SPLIT_WAVE_TC = 1536;
  * perf-attention against 61.9% in 3) keep their plans.
  */
 const DECODE_HALF_WAVE_MIN_KEYS = 256;
+/**
+ * Decode steps whose qkv projection leaves split-K partial sums take qk_norm_rope_cache inside
+ * the attention (qkInDecodeAttention) only where its splits hold at least this many keys: every
+ * workgroup adds up those partials for its query heads, which short splits do not pay for. On
+ * the H200 (session 34, `call4`, inside against apart, two processes each) splits of 64-96 keys
+ * read 0.8-3.0% slower inside (2 / 4 / 16 / 32 x 1024 6.76 / 8.72 / 16.80 / 22.87 ms against
+ * 6.69 / 8.66 / 16.43 / 22.42, 8 x 2048 12.34 against 11.99, 8 x 4096 12.92 against 12.55),
+ * splits of 352 keys and more the same or faster (128 x 1024 31.91 against 31.92, 64 x 1024
+ * 26.96-26.97 against 27.27-27.30 in `call3`, 32 x 4096 25.15 against 25.47, 64 x 8192
+ * 37.95-37.98 against 39.62-39.68; 16 x 4096 18.39 against 18.25, the exception); batch 1 (a
+ * GEMV, no partials) 2-3% faster at every depth.
+ */
+const QK_IN_ATTENTION_MIN_SPLIT_KEYS = 256;
 /** The tensor-core form deep steps fall back to where f16-tcdw2 cannot run (lanes not consecutive). */
 const TC_DECODE_FALLBACK = "f16-tcdw";
 
@@ -1582,8 +1597,11 @@ export class GpuModel implements ForwardModel {
       splits: qkvSplits,
       split_stride: qkvPartials ? T * (nq + 2 * nkv) * hd : 0,
     });
-    // a decode step whose attention form has a _qk twin takes qk_norm_rope_cache's work there
-    const qkInAttention = plan.decode && c.decodeQk !== null && c.decodeQkTwins.has(decodeVariant);
+    // a decode step whose attention form has a _qk twin takes qk_norm_rope_cache's work there,
+    // unless each of its workgroups would add up qkv's partial sums for a short split
+    const qkInAttention = plan.decode && c.decodeQk !== null &&
+      c.decodeQkTwins.has(decodeVariant) &&
+      (!qkvPartials || splitTokens >= QK_IN_ATTENTION_MIN_SPLIT_KEYS);
     if (qkInAttention) {
       c.decodeQk!.setParams({
         ...attnCommon,
