@@ -3,6 +3,6 @@
 //#include "lib/paged_kv.wgsl"
 //#include "lib/stage_words.wgsl"
 //#include "lib/attention_steps_tc.wgsl"
-//#include "lib/decode_split.wgsl"
+//#include "lib/decode_split_struct.wgsl"
 //#include "lib/decode_q_stored.wgsl"
 //#include "lib/decode_tcdw2_main.wgsl"

@@ -2,26 +2,9 @@
 // [num_kv_heads, num_splits, num_seqs], decode_split), and write a weightless partial (o = 0,
 // lse = NEG) for a split past the end of the context (write_empty_split). Needs the decode
 // attention bindings (seq_info, part_o, part_lse), WG and NEG.
+//#include "lib/decode_split_struct.wgsl"
 var<workgroup> wg_query_row: u32;
 var<workgroup> wg_context_len: u32;
-
-// A workgroup's share of a decode step, uniform across the workgroup.
-struct DecodeSplit {
-  split: u32,
-  seq: u32,
-  kvh: u32,
-  // query heads per kv head, and the first of this kv head's
-  group: u32,
-  head0: u32,
-  // head_dim / 4
-  hd4: u32,
-  // the sequence's query token (its row of q and out) and context length
-  query_row: u32,
-  context_len: u32,
-  // the split's keys [key_start, key_end): none when key_start >= key_end
-  key_start: u32,
-  key_end: u32,
-}
 
 // The split of workgroup `wid`. The kv heads of one (split, seq) run side by side, so the K/V
 // rows that share a slot (one contiguous run of num_kv_heads * head_dim values) are read at

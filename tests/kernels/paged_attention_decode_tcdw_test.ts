@@ -12,11 +12,14 @@ import {
 } from "../../kernels/paged_attention_decode.ts";
 import { preludeOf, variantByName } from "../../kernels/kernel.ts";
 import { wgStructLayout } from "./wgsl_struct.ts";
+import { readShaderSegments } from "../../src/gpu/wgsl.ts";
 
 const h200 = { limits: { maxComputeWorkgroupStorageSize: 49152 } } as never;
 const SHADER = "paged_attention_decode_tcdw.wgsl";
 const shader = (name: string) =>
   readFileSync(new URL(`../../shaders/${name}`, import.meta.url), "utf8");
+const assembled = (name: string) =>
+  readShaderSegments(name).map((segment) => segment.text).join("\n");
 const tcdw = () => variantByName(spec, "f16-tcdw");
 /** Qwen3-30B-A3B's heads, 3 sequences in 2 splits of 512 keys over blocks of 16. */
 const QWEN_TWO_SPLITS = {
@@ -51,7 +54,8 @@ test("the tensor-core decode variant: f16 subgroup matrices, one subgroup of 32,
 });
 
 test("the several-subgroup forms split the head's dims: one workgroup struct, S a subgroup", () => {
-  const wgsl = shader("paged_attention_decode_tcdw2.wgsl");
+  // the form's shader with its libraries (the body is lib/decode_tcdw2_main.wgsl)
+  const wgsl = assembled("paged_attention_decode_tcdw2.wgsl");
   for (
     const [name, wg, bytes] of [
       ["f16-tcdw2", 64, 7752],
@@ -70,7 +74,7 @@ test("the several-subgroup forms split the head's dims: one workgroup struct, S 
       preludeOf(spec, v).includes("diagnostic(off, chromium.subgroup_matrix_uniformity);"),
       name,
     );
-    const layout = wgStructLayout(wgsl, v.consts!);
+    const layout = wgStructLayout(shader("lib/decode_tcdw2_main.wgsl"), v.consts!);
     assert.is(layout.members, 5, `${name}: members of struct Wg`);
     assert.is(layout.bytes, tcDecodeWorkgroupBytes(v), name);
     assert.is(tcDecodeWorkgroupBytes(v), bytes, name);
@@ -85,7 +89,10 @@ test("the several-subgroup forms split the head's dims: one workgroup struct, S 
     assert.equal(planDecodeSplits(Array(8).fill(131072), qwen, v, 1).splitTokens, 4096);
   }
   assert.match(wgsl, /@compute @workgroup_size\(WG\)\nfn main/);
-  assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"]);
+  assert.equal([...wgsl.matchAll(/^var<workgroup> (\w+)/gm)].map((m) => m[1]), ["wg"]);
+  // its twin with the q/k norm inside keeps its scratch in the struct too
+  const qk = assembled("paged_attention_decode_tcdw2_qk.wgsl");
+  assert.equal([...qk.matchAll(/^var<workgroup> (\w+)/gm)].map((m) => m[1]), ["wg"]);
   // the softmax adds the subgroups' shares of S
   assert.match(wgsl, /for \(var g = 0u; g < NSG; g\+\+\) \{\s+sc \+= wg\.s_tile\[g \* ROWS \* SS/);
   assert.not.match(wgsl, /subgroupMatrixLoad<[^>]+>[^>]*>\(&[kv]_cache/);
