@@ -453,7 +453,7 @@ export function decodePartialsRef(
   return { partO, partLse };
 }
 
-interface CaseShape extends AttentionShape {
+export interface DecodeCaseShape extends AttentionShape {
   readonly label: string;
   readonly contexts: readonly number[];
   /** Forced split length (default: planDecodeSplits with the default target). */
@@ -489,7 +489,8 @@ export function caseVariants(p: Parameters<typeof tcDecodeReason>[0]): string[] 
   return take.length === spec.variants.length ? undefined : take.map((v) => v.name);
 }
 
-function decodeCase(c: CaseShape): KernelCase<typeof params.fields> {
+/** A decode case of these sequences (q, caches, block tables drawn by the case's rng). */
+export function decodeCase(c: DecodeCaseShape): KernelCase<typeof params.fields> {
   const { numQHeads, numKvHeads, headDim, blockSize } = c;
   const scale = 1 / Math.sqrt(headDim);
   const lens = c.contexts.map((ctx) => ({ prefix: ctx - 1, query: 1 }));

@@ -29,16 +29,7 @@ import type { HostArray, KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams } from "./params.ts";
 import * as decode from "./paged_attention_decode.ts";
-import {
-  attentionFlops,
-  type AttentionShape,
-  kvBytes,
-  layoutSeqs,
-  packBlockTables,
-  packSeqInfo,
-  pagedAttentionRef,
-  unpackSeqs,
-} from "./paged_attention.ts";
+import { unpackSeqs } from "./paged_attention.ts";
 import { qkNormRopeCacheRef } from "./qk_norm_rope_cache.ts";
 import { ropeTable } from "./rope.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
@@ -122,70 +113,50 @@ function twinsOf(names: readonly string[] | undefined): string[] | undefined {
   return names?.filter((n) => TWINS[n] !== undefined);
 }
 
-interface CaseShape extends AttentionShape {
-  readonly label: string;
-  readonly contexts: readonly number[];
-  readonly splitTokens?: number;
+interface CaseShape extends decode.DecodeCaseShape {
   readonly qkNorm: boolean;
   /** Split-K partial sums of qkv the kernel adds up (default 1). */
   readonly qkvSplits?: number;
 }
 
+/**
+ * paged_attention_decode's case of these sequences with the query made here: its q replaced by
+ * the projection rows (and the norms and RoPE table), its reference fed the q and caches that
+ * qk_norm_rope_cache's reference makes of them, the caches compared too.
+ */
 function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
+  const base = decode.decodeCase(c);
   const { numQHeads: nq, numKvHeads: nkv, headDim: hd, blockSize } = c;
-  const scale = 1 / Math.sqrt(hd);
   const eps = 1e-6;
   const maxPositions = Math.max(...c.contexts) + 5;
-  const lens = c.contexts.map((ctx) => ({ prefix: ctx - 1, query: 1 }));
-  const sizes = layoutSeqs((x) => x, blockSize, lens);
-  const plan = c.splitTokens
-    ? { splitTokens: c.splitTokens, numSplits: Math.ceil(Math.max(...c.contexts) / c.splitTokens) }
-    : decode.planDecodeSplits(c.contexts, c, decode.spec.variants[0]);
-  const split = plan.numSplits > 1;
-  const tokens = sizes.numTokens;
+  const tokens = c.contexts.length;
   const width = (nq + 2 * nkv) * hd;
   const splits = c.qkvSplits ?? 1;
-  const cacheElems = sizes.numBlocks * blockSize * nkv * hd;
-  const { table, maxBlocks } = packBlockTables(sizes.seqs, blockSize);
-  const part = decode.decodePartialsSize(c.contexts.length, nq, hd, plan.numSplits);
   return {
-    label: `${c.label} (${plan.numSplits} x ${plan.splitTokens})`,
+    ...base,
     params: {
-      num_seqs: c.contexts.length,
-      num_q_heads: nq,
-      num_kv_heads: nkv,
-      head_dim: hd,
-      block_size: blockSize,
-      max_blocks: maxBlocks,
-      split_tokens: plan.splitTokens,
-      num_splits: plan.numSplits,
-      scale,
+      ...base.params,
       qk_norm: c.qkNorm ? 1 : 0,
       eps,
       max_positions: maxPositions,
       qkv_splits: splits,
       qkv_split_stride: splits > 1 ? (tokens * width) / 4 : 0,
     },
-    inputs: (rng) => {
-      const { seqs } = layoutSeqs((x) => rng.shuffle(x), blockSize, lens);
+    inputs: (rng, v) => {
+      const { q: _q, ...rest } = base.inputs(rng, v);
       return {
+        ...rest,
         qkv: rng.fillNormal(new Float32Array(splits * tokens * width), 2 / Math.sqrt(splits)),
         q_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
         k_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
         cos_sin: ropeTable(maxPositions, hd, 1e6),
-        // the new keys' slots hold stale values the kernel must overwrite
-        k_cache: rng.fillNormal(new Float32Array(cacheElems), 1.5),
-        v_cache: rng.fillNormal(new Float32Array(cacheElems)),
-        block_tables: packBlockTables(seqs, blockSize, maxBlocks).table,
-        seq_info: packSeqInfo(seqs),
       };
     },
-    outputs: { out: tokens * nq * hd, part_o: part.partO, part_lse: part.partLse },
     reference: (inp, v): Record<string, HostArray> => {
       const seqs = unpackSeqs(
         inp.seq_info as Int32Array,
         inp.block_tables as Int32Array,
-        maxBlocks,
+        base.params.max_blocks,
       );
       // the partials added in the kernel's order, in f32
       const all = inp.qkv as Float32Array;
@@ -193,7 +164,6 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
       for (let s = 1; s < splits; s++) {
         for (let i = 0; i < qkv.length; i++) qkv[i] += all[s * tokens * width + i];
       }
-      const positions = Int32Array.from(seqs, (s) => s.contextLen - 1);
       const slots = Int32Array.from(seqs, (s) => {
         const pos = s.contextLen - 1;
         return s.blockTable[Math.floor(pos / blockSize)] * blockSize + pos % blockSize;
@@ -203,7 +173,7 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
         c.qkNorm ? inp.q_norm as Float32Array : null,
         c.qkNorm ? inp.k_norm as Float32Array : null,
         inp.cos_sin as Float32Array,
-        positions,
+        Int32Array.from(seqs, (s) => s.contextLen - 1),
         slots,
         inp.k_cache as Float32Array,
         inp.v_cache as Float32Array,
@@ -216,32 +186,20 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
         roundToF16InPlace(r.vCache);
       }
       const caches = { k_cache: r.kCache, v_cache: r.vCache };
-      if (!split) {
-        return {
-          out: pagedAttentionRef(r.q, r.kCache, r.vCache, seqs, c, scale, tokens),
-          ...caches,
-        };
-      }
-      const p = decode.decodePartialsRef(r.q, r.kCache, r.vCache, seqs, c, scale, plan);
-      return { part_o: p.partO, part_lse: p.partLse, ...caches };
+      return { ...base.reference({ ...inp, q: r.q, ...caches }, v), ...caches };
     },
-    tolerance: (v) => v.dtype === "f16" ? { atol: 2e-3, rtol: 2e-3 } : { atol: 2e-5, rtol: 1e-4 },
-    bytes: (v) => {
-      const t = v.dtype === "f16" ? 2 : 4;
-      return kvBytes(sizes.seqs, c, v) + splits * tokens * width * 4 + table.length * 4 +
-        tokens * 2 * nkv * hd * t +
-        (split ? (part.partO + part.partLse) * 4 : tokens * nq * hd * 4);
-    },
-    flops: attentionFlops(sizes.seqs, c) + tokens * (nq + nkv) * hd * 8,
-    // paged_attention_decode's rule for which forms take these params
-    variants: twinsOf(decode.caseVariants({
-      num_q_heads: nq,
-      num_kv_heads: nkv,
-      head_dim: hd,
-      block_size: blockSize,
-      split_tokens: plan.splitTokens,
-      num_splits: plan.numSplits,
-    })),
+    // (f16: the new key's K is rounded from norms summed in another order than the reference's)
+    tolerance: (v) =>
+      v.subgroupMatrix
+        ? base.tolerance(v)
+        : v.dtype === "f16"
+        ? { atol: 2e-3, rtol: 2e-3 }
+        : base.tolerance(v),
+    variants: twinsOf(base.variants),
+    bytes: (v) =>
+      base.bytes(v) - tokens * nq * hd * 4 + splits * tokens * width * 4 +
+      tokens * 2 * nkv * hd * (v.dtype === "f16" ? 2 : 4),
+    flops: base.flops + tokens * (nq + nkv) * hd * 8,
   };
 }
 
