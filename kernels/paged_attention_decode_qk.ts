@@ -29,7 +29,7 @@ import type { HostArray, KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams } from "./params.ts";
 import * as decode from "./paged_attention_decode.ts";
-import { unpackSeqs } from "./paged_attention.ts";
+import { QWEN3_30B, unpackSeqs } from "./paged_attention.ts";
 import { qkNormRopeCacheRef } from "./qk_norm_rope_cache.ts";
 import { ropeTable } from "./rope.ts";
 import { roundToF16InPlace } from "../src/util/f16.ts";
@@ -202,8 +202,6 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
     flops: base.flops + tokens * (nq + nkv) * hd * 8,
   };
 }
-
-const QWEN3_30B = { numQHeads: 32, numKvHeads: 4, headDim: 128, blockSize: 16 } as const;
 
 export const cases: KernelCase<typeof params.fields>[] = [
   qkCase({
