@@ -28,6 +28,12 @@
  * stand-in. A variant off by more than 2^-10 of the group's largest |output| is marked FAIL
  * and not timed; the run then exits 1.
  *
+ * With `--qk` (on by default) each form that has a twin taking qk_norm_rope_cache's work
+ * (paged_attention_decode_qk: the model's decode steps run it) is timed again as VARIANT+qk,
+ * after the point's other rows: its q normed and rotated from one random projection row a
+ * sequence (no split-K partials), the new key written into the cache; its check uses the CPU's
+ * query heads over the caches read back after it ran.
+ *
  * A point whose K or V cache exceeds maxStorageBufferBindingSize or maxBufferSize, or that
  * the device cannot allocate, is skipped with its reason.
  *
@@ -58,7 +64,10 @@ import {
   packBlockTables,
   packSeqInfo,
 } from "../../kernels/paged_attention.ts";
-import { f16BitsToF32 } from "../util/f16.ts";
+import { f16BitsToF32, f32ToF16Bits, roundToF16InPlace } from "../util/f16.ts";
+import * as decodeQk from "../../kernels/paged_attention_decode_qk.ts";
+import { qkNormRopeCacheRef } from "../../kernels/qk_norm_rope_cache.ts";
+import { ropeTable } from "../../kernels/rope.ts";
 import { Rng } from "../util/rng.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
@@ -154,6 +163,14 @@ const SPEC = {
     help: "compare sequence 0's first kv-head group with the CPU reference before timing " +
       "(--check=false to skip)",
   },
+  qk: {
+    type: "boolean",
+    default: true,
+    help: "also time each form's twin that takes qk_norm_rope_cache's work inside " +
+      "(paged_attention_decode_qk, as the model's decode steps run it; a row VARIANT+qk after " +
+      "the point's other rows: q normed and rotated from one projection row, the new key " +
+      "written; --qk=false to leave them out)",
+  },
 } as const;
 
 /**
@@ -236,6 +253,8 @@ export interface PerfAttentionOptions {
   readonly headDim: number;
   /** Compare with the CPU reference before timing. */
   readonly check: boolean;
+  /** Also time the forms' paged_attention_decode_qk twins (a `+qk` row each; default false). */
+  readonly qk?: boolean;
   /** planDecodeSplits' (target, minSplitTokens) pairs: one row each (default one). */
   readonly splitPlans?: readonly SplitPlanInputs[];
   /** The read roof, bytes/s (null: no roof share). */
@@ -338,11 +357,19 @@ export async function benchAttention(
         continue;
       }
       try {
-        for (const variant of o.variants) {
+        // the twins last: they write each sequence's last key, which the plain forms' cached
+        // reference read before them
+        const twins = o.qk ? o.variants.filter((v) => decodeQk.qkTwinOf(v.name) !== null) : [];
+        const runs = [
+          ...o.variants.map((v) => ({ variant: v, twin: false })),
+          ...twins.map((v) => ({ variant: v, twin: true })),
+        ];
+        for (const { variant, twin } of runs) {
+          const name = `${variant.name}${twin ? "+qk" : ""}`;
           for (const split of o.splitPlans ?? [DEFAULT_SPLIT]) {
-            const r = await benchVariant(gpu, o, state, variant, timer, split);
+            const r = await benchVariant(gpu, o, state, variant, timer, split, twin);
             if (typeof r === "string") {
-              skip(variant.name, r);
+              skip(name, r);
               continue;
             }
             rows.push(r);
@@ -387,8 +414,20 @@ function dtypeBytes(dtype: "f16" | "f32"): number {
 }
 
 /** One point's buffers (shared by its variants) and its lazily computed reference. */
+/** What the twin rows of a point bind beside the caches, and sequence 0's query heads. */
+interface QkInputs {
+  readonly buffers: {
+    readonly qkv: GPUBuffer;
+    readonly qNorm: GPUBuffer;
+    readonly kNorm: GPUBuffer;
+    readonly cosSin: GPUBuffer;
+  };
+  readonly q0: Float32Array;
+}
+
 class PointState {
   private reference: Float32Array | null = null;
+  private qk: QkInputs | null = null;
 
   private constructor(
     readonly point: AttentionPoint,
@@ -443,11 +482,61 @@ class PointState {
   }
 
   /**
-   * The reference output of sequence 0's first kv-head group, [G, head_dim], from its
-   * blocks read back (computed once for every variant).
+   * The twins' inputs (made once a point): one projection row a sequence (f32, normal), the
+   * norm weights (T), the RoPE angles of position ctx - 1 as a one-row table (the kernel clamps
+   * the position into it), and sequence 0's query heads as the CPU makes them.
    */
-  async referenceOfGroup0(gpu: Gpu, o: PerfAttentionOptions): Promise<Float32Array> {
-    if (this.reference) return this.reference;
+  qkInputs(gpu: Gpu, o: PerfAttentionOptions): QkInputs {
+    if (this.qk) return this.qk;
+    const { numQHeads: nq, numKvHeads: nkv, headDim: hd } = o;
+    const rng = Rng.fromSeed(`perf-attention:qk:${this.point.batch}x${this.point.ctx}`);
+    const width = (nq + 2 * nkv) * hd;
+    const qkv = rng.fillNormal(new Float32Array(this.point.batch * width), 2);
+    // norm weights as stored (rounded to f16 where the caches are)
+    const norm = () => {
+      const w = rng.fillUniform(new Float32Array(hd), 0.5, 1.5);
+      return o.dtype === "f16" ? roundToF16InPlace(w) : w;
+    };
+    const qNorm = norm(), kNorm = norm();
+    const pos = this.point.ctx - 1;
+    const cosSin = ropeTable(pos + 1, hd, 1e6).slice(pos * hd);
+    const stored = (w: Float32Array) => (o.dtype === "f16" ? f32ToF16Bits(w) : w);
+    const d = gpu.device;
+    const buffers = {
+      qkv: uploadBuffer(d, "perf-attention.qkv", qkv),
+      qNorm: uploadBuffer(d, "perf-attention.q_norm", stored(qNorm)),
+      kNorm: uploadBuffer(d, "perf-attention.k_norm", stored(kNorm)),
+      cosSin: uploadBuffer(d, "perf-attention.cos_sin", cosSin),
+    };
+    const shape = { numQHeads: nq, numKvHeads: nkv, headDim: hd };
+    const none = new Float32Array(0);
+    const q0 = qkNormRopeCacheRef(
+      qkv.subarray(0, width),
+      qNorm,
+      kNorm,
+      cosSin,
+      Int32Array.of(0),
+      Int32Array.of(-1),
+      none,
+      none,
+      shape,
+      1e-6,
+    ).q;
+    this.qk = { buffers, q0 };
+    return this.qk;
+  }
+
+  /**
+   * The reference output of sequence 0's first kv-head group, [G, head_dim], from its
+   * blocks read back (computed once for every variant); with `q0` (sequence 0's query heads, as
+   * a twin makes them) from blocks read back now, not kept.
+   */
+  async referenceOfGroup0(
+    gpu: Gpu,
+    o: PerfAttentionOptions,
+    q0?: Float32Array,
+  ): Promise<Float32Array> {
+    if (this.reference && !q0) return this.reference;
     const seq = this.seqs[0];
     const blocks = Array.from(seq.blockTable).slice(0, Math.ceil(seq.contextLen / o.blockSize));
     const blockElems = o.blockSize * o.numKvHeads * o.headDim;
@@ -467,19 +556,20 @@ class PointState {
       contextLen: seq.contextLen,
       blockTable: Int32Array.from(blocks.keys()),
     };
-    const q0 = this.q.subarray(seq.queryStart * o.numQHeads * o.headDim);
+    const query = q0 ?? this.q.subarray(seq.queryStart * o.numQHeads * o.headDim);
     const ref = new Float32Array(group * o.headDim);
     const scale = 1 / Math.sqrt(o.headDim);
     for (let h = 0; h < group; h++) {
-      const r = attendRangeRef(q0, 0, h, k0, v0, compact, shape, scale, 0, seq.contextLen);
+      const r = attendRangeRef(query, 0, h, k0, v0, compact, shape, scale, 0, seq.contextLen);
       ref.set(r.out, h * o.headDim);
     }
-    this.reference = ref;
+    if (!q0) this.reference = ref;
     return ref;
   }
 
   destroy(): void {
     for (const b of Object.values(this.buffers)) b.destroy();
+    for (const b of Object.values(this.qk?.buffers ?? {})) b.destroy();
   }
 }
 
@@ -564,6 +654,7 @@ async function benchVariant(
   variant: Variant,
   timer: PassTimer,
   splitPlan: SplitPlanInputs = DEFAULT_SPLIT,
+  twin = false,
 ): Promise<AttentionRow | string> {
   const { batch, ctx } = state.point;
   const { numQHeads: nq, numKvHeads: nkv, headDim: hd } = o;
@@ -585,8 +676,15 @@ async function benchVariant(
   const part = decode.decodePartialsSize(batch, nq, hd, splits);
   const partO = createStorage(gpu.device, "perf-attention.part_o", part.partO * 4);
   const partLse = createStorage(gpu.device, "perf-attention.part_lse", part.partLse * 4);
-  const split = await KernelCall.create(gpu, decode.spec, [variant.name]);
+  // a twin: the form with qk_norm_rope_cache's work inside (one projection row, no partials)
+  const split =
+    (twin
+      ? await KernelCall.create(gpu, decodeQk.spec, [variant.name])
+      : await KernelCall.create(gpu, decode.spec, [variant.name])) as KernelCall<
+        typeof decodeQk.spec.params.fields
+      >;
   const merge = await KernelCall.create(gpu, decodeReduce.spec, ["f32", "f32-wg256"]);
+  const qk = twin ? state.qkInputs(gpu, o) : null;
   try {
     split.setParams({
       num_seqs: batch,
@@ -598,6 +696,12 @@ async function benchVariant(
       split_tokens: plan.splitTokens,
       num_splits: splits,
       scale: 1 / Math.sqrt(hd),
+      // (the twin's fields; past the plain form's params, not packed there)
+      qk_norm: 1,
+      eps: 1e-6,
+      max_positions: 1,
+      qkv_splits: 1,
+      qkv_split_stride: 0,
     });
     try {
       split.grid(variant.name);
@@ -617,8 +721,7 @@ async function benchVariant(
     const b = state.buffers;
     const encode = (pass: GPUComputePassEncoder, withMerge: boolean) => {
       for (let i = 0; i < o.reps; i++) {
-        split.dispatch(pass, variant.name, "point", {
-          q: b.q,
+        const common = {
           k_cache: b.k,
           v_cache: b.v,
           block_tables: b.blockTables,
@@ -626,7 +729,21 @@ async function benchVariant(
           out: b.out,
           part_o: partO,
           part_lse: partLse,
-        });
+        };
+        split.dispatch(
+          pass,
+          variant.name,
+          "point",
+          qk
+            ? {
+              ...common,
+              qkv: qk.buffers.qkv,
+              q_norm: qk.buffers.qNorm,
+              k_norm: qk.buffers.kNorm,
+              cos_sin: qk.buffers.cosSin,
+            }
+            : { ...common, q: b.q },
+        );
         if (withMerge && splits > 1) {
           merge.dispatch(pass, decodeReduce.reduceVariant(splits), "point", {
             seq_info: b.seqInfo,
@@ -646,7 +763,8 @@ async function benchVariant(
 
     let check: AttentionRow["check"] = "off", checkError: number | null = null;
     if (o.check) {
-      const ref = await state.referenceOfGroup0(gpu, o);
+      // (a twin's: its own query heads over the caches with the new keys it wrote)
+      const ref = await state.referenceOfGroup0(gpu, o, qk?.q0);
       const q0 = state.seqs[0].queryStart * nq * hd;
       const got = new Float32Array(await readBuffer(gpu.device, b.out, ref.byteLength, q0 * 4));
       const c = compareToReference(got, ref);
@@ -656,7 +774,7 @@ async function benchVariant(
     const base = {
       batch,
       ctx,
-      variant: variant.name,
+      variant: `${variant.name}${twin ? "+qk" : ""}`,
       split_tokens: plan.splitTokens,
       num_splits: splits,
       split_workgroups: typeof target === "number" ? target : null,
@@ -799,6 +917,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     numKvHeads: o.kvHeads,
     headDim: o.headDim,
     check: o.check,
+    qk: o.qk,
     bytesPerSecond: bw?.bytesPerSecond ?? null,
     splitPlans,
   });

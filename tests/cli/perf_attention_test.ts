@@ -53,10 +53,20 @@ for (const dtype of ["f32", "f16"] as const) {
       );
     }
     const lines: string[] = [];
-    const r = await benchAttention(gpu, options(dtype, run), (l) => lines.push(l));
+    // with the twins that norm q themselves (the tiled form's here), after each point's forms
+    const r = await benchAttention(
+      gpu,
+      { ...options(dtype, run), qk: true },
+      (l) => lines.push(l),
+    );
     assert.is(r.timing, gpu.timestamps ? "timestamps" : "wall");
     assert.equal(r.skipped, []);
-    assert.is(r.rows.length, POINTS.length * run.length);
+    assert.is(r.rows.length, POINTS.length * (run.length + 1));
+    assert.equal(
+      r.rows.filter((x) => x.variant.endsWith("+qk")).map((x) => x.variant),
+      POINTS.map(() => `${dtype}-tiled+qk`),
+    );
+    assert.ok(r.rows[run.length].variant.endsWith("+qk"), "a point's twins after its forms");
     const elem = dtype === "f16" ? 2 : 4;
     for (const row of r.rows) {
       const what = `${row.batch}x${row.ctx} ${row.variant}`;
