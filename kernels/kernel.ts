@@ -59,10 +59,12 @@ export interface Variant {
    */
   readonly wideWords?: boolean;
   /**
-   * With wideWords: read_write `vec4<T>` bindings that are declared as 16-byte words too (a
-   * form that writes the words it reads, as vec4<u32>).
+   * Bindings this form declares read_write whatever the spec says: one it writes, or one its
+   * driver reads slower when declared read-only (on the H200, f16-tcdw2h's K and V caches read
+   * as 16-byte words: 79% of the read roof read-only, 87% read_write; see
+   * kernels/paged_attention_decode.ts). With wideWords they stay 16-byte words.
    */
-  readonly wideWordsWritten?: readonly string[];
+  readonly readWrite?: readonly string[];
   /**
    * Read-only `T` bindings that this variant reads as f32 values instead (declared
    * `vec4<f32>`, 4 values an element): a wide-words form that converts them to f16 itself, so
@@ -188,6 +190,11 @@ export function variantByName<F extends ParamFields>(kernel: KernelSpec<F>, name
   return v;
 }
 
+/** A binding's access as a variant declares it (Variant.readWrite over the spec's). */
+export function bindingAccess(b: BindingSpec, variant: Variant): "read" | "read_write" {
+  return variant.readWrite?.includes(b.name) ? "read_write" : b.access;
+}
+
 /** The generated prelude of a kernel variant (exported for tests and error messages). */
 export function preludeOf<F extends ParamFields>(
   kernel: KernelSpec<F>,
@@ -231,9 +238,11 @@ export function preludeOf<F extends ParamFields>(
       );
     }
     const scalar = variant.scalarReads && b.type === "vec4<T>" && b.access === "read";
-    // read as words: read-only T and vec4<T> bindings of a wide-words form, and those it writes
+    const rw = variant.readWrite?.includes(b.name) ?? false;
+    // read as words: read-only T and vec4<T> bindings of a wide-words form, and the vec4<T>
+    // ones it declares read_write
     const words = variant.wideWords && (b.type === "T" || b.type === "vec4<T>") &&
-      (b.access === "read" || (b.type === "vec4<T>" && variant.wideWordsWritten?.includes(b.name)));
+      (b.access === "read" || (b.type === "vec4<T>" && rw));
     const type = f32
       ? "vec4<f32>"
       : variant.packed && b.type === "vec4<T>" && b.access === "read"
@@ -253,9 +262,9 @@ export function preludeOf<F extends ParamFields>(
       ? b.shape.replace(/ \/ 4\]$/, " / 8]")
       : b.shape;
     lines.push(
-      `@group(0) @binding(${
-        i + 1
-      }) var<storage, ${b.access}> ${b.name}: array<${type}>; // ${shape}`,
+      `@group(0) @binding(${i + 1}) var<storage, ${
+        bindingAccess(b, variant)
+      }> ${b.name}: array<${type}>; // ${shape}`,
     );
   });
   // T4: an element of a read-only vec4<T> binding as declared (vec2<u32> when packed); t4: its
@@ -347,7 +356,11 @@ async function buildPipeline<F extends ParamFields>(
       ...kernel.bindings.map((b, i) => ({
         binding: i + 1,
         visibility: GPU_SHADER_STAGE_COMPUTE,
-        buffer: { type: b.access === "read" ? "read-only-storage" as const : "storage" as const },
+        buffer: {
+          type: bindingAccess(b, variant) === "read"
+            ? "read-only-storage" as const
+            : "storage" as const,
+        },
       })),
     ],
   });

@@ -99,6 +99,12 @@ const TC_ROWS = 16;
  */
 const TCDW: Variant = {
   name: "f16-tcdw",
+  // K and V declared read_write (still 16-byte words): on the H200 (session 34, perf-attention,
+  // one run each way) f16-tcdw2h read 64 x 8192 in 280.2 µs with them read_write against 308.4
+  // read-only (86.8% of the roof against 78.9%), 8 x 131072 in 552.4 against 605.9 (88.1%
+  // against 80.3%), and 8 / 32 x 1024 decode steps took 11.49 / 22.37 ms against 11.52 /
+  // 22.45; f16-tiled (8-byte loads) read the same either way (1014 against 1016 µs)
+  readWrite: ["k_cache", "v_cache"],
   dtype: "f16",
   subgroupMatrix: { m: 16, n: 16, k: 16 },
   wideWords: true,

@@ -56,8 +56,8 @@ const CACHE_SHAPE = "[num_blocks, block_size, num_kv_heads, head_dim / 4]";
 
 /**
  * The forms with this twin (same name in paged_attention_decode) and the shader of each: the
- * tiled forms' and the several-subgroup tensor-core forms' (which write the cache as the
- * 16-byte words they read).
+ * tiled forms' and the several-subgroup tensor-core forms' (which declare the caches read_write
+ * as 16-byte words already, Variant.readWrite, and write the words they read).
  */
 const TWINS: Readonly<Record<string, string>> = {
   "f32-tiled": "paged_attention_decode_tiled_qk.wgsl",
@@ -87,7 +87,6 @@ export const spec: KernelSpec<typeof params.fields> = {
   variants: decode.spec.variants.filter((v) => TWINS[v.name] !== undefined).map((v) => ({
     ...v,
     shader: TWINS[v.name],
-    ...(v.wideWords ? { wideWordsWritten: ["k_cache", "v_cache"] } : {}),
   })),
   grid: (p, v, gpu) => {
     if (p.head_dim % 8 !== 0) {

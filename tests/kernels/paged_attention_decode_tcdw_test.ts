@@ -104,7 +104,7 @@ test("it binds K/V as 16-byte words and stages them in one workgroup struct, q i
   assert.not.ok(v.scalarReads);
   const prelude = preludeOf(spec, v);
   for (const b of ["k_cache", "v_cache"]) {
-    assert.ok(prelude.includes(`var<storage, read> ${b}: array<vec4<u32>>;`), b);
+    assert.ok(prelude.includes(`var<storage, read_write> ${b}: array<vec4<u32>>;`), b);
   }
   assert.ok(prelude.includes("var<storage, read> q: array<vec4<f32>>;"));
   const wgsl = shader(v.shader!);
@@ -140,8 +140,9 @@ test("its prelude enables subgroup matrices and binds K/V as words, the rest as 
   const bindings = [
     "var<uniform> params: Params;",
     "var<storage, read> q: array<vec4<f32>>;",
-    "var<storage, read> k_cache: array<vec4<u32>>;",
-    "var<storage, read> v_cache: array<vec4<u32>>;",
+    // read_write: the H200's driver reads them slower read-only (Variant.readWrite)
+    "var<storage, read_write> k_cache: array<vec4<u32>>;",
+    "var<storage, read_write> v_cache: array<vec4<u32>>;",
     "var<storage, read> block_tables: array<i32>;",
     "var<storage, read> seq_info: array<i32>;",
     "var<storage, read_write> out: array<vec4<f32>>;",
