@@ -2247,9 +2247,10 @@ async function createCalls(
   );
   const sampleVariant = sample.sampleVariant(gpu).name;
   // the decode forms whose twin takes qk_norm_rope_cache's work too (qkInDecodeAttention)
-  // (where the device binds all its storage buffers: every binding is one)
+  // (where the device binds all its storage buffers, every binding being one, and the heads'
+  // rotated halves are whole vec4 columns: head_dim a multiple of 8)
   const qkBindings = pagedAttentionDecodeQk.spec.bindings.length;
-  const decodeQkTwins = qkInDecodeAttention &&
+  const decodeQkTwins = qkInDecodeAttention && config.headDim % 8 === 0 &&
       (gpu.limits.maxStorageBuffersPerShaderStage ?? 8) >= qkBindings
     ? [...new Set([decodeVariant, decodeDeepVariant])].filter((v) =>
       pagedAttentionDecodeQk.qkTwinOf(v) !== null
