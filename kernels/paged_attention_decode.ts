@@ -156,8 +156,9 @@ const TCDW4: Variant = { ...TCDW2, name: "f16-tcdw4", consts: { ...TCDW2.consts,
  * SM), which it does not: 3 splits of 2736 keys in perf-attention (session 34) read 79.5% of the
  * roof in 792 workgroups (66 x 8192, 6 on each of 132 SMs) and 49-52% in 840-960, a second wave,
  * so something else (most likely its registers) holds it at 6. On the H200 (2026-12-03,
- * perf-attention, the model's plans, two runs alternating) the split kernel took 304.3 / 304.0 µs at 64 x 8192
- * against 306.6 / 306.1 padded (78.6-78.7% of the roof with the merge, against 78.1-78.2%), and
+ * perf-attention, the model's plans, two runs alternating) the split kernel took 304.3 / 304.0
+ * µs at 64 x 8192 against 306.6 / 306.1 padded (78.6-78.7% of the roof with the merge, against
+ * 78.1-78.2%), and
  * 599.6 / 598.8 at 8 x 131072 against 603.8 (80.2-80.4%, against 79.8%; the padded form's second
  * run read 674.4, an outlier); 64 and 128 x 1024 within 0.5 µs. K/V's rows padded by 8 bytes
  * instead of 16 as well (6,856 bytes) was 11-20% slower.

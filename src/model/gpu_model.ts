@@ -371,9 +371,10 @@ export interface GpuModelOptions {
   readonly oPartialsInRouter?: boolean;
   /**
    * Decode steps whose attention form has a twin in paged_attention_decode_qk (the tiled forms,
-   * f16-tcdw2 and f16-tcdw2h) take qk_norm_rope_cache's work inside the attention: each workgroup norms and rotates its
-   * query heads from the projection (its split-K partials added up there too), the split that
-   * holds a sequence's new key writes its K and V, one dispatch a layer fewer; where the qkv
+   * f16-tcdw2 and f16-tcdw2h) take qk_norm_rope_cache's work inside the attention: each
+   * workgroup norms and rotates its query heads from the projection (its split-K partials added
+   * up there too), the split that holds a sequence's new key writes its K and V, one dispatch a
+   * layer fewer; where the qkv
    * GEMM leaves split-K partial sums, only in steps whose splits hold at least
    * QK_IN_ATTENTION_MIN_SPLIT_KEYS keys; default true.
    */
@@ -1356,8 +1357,8 @@ export class GpuModel implements ForwardModel {
           ? `whole waves of ${this.opts.decodeSplit.wave} workgroups`
           : `whole waves of ${DECODE_SPLIT_WAVE_TC} workgroups (tensor cores; half waves where their splits reach ${DECODE_HALF_WAVE_MIN_KEYS} keys) / ~${DECODE_SPLIT_WORKGROUPS}`
       }, >= ${this.opts.decodeSplit.minTokens} keys)${
-        this.calls.decodeQkTwins.size
-          ? `; q/k norm, RoPE and the KV write inside ${[...this.calls.decodeQkTwins].join(", ")}`
+        this.calls.decodeQk
+          ? `; q/k norm, RoPE and the KV write inside ${this.calls.decodeQk.variants.join(", ")}`
           : ""
       }`,
       prefillAttention: `${this.calls.prefill.spec.name} ${this.calls.prefillVariant}`,
@@ -1599,8 +1600,7 @@ export class GpuModel implements ForwardModel {
     });
     // a decode step whose attention form has a _qk twin takes qk_norm_rope_cache's work there,
     // unless each of its workgroups would add up qkv's partial sums for a short split
-    const qkInAttention = plan.decode && c.decodeQk !== null &&
-      c.decodeQkTwins.has(decodeVariant) &&
+    const qkInAttention = plan.decode && c.decodeQk !== null && c.decodeQk.has(decodeVariant) &&
       (!qkvPartials || splitTokens >= QK_IN_ATTENTION_MIN_SPLIT_KEYS);
     if (qkInAttention) {
       c.decodeQk!.setParams({
@@ -1671,8 +1671,6 @@ export class GpuModel implements ForwardModel {
         q_norm: w.qNorm ?? w.inputNorm,
         k_norm: w.kNorm ?? w.inputNorm,
         cos_sin: b.ropeTable,
-        k_cache: kv.k,
-        v_cache: kv.v,
       };
       if (!qkInAttention) {
         c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, qkvKey, {
@@ -1680,11 +1678,12 @@ export class GpuModel implements ForwardModel {
           positions: b.positions,
           slot_mapping: b.slotMapping,
           q_out: b.q,
+          k_cache: kv.k,
+          v_cache: kv.v,
         });
       }
-      // the buffers both attention kernels read and write
+      // the buffers every attention kernel reads and writes besides its query
       const attention = {
-        q: b.q,
         k_cache: kv.k,
         v_cache: kv.v,
         block_tables: b.blockTables,
@@ -1692,19 +1691,19 @@ export class GpuModel implements ForwardModel {
         out: b.attn,
       };
       if (plan.decode) {
+        const partials = { part_o: this.partials!.o, part_lse: this.partials!.lse };
         if (qkInAttention) {
-          const { q: _q, ...rest } = attention;
           c.decodeQk!.dispatch(
             step.pass("paged_attention_decode", c.decodeQk!.spec.name),
             decodeVariant,
             qkvKey,
-            { ...rest, ...qkIn, part_o: this.partials!.o, part_lse: this.partials!.lse },
+            { ...attention, ...qkIn, ...partials },
           );
         } else {
           c.decode.dispatch(step.pass("paged_attention_decode"), decodeVariant, `l${l}`, {
             ...attention,
-            part_o: this.partials!.o,
-            part_lse: this.partials!.lse,
+            q: b.q,
+            ...partials,
           });
         }
         if (splits > 1) {
@@ -1723,7 +1722,7 @@ export class GpuModel implements ForwardModel {
           step.pass("paged_attention", c.prefill.spec.name),
           c.prefillVariant,
           `l${l}`,
-          attention,
+          { ...attention, q: b.q },
         );
       }
       const oOwed = oPartials && w.kind === "moe";
@@ -2323,7 +2322,6 @@ async function createCalls(
     decode: decodeCall,
     decodeReduce: decodeReduceCall,
     decodeQk: decodeQkCall,
-    decodeQkTwins: new Set(decodeQkTwins),
     blockCopy: blockCopyCall,
     silu: siluCall,
     gather: gatherCall,

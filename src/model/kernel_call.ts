@@ -57,6 +57,16 @@ export class KernelCall<F extends ParamFields> {
     return new KernelCall(gpu, spec, pipes, params);
   }
 
+  /** The variants it compiled, in the order asked. */
+  get variants(): string[] {
+    return [...this.pipes.keys()];
+  }
+
+  /** Whether it compiled `variant`. */
+  has(variant: string): boolean {
+    return this.pipes.has(variant);
+  }
+
   /** Writes this step's params (skipped when unchanged). */
   setParams(values: ParamValues<F>): void {
     const bytes = this.spec.params.pack(values);
