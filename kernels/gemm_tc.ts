@@ -33,6 +33,14 @@ const params = defineParams({
   k_split: "u32",
 });
 
+/**
+ * The wide-words forms declare `a` and `b` read_write (still 16-byte words): on the H200's
+ * Vulkan driver (session 35, perf-decode profile of 64 x 1024, two runs each way) a step's qkv
+ * linears took 1287 µs against 1494 read-only, o 1131 against 1263, the LM head 370 against 450
+ * (b alone read_write: 1325, 1146, 431); perf-prefill read the same to 1%.
+ */
+const READ_WRITE = ["a", "b"];
+
 function tcVariant(tm: 16 | 32 | 64): Variant {
   return {
     name: `f16-tc${tm}`,
@@ -59,6 +67,7 @@ function stagedSubgroupsVariant(rt: 2 | 4 | 8): Variant {
     perSubgroupMatrices: true,
     shader: "gemm_tcs_sg.wgsl",
     wideWords: true,
+    readWrite: READ_WRITE,
     consts: { RT: rt, TM: 16 * rt, CS: 1, CW: 32, A32: 0 },
   };
 }
@@ -76,6 +85,7 @@ function stagedColumnsVariant(rt: 1 | 2 | 4 | 8, cs: 2 | 4 | 8): Variant {
     perSubgroupMatrices: true,
     shader: "gemm_tcs_sg.wgsl",
     wideWords: true,
+    readWrite: READ_WRITE,
     consts: { RT: rt, TM: 16 * rt, CS: cs, CW: 32 * cs, A32: 0 },
   };
 }
@@ -92,6 +102,7 @@ function prefillVariant(wm: 1 | 2 | 4, wn: 1 | 2 | 4, bk: 16 | 32): Variant {
     perSubgroupMatrices: true,
     shader: "gemm_tcp.wgsl",
     wideWords: true,
+    readWrite: READ_WRITE,
     consts: { WM: wm, WN: wn, TM: 64 * wm, CW: 64 * wn, BK: bk },
   };
 }
@@ -103,6 +114,7 @@ function stagedVariant(tm: 16 | 32 | 64): Variant {
     subgroupMatrix: { m: 16, n: 16, k: 16 },
     shader: "gemm_tcs.wgsl",
     wideWords: true,
+    readWrite: READ_WRITE,
     consts: { RT: tm / 16, TM: tm, CW: 32, A32: 0 },
   };
 }

@@ -60,9 +60,11 @@ export interface Variant {
   readonly wideWords?: boolean;
   /**
    * Bindings this form declares read_write whatever the spec says: one it writes, or one its
-   * driver reads slower when declared read-only (on the H200, f16-tcdw2h's K and V caches read
-   * as 16-byte words: 79% of the read roof read-only, 87% read_write; see
-   * kernels/paged_attention_decode.ts). With wideWords they stay 16-byte words.
+   * driver reads slower when declared read-only. On the H200's Vulkan driver some 16-byte-word
+   * reads are: f16-tcdw2h's K and V caches (79% of the read roof read-only, 87% read_write;
+   * kernels/paged_attention_decode.ts), gemm_tc's operands and the MoE gate/up weights; others
+   * are not (the MoE down GEMM's), so each form says what it measured. With wideWords they stay
+   * 16-byte words.
    */
   readonly readWrite?: readonly string[];
   /**

@@ -37,6 +37,9 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
     MOE_TC_TILE,
   ],
+  // both operands read-only: on the H200 (session 35, perf-decode profile of 64 x 1024, two runs
+  // each way) a step's down GEMMs took 7.38-7.39 ms so, 7.45 with w read_write, 8.44-8.45 with
+  // act and w (the gate/up GEMM's weights read faster read_write)
   variants: moeTcVariants("moe_gemm_down_tcs.wgsl", 32, "moe_gemm_down_tcp.wgsl", 64),
   expertWeights: { binding: "w", rows: (p) => p.hidden, cols: (p) => p.inter },
   grid: (p, v) => [p.hidden / (v.consts?.CW ?? 64), Math.max(1, p.max_items), 1],

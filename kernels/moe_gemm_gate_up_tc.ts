@@ -52,7 +52,10 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "act", type: "T", access: "read_write", shape: "[rows + 128, inter]" },
     MOE_TC_TILE,
   ],
-  variants: moeTcVariants("moe_gemm_gate_up_tcs.wgsl", 16, "moe_gemm_gate_up_tcp.wgsl", 32),
+  // the expert weights read_write on the wide-words forms: on the H200 (session 35, perf-decode
+  // profile of 64 x 1024, two runs each way) a step's gate/up took 12.07-12.10 ms against
+  // 12.56-12.57 read-only; `a` read_write as well took it to 12.68-12.70
+  variants: moeTcVariants("moe_gemm_gate_up_tcs.wgsl", 16, "moe_gemm_gate_up_tcp.wgsl", 32, ["w"]),
   expertWeights: { binding: "w", rows: (p) => 2 * p.inter, cols: (p) => p.hidden },
   grid: (p, v) => [p.inter / (v.consts?.CW ?? 32), Math.max(1, p.max_items), 1],
 };
@@ -63,13 +66,15 @@ export const spec: KernelSpec<typeof params.fields> = {
  * as 16-byte words) and the prefill forms `f16-tcp1/2/4` (`prefillShader`, 1, 2 or 4 subgroups
  * of `prefillColumns` output columns each, both operands staged through double-buffered
  * workgroup memory, BK of k a step, work items of 64 rows) and `f16-tcp4x2` (`f16-tcp4` with two
- * subgroups a column group, one a 64-row half of 128-row work items).
+ * subgroups a column group, one a 64-row half of 128-row work items). The wide-words forms
+ * (all but `f16-tc`) declare the `readWrite` bindings read_write (Variant.readWrite).
  */
 export function moeTcVariants(
   shader: string,
   columns: number,
   prefillShader: string,
   prefillColumns: number,
+  readWrite: readonly string[] = [],
 ): Variant[] {
   const matrix = { m: 16, n: 16, k: 16 };
   const prefill = (wn: number, bk: number, wm = 1): Variant => ({
@@ -79,6 +84,7 @@ export function moeTcVariants(
     perSubgroupMatrices: true,
     shader: prefillShader,
     wideWords: true,
+    readWrite,
     consts: { WN: wn, WM: wm, BK: bk, CW: wn * prefillColumns },
   });
   const rows: Variant[] = [
@@ -89,6 +95,7 @@ export function moeTcVariants(
       subgroupMatrix: matrix,
       shader,
       wideWords: true,
+      readWrite,
       consts: { CW: columns },
     },
     prefill(1, 32),
