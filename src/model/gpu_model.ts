@@ -534,6 +534,20 @@ const DECODE_SPLIT_WAVE_TC = 1536;
  */
 const DECODE_HALF_WAVE_MIN_KEYS = 256;
 /**
+ * ... and half waves where their splits stay under this many keys while the whole-wave plan's
+ * workgroups that hold keys overflow a half wave (its splits at or near the 64-key minimum: 96
+ * keys a split instead). On the H200 (session 35, `call6`, perf-decode with --split-min-tokens
+ * 96 against the default, two processes each) 16 x 1024 took 16.01-16.04 ms in 11 splits of 96
+ * keys against 16.30-16.39 in 17 of 64 (1,088 workgroups), 2 x 8192 7.30-7.34 against 7.46-7.53
+ * (1,032), 4 x 4096 8.98-9.06 against 9.23-9.24 (1,040); where the plan of 64 keys fits a half
+ * wave 96 keys were slower (1 x 4096 4.44-4.45 against 4.37-4.38, 4 x 1024 8.79-8.80 against
+ * 8.71-8.73, 1 x 8192 4.57 against 4.55), and splits of 176 keys slower still (`call5`, in
+ * waves of 792: 32 x 1024 22.66-22.72 against 22.13-22.15 in 11 splits of 96, 16 x 2048 17.42
+ * against 16.82, 8 x 4096 12.85-12.88 against 12.35-12.43), though perf-attention reads the
+ * split kernel faster in them (`call4`: 32 x 1024 29.7 µs against 35.5).
+ */
+const DECODE_HALF_WAVE_SHORT_KEYS = 128;
+/**
  * Decode steps whose qkv projection leaves split-K partial sums take qk_norm_rope_cache inside
  * the attention (qkInDecodeAttention) only where its splits hold at least this many keys: every
  * workgroup adds up those partials for its query heads, which short splits do not pay for. On
@@ -748,7 +762,9 @@ type DecodeHeads = { readonly numQHeads: number; readonly numKvHeads: number };
  * about `workgroups` workgroups, or whole waves of `wave`, where asked; by default about
  * DECODE_SPLIT_WORKGROUPS on the FMA forms and whole waves of DECODE_SPLIT_WAVE_TC on the
  * tensor-core forms, or half waves there where that plan's splits reach DECODE_HALF_WAVE_MIN_KEYS
- * keys and its workgroups that hold keys fill a half wave.
+ * keys and its workgroups that hold keys fill a half wave, or where its splits stay under
+ * DECODE_HALF_WAVE_SHORT_KEYS keys and the whole-wave plan's workgroups that hold keys overflow a
+ * half wave.
  */
 export function decodeStepSplits(
   contextLens: readonly number[],
@@ -784,15 +800,21 @@ export function decodeStepSplitChoice(
   if (!variant.subgroupMatrix) return planFor(DECODE_SPLIT_WORKGROUPS);
   const half = planFor({ wave: DECODE_SPLIT_WAVE_TC / 2 });
   // the workgroups that hold keys (a short sequence's splits past its context exit at once)
-  let busy = 0;
-  for (const len of contextLens) {
-    busy += Math.min(half.plan.numSplits, Math.ceil(len / half.plan.splitTokens)) *
-      shape.numKvHeads;
+  const busy = (plan: pagedAttentionDecode.DecodeSplitPlan) => {
+    let n = 0;
+    for (const len of contextLens) {
+      n += Math.min(plan.numSplits, Math.ceil(len / plan.splitTokens)) * shape.numKvHeads;
+    }
+    return n;
+  };
+  const halfWave = DECODE_SPLIT_WAVE_TC / 2;
+  if (half.plan.splitTokens >= DECODE_HALF_WAVE_MIN_KEYS && busy(half.plan) >= halfWave) {
+    return half;
   }
-  const fills = busy >= DECODE_SPLIT_WAVE_TC / 2;
-  return half.plan.splitTokens >= DECODE_HALF_WAVE_MIN_KEYS && fills
+  const whole = planFor({ wave: DECODE_SPLIT_WAVE_TC });
+  return half.plan.splitTokens < DECODE_HALF_WAVE_SHORT_KEYS && busy(whole.plan) > halfWave
     ? half
-    : planFor({ wave: DECODE_SPLIT_WAVE_TC });
+    : whole;
 }
 
 /**

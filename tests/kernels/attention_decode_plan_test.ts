@@ -91,7 +91,7 @@ test("attention grids refuse head geometry they cannot hold", () => {
   assert.throws(() => prefillSpec.grid({ ...p, head_dim: 8 }, v, noGpu), /head_dim 8/);
 });
 
-test("the model's tensor-core plan: half waves where their splits reach 256 keys and fill one", () => {
+test("the model's tensor-core plan: half waves where their splits reach 256 keys and fill one, or stay under 128 where whole waves overflow one", () => {
   const tc = variantByName(decodeSpec, "f16-tcdw2h");
   const plan = (batch: number, ctx: number, split = {}) =>
     decodeStepSplits(Array(batch).fill(ctx), QWEN3_30B, tc, { minTokens: 64, ...split });
@@ -105,6 +105,15 @@ test("the model's tensor-core plan: half waves where their splits reach 256 keys
   assert.equal(plan(32, 1024), { splitTokens: 96, numSplits: 11 });
   assert.equal(plan(128, 1024), { splitTokens: 352, numSplits: 3 });
   assert.equal(plan(1, 8192), { splitTokens: 64, numSplits: 128 });
+  assert.equal(plan(8, 1024), { splitTokens: 64, numSplits: 16 });
+  // half waves of splits under 128 keys where the whole wave's 64-key splits overflow a half
+  // wave (16 x 1024: 16 splits, 1,024 workgroups; 2 x 8192: 128, 1,024), not where its splits
+  // would be longer (32 x 1024, 16 x 2048: 176 keys)
+  assert.equal(plan(16, 1024), { splitTokens: 96, numSplits: 11 });
+  assert.equal(plan(2, 8192), { splitTokens: 96, numSplits: 86 });
+  assert.equal(plan(4, 4096), { splitTokens: 96, numSplits: 43 });
+  assert.equal(plan(16, 2048), { splitTokens: 96, numSplits: 22 });
+  assert.equal(plan(4, 1024), { splitTokens: 64, numSplits: 16 });
   // the workgroups that count are those with keys: one long sequence among 63 short ones takes
   // whole waves, though its half-wave plan launches 768 workgroups
   const mixed = [8192, ...Array(63).fill(100)];
