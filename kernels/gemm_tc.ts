@@ -37,9 +37,10 @@ const params = defineParams({
  * The wide-words forms declare `a` and `b` read_write (still 16-byte words): on the H200's
  * Vulkan driver (session 35, perf-decode profile of 64 x 1024, two runs each way) a step's qkv
  * linears took 1287 µs against 1494 read-only, o 1131 against 1263, the LM head 370 against 450
- * (b alone read_write: 1325, 1146, 431); perf-prefill read the same to 1%.
+ * (b alone read_write: 1325, 1146, 431); perf-prefill read 0.6-1.3% faster (with the MoE
+ * GEMMs' operands read_write too).
  */
-const READ_WRITE = ["a", "b"];
+const READ_WRITE: readonly string[] = Object.freeze(["a", "b"]);
 
 function tcVariant(tm: 16 | 32 | 64): Variant {
   return {

@@ -812,7 +812,9 @@ export function decodeStepSplitChoice(
     return half;
   }
   const whole = planFor({ wave: DECODE_SPLIT_WAVE_TC });
-  return half.plan.splitTokens < DECODE_HALF_WAVE_SHORT_KEYS && busy(whole.plan) > halfWave
+  // (not a half wave of one split: a short context across many sequences, not measured)
+  return half.plan.numSplits > 1 && half.plan.splitTokens < DECODE_HALF_WAVE_SHORT_KEYS &&
+      busy(whole.plan) > halfWave
     ? half
     : whole;
 }

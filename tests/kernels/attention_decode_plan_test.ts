@@ -114,6 +114,10 @@ test("the model's tensor-core plan: half waves where their splits reach 256 keys
   assert.equal(plan(4, 4096), { splitTokens: 96, numSplits: 43 });
   assert.equal(plan(16, 2048), { splitTokens: 96, numSplits: 22 });
   assert.equal(plan(4, 1024), { splitTokens: 64, numSplits: 16 });
+  // nor where the half wave is one split (many sequences of a short context: 128 x 100 keeps
+  // two splits of 64 keys), nor where a wave is asked for
+  assert.equal(plan(128, 100), { splitTokens: 64, numSplits: 2 });
+  assert.equal(plan(16, 1024, { wave: 1536 }), { splitTokens: 64, numSplits: 16 });
   // the workgroups that count are those with keys: one long sequence among 63 short ones takes
   // whole waves, though its half-wave plan launches 768 workgroups
   const mixed = [8192, ...Array(63).fill(100)];

@@ -2,7 +2,7 @@ import { expertTilesFit } from "../../kernels/expert_tiles.ts";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { readFileSync } from "node:fs";
-import { preludeOf, variantByName } from "../../kernels/kernel.ts";
+import { bindingAccess, preludeOf, variantByName } from "../../kernels/kernel.ts";
 import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
 import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
 
@@ -34,7 +34,8 @@ test("the MoE prefill forms: subgroups of 64 x 64 products, operands as 16-byte 
       // per-subgroup matrix offsets, and the read operands as words
       assert.match(prelude, /diagnostic\(off, chromium.subgroup_matrix_uniformity\)/);
       for (const b of mod.spec.bindings.filter((b) => b.type === "T" && b.access === "read")) {
-        assert.match(prelude, new RegExp(`var<storage, read> ${b.name}: array<vec4<u32>>;`));
+        const access = bindingAccess(b, v);
+        assert.match(prelude, new RegExp(`var<storage, ${access}> ${b.name}: array<vec4<u32>>;`));
       }
     }
   }

@@ -1,7 +1,7 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { readFileSync } from "node:fs";
-import { preludeOf, variantByName } from "../../kernels/kernel.ts";
+import { bindingAccess, preludeOf, variantByName } from "../../kernels/kernel.ts";
 import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
 import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
 import { decodeTileFloats, moeTensorCoreForm } from "../../kernels/moe_block.ts";
@@ -12,14 +12,31 @@ const stages = [
   { mod: downTc, shader: "moe_gemm_down_tcs.wgsl", columns: 32 },
 ];
 
+test("gate/up's tensor-core forms declare their weights read_write, down's operands stay read", () => {
+  const access = (mod: typeof gateUpTc | typeof downTc, variant: string) =>
+    Object.fromEntries(
+      mod.spec.bindings.filter((b) => b.type === "T" && b.access === "read").map((
+        b,
+      ) => [b.name, bindingAccess(b, variantByName(mod.spec, variant))]),
+    );
+  for (const form of ["f16-tcs", "f16-tcs-t16", "f16-tcp4x2"]) {
+    assert.equal(access(gateUpTc, form), { a: "read", w: "read_write" }, form);
+    assert.equal(access(downTc, form), { act: "read", w: "read" }, form);
+  }
+  // the form without wide words keeps the spec's
+  assert.equal(access(gateUpTc, "f16-tc"), { a: "read", w: "read" });
+});
+
 test("the staged decode forms read their f16 operands as 16-byte words", () => {
   for (const { mod } of stages) {
     const v = variantByName(mod.spec, "f16-tcs");
     const prelude = preludeOf(mod.spec, v);
     const reads = mod.spec.bindings.filter((b) => b.type === "T" && b.access === "read");
     assert.equal(reads.length, 2, mod.spec.name);
+    // declared read_write where the form lists them (gate/up's weights), else read
     for (const b of reads) {
-      assert.match(prelude, new RegExp(`var<storage, read> ${b.name}: array<vec4<u32>>;`));
+      const access = bindingAccess(b, v);
+      assert.match(prelude, new RegExp(`var<storage, ${access}> ${b.name}: array<vec4<u32>>;`));
     }
     // the written binding keeps its type, and the prefill form its T bindings
     const out = mod.spec.bindings.find((b) => b.access === "read_write")!;
