@@ -413,7 +413,6 @@ function dtypeBytes(dtype: "f16" | "f32"): number {
   return dtype === "f16" ? 2 : 4;
 }
 
-/** One point's buffers (shared by its variants) and its lazily computed reference. */
 /** What the twin rows of a point bind beside the caches, and sequence 0's query heads. */
 interface QkInputs {
   readonly buffers: {
@@ -425,6 +424,7 @@ interface QkInputs {
   readonly q0: Float32Array;
 }
 
+/** One point's buffers (shared by its variants) and its lazily computed reference. */
 class PointState {
   private reference: Float32Array | null = null;
   private qk: QkInputs | null = null;
@@ -719,41 +719,38 @@ async function benchVariant(
       });
     }
     const b = state.buffers;
+    // the bindings, made once (every repetition binds the same buffers)
+    const common = {
+      k_cache: b.k,
+      v_cache: b.v,
+      block_tables: b.blockTables,
+      seq_info: b.seqInfo,
+      out: b.out,
+      part_o: partO,
+      part_lse: partLse,
+    };
+    const splitBindings = qk
+      ? {
+        ...common,
+        qkv: qk.buffers.qkv,
+        q_norm: qk.buffers.qNorm,
+        k_norm: qk.buffers.kNorm,
+        cos_sin: qk.buffers.cosSin,
+      }
+      : { ...common, q: b.q };
+    const mergeBindings = {
+      seq_info: b.seqInfo,
+      part_o: partO,
+      part_lse: partLse,
+      out: b.out,
+      // not written (write_f16 0); a second writable binding of out is allowed
+      out16: b.out,
+    };
+    const mergeVariant = decodeReduce.reduceVariant(splits);
     const encode = (pass: GPUComputePassEncoder, withMerge: boolean) => {
       for (let i = 0; i < o.reps; i++) {
-        const common = {
-          k_cache: b.k,
-          v_cache: b.v,
-          block_tables: b.blockTables,
-          seq_info: b.seqInfo,
-          out: b.out,
-          part_o: partO,
-          part_lse: partLse,
-        };
-        split.dispatch(
-          pass,
-          variant.name,
-          "point",
-          qk
-            ? {
-              ...common,
-              qkv: qk.buffers.qkv,
-              q_norm: qk.buffers.qNorm,
-              k_norm: qk.buffers.kNorm,
-              cos_sin: qk.buffers.cosSin,
-            }
-            : { ...common, q: b.q },
-        );
-        if (withMerge && splits > 1) {
-          merge.dispatch(pass, decodeReduce.reduceVariant(splits), "point", {
-            seq_info: b.seqInfo,
-            part_o: partO,
-            part_lse: partLse,
-            out: b.out,
-            // not written (write_f16 0); a second writable binding of out is allowed
-            out16: b.out,
-          });
-        }
+        split.dispatch(pass, variant.name, "point", splitBindings);
+        if (withMerge && splits > 1) merge.dispatch(pass, mergeVariant, "point", mergeBindings);
       }
     };
     const clear = gpu.device.createCommandEncoder();

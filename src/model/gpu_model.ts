@@ -1672,6 +1672,10 @@ export class GpuModel implements ForwardModel {
       c.silu.setParams({ tokens: T, inter: cfg.intermediateSize });
     }
 
+    // the split attention's partial sums, the same buffers in every layer
+    const partials = plan.decode
+      ? { part_o: this.partials!.o, part_lse: this.partials!.lse }
+      : null;
     // b.h holds layer l's normed input already (the MoE layer before it fused the norm)
     let normed = false;
     for (let l = 0; l < cfg.numLayers; l++) {
@@ -1715,7 +1719,6 @@ export class GpuModel implements ForwardModel {
         out: b.attn,
       };
       if (plan.decode) {
-        const partials = { part_o: this.partials!.o, part_lse: this.partials!.lse };
         if (qkInAttention) {
           c.decodeQk!.dispatch(
             step.pass("paged_attention_decode", c.decodeQk!.spec.name),
