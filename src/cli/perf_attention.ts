@@ -79,6 +79,7 @@ import { readRoof, roofLine } from "./bandwidth_roof.ts";
 import { round3 } from "../util/sample_stats.ts";
 import {
   DECODE_SPLIT_MIN_TOKENS,
+  decodeSplitMinTokens,
   decodeStepSplitChoice,
   type DeepDecodeContext,
   deepDecodeVariant,
@@ -154,8 +155,8 @@ const SPEC = {
   },
   splitMinTokens: {
     type: "list",
-    default: ["64"],
-    help: "split plans: at least these keys a split",
+    help: "split plans: at least these keys a split (default: each form's own, as in the " +
+      "model: 32 on the tiled forms, 64 on the others)",
   },
   check: {
     type: "boolean",
@@ -267,7 +268,8 @@ export interface PerfAttentionOptions {
  */
 export interface SplitPlanInputs {
   readonly target: DecodeSplitTarget | "model";
-  readonly minTokens: number;
+  /** (undefined: the form's own, decodeSplitMinTokens) */
+  readonly minTokens?: number;
 }
 
 /** One (point, variant) measured, or failed by the check (then no time). */
@@ -388,7 +390,7 @@ export async function benchAttention(
 }
 
 /** The split plan by default: the model's. */
-const DEFAULT_SPLIT: SplitPlanInputs = { target: "model", minTokens: DECODE_SPLIT_MIN_TOKENS };
+const DEFAULT_SPLIT: SplitPlanInputs = { target: "model" };
 
 /** Why a point's caches cannot be bound, or null. */
 function cacheLimitReason(gpu: Gpu, o: PerfAttentionOptions, p: AttentionPoint): string | null {
@@ -667,7 +669,13 @@ async function benchVariant(
       ? decodeStepSplitChoice(lens, shape, variant, { minTokens: splitPlan.minTokens })
       : {
         target: splitPlan.target,
-        plan: decode.planDecodeSplits(lens, shape, variant, splitPlan.target, splitPlan.minTokens),
+        plan: decode.planDecodeSplits(
+          lens,
+          shape,
+          variant,
+          splitPlan.target,
+          splitPlan.minTokens ?? decodeSplitMinTokens(variant),
+        ),
       });
   } catch (err) {
     return (err as Error).message;
@@ -776,7 +784,7 @@ async function benchVariant(
       num_splits: splits,
       split_workgroups: typeof target === "number" ? target : null,
       split_wave: typeof target === "number" ? null : target.wave,
-      split_min_tokens: splitPlan.minTokens,
+      split_min_tokens: splitPlan.minTokens ?? decodeSplitMinTokens(variant),
       split_rule: (splitPlan.target === "model" ? "model" : "asked") as AttentionRow["split_rule"],
       kv_bytes: kvBytes(state.seqs, o, variant),
       cache_suspect: kvBytes(state.seqs, o, variant) < CACHE_SUSPECT_BYTES,
@@ -887,15 +895,17 @@ export async function main(argv: readonly string[]): Promise<number> {
     ...waves.map((wave) => ({ wave })),
   ];
   const targets: SplitPlanInputs["target"][] = asked.length ? asked : ["model"];
-  const minTokens = intList("--split-min-tokens", o.splitMinTokens);
-  const splitPlans = targets.flatMap((target) => minTokens.map((m) => ({ target, minTokens: m })));
+  const minTokens = intList("--split-min-tokens", o.splitMinTokens ?? []);
+  const splitPlans = targets.flatMap((target) =>
+    (minTokens.length ? minTokens : [undefined]).map((m) => ({ target, minTokens: m }))
+  );
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
   const variants = selectVariants(gpu, dtype, o.variant, {
     numQHeads: o.qHeads,
     numKvHeads: o.kvHeads,
     blockSize: o.blockSize,
-    minSplitTokens: Math.min(...minTokens),
+    minSplitTokens: minTokens.length ? Math.min(...minTokens) : DECODE_SPLIT_MIN_TOKENS,
   });
   for (const s of variants.skipped) console.log(`skip variant ${s.variant}: ${s.reason}`);
   const bw = await readRoof(gpu, o.bandwidthGbps);

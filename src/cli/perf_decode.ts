@@ -96,7 +96,8 @@ const SPEC = {
     type: "number",
     integer: true,
     min: 1,
-    help: "decode attention: at least this many keys a split (64)",
+    help: "decode attention: at least this many keys a split (default: 32 on the tiled forms, " +
+      "64 on the others)",
   },
   stagedMaxRows: {
     type: "number",

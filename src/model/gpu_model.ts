@@ -143,7 +143,8 @@ export interface GpuModelOptions {
    * Decode attention's split plan (planDecodeSplits): about `workgroups` (split, seq, kv head)
    * workgroups a step, or the fewest whole waves of `wave` workgroups whose splits fit the form
    * (default: waves of 1536 on the tensor-core forms, 2048 workgroups on the others), and at
-   * least `minTokens` keys a split (default 64). The H200 holds about 1536 of f16-tcdw2's
+   * least `minTokens` keys a split (default decodeSplitMinTokens: 32 on the tiled forms, 64 on
+   * the others). The H200 holds about 1536 of f16-tcdw2's
    * workgroups at once (read from the sweep, not measured apart): in one perf-attention sweep (2026-12-02, 1024-6144 workgroups, one
    * layer) the plan of one full wave read the most at 128 x 1024 (60% of the roof, against 56%
    * at 3072 workgroups and 52% at 4096), 64 x 1024 (51% against 44-46%), 32 x 8192 (69%
@@ -586,8 +587,30 @@ export function deepDecodeVariant(gpu: Gpu, c: DeepDecodeContext): string | unde
     .find((v) => tcDecodeReason(gpu, c.dtype, c.blockSize, c.minSplitTokens, v) === null);
 }
 
-/** GpuModelOptions.decodeSplit.minTokens' default: the fewest keys a decode split takes. */
+/**
+ * GpuModelOptions.decodeSplit.minTokens' default on the forms other than the tiled ones (the
+ * tensor-core and one-key forms): the fewest keys a decode split takes.
+ */
 export const DECODE_SPLIT_MIN_TOKENS = 64;
+
+/**
+ * GpuModelOptions.decodeSplit.minTokens' default on the tiled FMA forms (`f16-tiled`, the form of
+ * the steps under DEEP_DECODE_KEYS keys on the H200, where the plan's ~2048 workgroups ask for
+ * fewer keys a split than that floor, so the floor sets the plan). H200, Qwen3-30B-A3B
+ * (session 36, perf-decode, two processes each, alternating; GPU ms at 64 -> 32 keys a split):
+ * 1 x 512 4.19-4.20 -> 4.07, 1 x 1024 4.21-4.23 -> 4.09-4.10, 1 x 2048 4.25 -> 4.19-4.20,
+ * 2 x 512 6.74-6.78 -> 6.54-6.55, 2 x 1024 6.73-6.77 -> 6.63, 4 x 512 8.58-8.65 -> 8.50-8.52;
+ * at 16 keys 4.06-4.08, 4.11-4.13, 4.46, 6.60-6.61, 6.84 and 8.61-8.65. The tensor-core forms
+ * read the same at 32 as at 64 (4 x 1024 8.66-8.72 against 8.63-8.78, 8 x 1024 11.49-11.52
+ * against 11.43-11.62) and slower at 1 x 4096 (4.38-4.42 against 4.35-4.36): they keep 64.
+ */
+export const DECODE_SPLIT_MIN_TOKENS_TILED = 32;
+
+/** The fewest keys a decode split of `variant` takes by default (see the two constants above). */
+export function decodeSplitMinTokens(variant: Variant): number {
+  const tiled = variant.consts?.TK !== undefined && !variant.subgroupMatrix;
+  return tiled ? DECODE_SPLIT_MIN_TOKENS_TILED : DECODE_SPLIT_MIN_TOKENS;
+}
 
 /**
  * Why the tensor-core decode attention `variant` cannot run here, or null: it needs f16 KV,
@@ -785,6 +808,7 @@ export function decodeStepSplitChoice(
   readonly target: pagedAttentionDecode.DecodeSplitTarget;
   readonly plan: pagedAttentionDecode.DecodeSplitPlan;
 } {
+  const minTokens = split.minTokens ?? decodeSplitMinTokens(variant);
   const planFor = (target: pagedAttentionDecode.DecodeSplitTarget) => ({
     target,
     plan: pagedAttentionDecode.planDecodeSplits(
@@ -792,7 +816,7 @@ export function decodeStepSplitChoice(
       shape,
       variant,
       target,
-      split.minTokens,
+      minTokens,
     ),
   });
   if (split.workgroups !== undefined) return planFor(split.workgroups);
@@ -1079,7 +1103,8 @@ export class GpuModel implements ForwardModel {
       decodeSplit: {
         workgroups: options.decodeSplit?.workgroups,
         wave: options.decodeSplit?.wave,
-        minTokens: options.decodeSplit?.minTokens ?? DECODE_SPLIT_MIN_TOKENS,
+        // (undefined: each form's own, decodeSplitMinTokens)
+        minTokens: options.decodeSplit?.minTokens,
       },
     };
     for (const option of ["linearFewRows", "linearOneRow"] as const) {
@@ -1116,7 +1141,7 @@ export class GpuModel implements ForwardModel {
       opts.lmHeadForms.map((f) => f.variant),
       opts.tensorCoreF32InputRows > 0,
       blockSize,
-      opts.decodeSplit.minTokens,
+      opts.decodeSplit.minTokens ?? DECODE_SPLIT_MIN_TOKENS,
       options.decodeAttention === undefined,
       opts.qkInDecodeAttention,
     );
@@ -1380,7 +1405,10 @@ export class GpuModel implements ForwardModel {
           : this.opts.decodeSplit.wave !== undefined
           ? `whole waves of ${this.opts.decodeSplit.wave} workgroups`
           : `whole waves of ${DECODE_SPLIT_WAVE_TC} workgroups (tensor cores; half waves where their splits reach ${DECODE_HALF_WAVE_MIN_KEYS} keys) / ~${DECODE_SPLIT_WORKGROUPS}`
-      }, >= ${this.opts.decodeSplit.minTokens} keys)${
+      }, >= ${
+        this.opts.decodeSplit.minTokens ??
+          `${DECODE_SPLIT_MIN_TOKENS_TILED} (tiled) / ${DECODE_SPLIT_MIN_TOKENS}`
+      } keys)${
         this.calls.decodeQk
           ? `; q/k norm, RoPE and the KV write inside ${this.calls.decodeQk.variants.join(", ")}`
           : ""

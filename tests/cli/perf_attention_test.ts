@@ -20,7 +20,8 @@ import {
 import { sharedGpu } from "../shared_gpu.ts";
 import { runTask } from "./cli_run.ts";
 
-// 2 q heads per kv head; 2 x 40 fits one split (no merge), 2 x 200 takes 4 splits of 64
+// 2 q heads per kv head; 2 x 40 fits one split of 64 (no merge) and two of the tiled forms' 32,
+// 2 x 200 takes 4 splits of 64 (7 of 32)
 const SHAPE = { blockSize: 16, numQHeads: 4, numKvHeads: 2, headDim: 32 } as const;
 const POINTS = [{ batch: 2, ctx: 40 }, { batch: 2, ctx: 200 }];
 
@@ -76,17 +77,20 @@ for (const dtype of ["f32", "f16"] as const) {
       assert.is(row.kv_bytes, row.batch * row.ctx * SHAPE.numKvHeads * SHAPE.headDim * 2 * elem);
       // tiny KV: flagged as possibly read from cache; the model's split plan by default
       assert.is(row.cache_suspect, true);
-      // the FMA forms take the model's plan of about 2048 workgroups (DECODE_SPLIT_WORKGROUPS)
+      // the FMA forms take the model's plan of about 2048 workgroups (DECODE_SPLIT_WORKGROUPS),
+      // at least 32 keys a split on the tiled forms and 64 on the others (decodeSplitMinTokens)
+      const least = row.variant.includes("-tiled") ? 32 : 64;
       assert.equal(
         [row.split_rule, row.split_workgroups, row.split_wave, row.split_min_tokens],
-        ["model", 2048, null, 64],
+        ["model", 2048, null, least],
         what,
       );
+      assert.is(row.num_splits, Math.ceil(row.ctx / least), what);
       assert.ok(Math.abs(row.gbps! - row.kv_bytes / (row.gpu_us! * 1e3)) < 1e-9 * row.gbps!);
       assert.ok(Math.abs(row.roof_share! - row.gbps!) < 1e-12, "a roof of 1 GB/s");
       assert.ok(row.split_tokens * row.num_splits >= row.ctx, `${what}: splits cover ctx`);
     }
-    assert.ok(r.rows.every((x) => x.ctx !== 40 || x.num_splits === 1));
+    assert.ok(r.rows.some((x) => x.ctx === 40 && x.num_splits === 1), "one split, no merge");
     assert.ok(r.rows.every((x) => x.ctx !== 200 || x.num_splits > 1), "the merge runs");
     assert.is(lines.length, r.rows.length, "one line per row");
   });

@@ -8,7 +8,7 @@ import {
 import { spec as prefillSpec } from "../../kernels/paged_attention.ts";
 import { variantByName } from "../../kernels/kernel.ts";
 import type { Gpu } from "../../src/gpu/device.ts";
-import { decodeStepSplits } from "../../src/model/gpu_model.ts";
+import { decodeSplitMinTokens, decodeStepSplits } from "../../src/model/gpu_model.ts";
 
 const QWEN3_30B = { numQHeads: 32, numKvHeads: 4 } as const;
 const f16 = variantByName(decodeSpec, "f16");
@@ -136,6 +136,29 @@ test("the model's tensor-core plan: half waves where their splits reach 256 keys
   assert.equal(
     decodeStepSplits(Array(8).fill(8192), QWEN3_30B, f16, {}),
     planDecodeSplits(Array(8).fill(8192), QWEN3_30B, f16, 2048),
+  );
+});
+
+test("the tiled forms' splits take at least 32 keys by default, the others 64", () => {
+  const tiled = variantByName(decodeSpec, "f16-tiled");
+  const tc = variantByName(decodeSpec, "f16-tcdw2h");
+  assert.equal(decodeSplitMinTokens(tiled), 32);
+  assert.equal(decodeSplitMinTokens(variantByName(decodeSpec, "f32-tiled")), 32);
+  assert.equal(decodeSplitMinTokens(f16), 64);
+  assert.equal(decodeSplitMinTokens(tc), 64);
+  // batch-1 steps of a short context: 33 splits of 32 keys at 1 x 1024 (64 before), 17 at 512
+  const plan = (v: typeof tc, batch: number, ctx: number, split = {}) =>
+    decodeStepSplits(Array(batch).fill(ctx), QWEN3_30B, v, split);
+  assert.equal(plan(tiled, 1, 1025), { splitTokens: 32, numSplits: 33 });
+  assert.equal(plan(tiled, 1, 512), { splitTokens: 32, numSplits: 16 });
+  assert.equal(plan(tiled, 2, 1024), { splitTokens: 32, numSplits: 32 });
+  // an asked-for floor applies to every form; the tensor-core forms keep 64 by default
+  assert.equal(plan(tiled, 1, 1025, { minTokens: 64 }), { splitTokens: 64, numSplits: 17 });
+  assert.equal(plan(tc, 1, 8192), { splitTokens: 64, numSplits: 128 });
+  // larger steps: the ~2048 workgroups set the split, not the floor
+  assert.equal(
+    plan(tiled, 64, 1024),
+    planDecodeSplits(Array(64).fill(1024), QWEN3_30B, tiled, 2048),
   );
 });
 
