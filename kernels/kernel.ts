@@ -277,6 +277,23 @@ export function preludeOf<F extends ParamFields>(
       ? "fn t4(v: T4) -> vec4<f32> { return vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)); }"
       : "fn t4(v: T4) -> vec4<f32> { return vec4<f32>(v); }",
   );
+  // TW: a word of a read-only vec4<T> binding as declared (T4, or 8 values in a vec4<u32> where
+  // wideWords); WV: vec4s of values a word; tw(v, h): its h-th four values as f32
+  // (lib/lane_group_dots.wgsl reads its weights so)
+  lines.push(
+    ...(variant.wideWords
+      ? [
+        "alias TW = vec4<u32>;",
+        "const WV: u32 = 2u;",
+        "fn tw(v: TW, h: u32) -> vec4<f32> { let p = select(v.xy, v.zw, h == 1u); " +
+        "return vec4<f32>(vec2<f32>(bitcast<vec2<f16>>(p.x)), vec2<f32>(bitcast<vec2<f16>>(p.y))); }",
+      ]
+      : [
+        "alias TW = T4;",
+        "const WV: u32 = 1u;",
+        "fn tw(v: TW, h: u32) -> vec4<f32> { return t4(v); }",
+      ]),
+  );
   return lines.join("\n");
 }
 

@@ -23,22 +23,37 @@ export interface LaneGroupConsts {
   readonly RB?: number;
 }
 
-/** `f16-FORM` and `f32-FORM` for each named form, over one shader file. */
+/**
+ * `f16-FORM` and `f32-FORM` for each named form, over one shader file, and for the forms named
+ * in `wide`, `f16-FORM-ww`: the f16 form reading its weights as 16-byte words of 8 values
+ * (`wideWords`) where the f16 form reads 8-byte ones (`packed`); its reduction width must be a
+ * multiple of 8 (wideWordsFit).
+ */
 export function laneGroupVariants(
   shader: string,
   forms: readonly (readonly [string, LaneGroupConsts])[],
+  wide: readonly string[] = [],
 ): Variant[] {
-  return forms.flatMap(([form, consts]) =>
-    (["f16", "f32"] as const).map((dtype) => ({
-      name: `${dtype}-${form}`,
-      dtype,
-      packed: dtype === "f16",
+  return forms.flatMap(([form, consts]) => {
+    const base = {
       consts: { RB: 0, ...consts },
       subgroups: true,
       minSubgroupSize: consts.LG,
       shader,
-    }))
-  );
+    };
+    return [
+      { ...base, name: `f16-${form}`, dtype: "f16" as const, packed: true },
+      { ...base, name: `f32-${form}`, dtype: "f32" as const, packed: false },
+      ...(wide.includes(form)
+        ? [{ ...base, name: `f16-${form}-ww`, dtype: "f16" as const, wideWords: true }]
+        : []),
+    ];
+  });
+}
+
+/** Whether a form reads a reduction width of `k` values: a wide-words form needs 8 a word. */
+export function wideWordsFit(v: Variant, k: number): boolean {
+  return !v.wideWords || k % 8 === 0;
 }
 
 /** Output columns one workgroup of a lane-group variant owns, or null for other variants. */

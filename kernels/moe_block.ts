@@ -55,7 +55,7 @@ import * as routerNorm from "./moe_router_norm.ts";
 import * as routerLogits from "./moe_router_logits.ts";
 import * as dispatch from "./moe_dispatch.ts";
 import * as routeDispatch from "./moe_route_dispatch.ts";
-import { laneGroupColumns } from "./lane_group_variants.ts";
+import { laneGroupColumns, wideWordsFit } from "./lane_group_variants.ts";
 import { MOE_STAGE_KERNEL, type MoeStage } from "./moe_cost.ts";
 export type { MoeStage } from "./moe_cost.ts";
 import * as gateUp from "./moe_gemm_gate_up.ts";
@@ -270,6 +270,13 @@ export const MOE_FUSED_ROUTER_MAX_TOKENS = 128;
  *   25.20 against dec-w32c2's 5.54 / 13.04 / 18.04 / 26.20, and dec's 26.45 at 32; see
  *   moeDecodeVariants), `dec` up to 4 (64 x 1024: 11.1 ms; dec8 13.1, dec8c4 15.7), then `dec8`.
  *   Earlier the same day dec-w32c2 had beaten dec-w32 (14.06 ms against 14.55 at 8 x 1024).
+ * Those three f16 forms reading their weights as 16-byte words (`-ww`, where both GEMMs'
+ * reduction widths are multiples of 8) go first: H200, session 36, perf-decode GPU ms, two
+ * processes each, alternating (8-byte words -> 16-byte): 1 x 1024 4.18 -> 4.10, 1 x 8192
+ * 4.64-4.65 -> 4.56-4.57, 8 x 1024 11.39-11.40 -> 11.26, 8 x 8192 13.59-13.66 -> 13.61,
+ * 16 x 1024 15.84-15.87 -> 15.75-15.77 (down in dec-w32c2u3r2-ww), 32 x 1024 22.03-22.11 ->
+ * 21.42-21.46. (The one-row GEMV of the linear layers read slower so: 1 x 1024 4.15-4.17 with
+ * `dec-w32u8-ww` beside these, against 4.10 without.)
  * Elsewhere the 8-lane forms. The block takes the first one it compiled.
  */
 export function moeGemmVariantFor(
@@ -292,17 +299,21 @@ export function moeGemmVariantFor(
     `${dtype}-dec-w32c2u3r2`,
   ];
   if (perExpert > 16) return [dtype];
+  // the measured forms' 16-byte-word twins first (f16; the block compiles them where they fit)
+  const ww = (name: string) => dtype === "f16" ? [`${name}-ww`, name] : [name];
   if (perExpert > 4) {
     return stage === "gate_up" ? [wg256, dec8, w32, staged, dtype] : [dec8, w32, staged, dtype];
   }
   if (stage === "down") {
     return perExpert <= 1
-      ? [c4r1, w32c2, w32, dec, dec8, staged, dtype]
+      ? [...ww(c4r1), w32c2, w32, dec, dec8, staged, dtype]
       : perExpert <= 2
-      ? [c2r2, dec, w32, dec8, staged, dtype]
+      ? [...ww(c2r2), dec, w32, dec8, staged, dtype]
       : [dec, w32, dec8, staged, dtype];
   }
-  return perExpert <= 2 ? [w32c2, w32, dec, dec8, staged, dtype] : [w32, dec, dec8, staged, dtype];
+  return perExpert <= 2
+    ? [...ww(w32c2), w32, dec, dec8, staged, dtype]
+    : [w32, dec, dec8, staged, dtype];
 }
 
 /**
@@ -513,6 +524,8 @@ export class MoeBlock {
       ? [asked]
       : gateUp.spec.variants.filter((v) =>
         v.dtype === shape.dtype && !!v.expertTiles === !!shape.expertTiles &&
+        // (a 16-byte-word form where both GEMMs' reduction widths are whole words)
+        wideWordsFit(v, hidden) && wideWordsFit(v, inter) &&
         unsupportedReason(gpu, v) === null
       ).map((v) => v.name);
     if (names.length === 0) throw new Error(`moe block: no ${shape.dtype} GEMM variant runs here`);

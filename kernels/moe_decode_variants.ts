@@ -12,7 +12,16 @@ import { laneGroupColumns, laneGroupVariants } from "./lane_group_variants.ts";
 import { tiledVariant } from "./expert_tiles.ts";
 
 /**
- * The decode variants over one shader file, f16 and f32: `dec`, `dec-w32` (a whole 32-wide
+ * The lane-group forms that also read their f16 weights as 16-byte words (`f16-FORM-ww`): the
+ * three the model takes at 1-2 rows an expert (moeGemmVariantFor, where the H200's figures
+ * are), and `dec`, whose 8-lane groups let adapters with 8-wide subgroups (lavapipe) check the
+ * 16-byte-word path.
+ */
+const MOE_WIDE_WORD_FORMS = ["dec", "dec-w32c2", "dec-w32c4u3r1", "dec-w32c2u3r2"];
+
+/**
+ * The decode variants over one shader file, f16 and f32 (and MOE_WIDE_WORD_FORMS' f16 twins
+ * reading 16-byte words): `dec`, `dec-w32` (a whole 32-wide
  * subgroup per column: more loads in flight where few experts are touched) and `dec8`.
  */
 export function moeDecodeVariants(shader: string): Variant[] {
@@ -37,7 +46,7 @@ export function moeDecodeVariants(shader: string): Variant[] {
     // dec-w32c2u3r2 5.40 / 12.65 / 17.38 / 25.20 (dec, the 2-row default before, 26.45 at 32)
     ["dec-w32c4u3r1", { WG: 128, LG: 32, GC: 4, RT: 1, UNR: 3 }],
     ["dec-w32c2u3r2", { WG: 128, LG: 32, GC: 2, RT: 2, UNR: 3 }],
-  ]);
+  ], MOE_WIDE_WORD_FORMS);
   // the f16 forms again reading the expert weights in tiles (kernels/expert_tiles.ts)
   return [...forms, ...forms.filter((v) => v.dtype === "f16").map(tiledVariant)];
 }
@@ -65,6 +74,11 @@ const ROW_PRODUCTION_VARIANTS = [
   "f16-dec-w32c2u3r2",
   "f16-dec8",
   "f16-dec8c4",
+  // 16-byte words: the forms the model takes at 1-32 tokens, and dec
+  "f16-dec-ww",
+  "f16-dec-w32c2-ww",
+  "f16-dec-w32c4u3r1-ww",
+  "f16-dec-w32c2u3r2-ww",
 ];
 
 /**

@@ -30,6 +30,7 @@ import {
   moeColumnsPerWorkgroup,
   moeDecodeVariants,
 } from "./moe_decode_variants.ts";
+import { wideWordsFit } from "./lane_group_variants.ts";
 import { Rng } from "../src/util/rng.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
@@ -197,9 +198,10 @@ function downCase(
       rows * hidden * 4,
     flops: rows * 2 * hidden * inter,
     // the tiled forms only where the weights are whole tiles
-    ...(variants
-      ? { variants }
-      : fitting(spec.variants, (v) => !v.expertTiles || expertTilesFit(hidden, inter))),
+    ...(variants ? { variants } : fitting(
+      spec.variants,
+      (v) => (!v.expertTiles || expertTilesFit(hidden, inter)) && wideWordsFit(v, inter),
+    )),
   };
 }
 

@@ -34,6 +34,7 @@ import {
   moeColumnsPerWorkgroup,
   moeDecodeVariants,
 } from "./moe_decode_variants.ts";
+import { wideWordsFit } from "./lane_group_variants.ts";
 import { Rng } from "../src/util/rng.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
@@ -217,9 +218,10 @@ function gateUpCase(
       rows * inter * 4 + rows * 4,
     flops: rows * 2 * inter * (2 * hidden + 2),
     // the tiled forms only where the weights are whole tiles, the up rows starting a band
-    ...(variants
-      ? { variants }
-      : fitting(spec.variants, (v) => !v.expertTiles || expertTilesFit(inter, hidden))),
+    ...(variants ? { variants } : fitting(
+      spec.variants,
+      (v) => (!v.expertTiles || expertTilesFit(inter, hidden)) && wideWordsFit(v, hidden),
+    )),
   };
 }
 

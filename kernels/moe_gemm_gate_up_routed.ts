@@ -36,6 +36,7 @@ import {
   moeColumnsPerWorkgroup,
   moeDecodeVariants,
 } from "./moe_decode_variants.ts";
+import { wideWordsFit } from "./lane_group_variants.ts";
 import * as dispatch from "./moe_dispatch.ts";
 
 const params = defineParams({
@@ -227,9 +228,10 @@ function routedCase(
       topK * 2 * inter * hidden * (v.dtype === "f16" ? 2 : 4) + experts * 4 + hidden * 4 +
       topK * inter * 4 + topK * 12 + 16 * (1 + topK) + 24,
     flops: topK * 2 * inter * (2 * hidden + 2) + experts * 6,
-    ...(variants
-      ? { variants }
-      : fitting(spec.variants, (v) => !v.expertTiles || expertTilesFit(inter, hidden))),
+    ...(variants ? { variants } : fitting(
+      spec.variants,
+      (v) => (!v.expertTiles || expertTilesFit(inter, hidden)) && wideWordsFit(v, hidden),
+    )),
   };
 }
 

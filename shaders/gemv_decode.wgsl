@@ -28,11 +28,12 @@ fn main(
     return;
   }
   let k4 = params.k / 4u;
+  let kw = k4 / WV; // weight words a row
   let lane = lid % LG;
   // Rows past n read a valid row and are never written.
   var wo = array<u32, WC>();
   for (var c = 0u; c < GC; c++) {
-    wo[c] = min(c0 + c, n - 1u) * k4;
+    wo[c] = min(c0 + c, n - 1u) * kw;
   }
   // RB = 1: workgroup z takes rows [RT z, RT z + RT) (row blocks side by side); else every row
   let r_first = select(0u, wid.z * RT, RB == 1u);
@@ -43,7 +44,7 @@ fn main(
     for (var r = 0u; r < RT; r++) {
       xo[r] = (r0 + r) * k4;
     }
-    let acc = lane_group_dots(wo, xo, nr, k4, lane);
+    let acc = lane_group_dots(wo, xo, nr, kw, lane);
     for (var r = 0u; r < RT; r++) {
       if (r < nr) {
         for (var c = 0u; c < GC; c++) {

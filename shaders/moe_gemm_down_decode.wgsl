@@ -11,9 +11,9 @@
 const CPW: u32 = (WG / LG) * GC; // output columns a workgroup owns
 const WC: u32 = GC; // weight rows a lane group reads
 
-// vec4 kk (4 weights) of the expert weight row at wo, row by row or in tiles
+// word kk (WV vec4s of weights) of the expert weight row at wo, row by row or in tiles
 fn w_index(wo: u32, kk: u32) -> u32 {
-  return wo + tile_quad(kk);
+  return wo + tile_unit(kk);
 }
 
 fn row_in(i: u32) -> vec4<f32> {
@@ -33,12 +33,13 @@ fn main(
   let e = info.x;
   let hidden = params.hidden;
   let k4 = params.inter / 4u;
+  let kw = k4 / WV; // weight words a row
   let lane = lid % LG;
   let c0 = wid.x * CPW + (lid / LG) * GC;
   // Columns past hidden read a valid row and are never written.
   var wo = array<u32, WC>();
   for (var c = 0u; c < GC; c++) {
-    wo[c] = (e * hidden * params.inter + tile_row(min(c0 + c, hidden - 1u), params.inter)) / 4u;
+    wo[c] = (e * hidden * params.inter + tile_row(min(c0 + c, hidden - 1u), params.inter)) / (4u * WV);
   }
   for (var r0 = info.y; r0 < info.z; r0 += RT) {
     let nr = min(RT, info.z - r0);
@@ -46,7 +47,7 @@ fn main(
     for (var r = 0u; r < RT; r++) {
       xo[r] = (r0 + r) * k4;
     }
-    let acc = lane_group_dots(wo, xo, nr, k4, lane);
+    let acc = lane_group_dots(wo, xo, nr, kw, lane);
     for (var r = 0u; r < RT; r++) {
       if (r < nr) {
         for (var c = 0u; c < GC; c++) {

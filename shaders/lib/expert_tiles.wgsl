@@ -33,6 +33,15 @@ fn tile_word(word: u32) -> u32 {
   return word;
 }
 
+// The offset of a row's weight word `kk` (the prelude's TW: WV vec4s of weights) from the row's
+// tile_row / (4 WV).
+fn tile_unit(kk: u32) -> u32 {
+  if (WV == 2u) {
+    return tile_word(kk);
+  }
+  return tile_quad(kk);
+}
+
 // The offset of a row's vec4 `quad` (4 weights) from the row's tile_row / 4.
 fn tile_quad(quad: u32) -> u32 {
   if (EXPERT_TILES) {

@@ -11,9 +11,9 @@
 const CPW: u32 = (WG / LG) * GC; // act columns a workgroup owns
 const WC: u32 = 2u * GC; // weight rows a lane group reads: GC gate rows, then GC up rows
 
-// vec4 kk (4 weights) of the expert weight row at wo, row by row or in tiles
+// word kk (WV vec4s of weights) of the expert weight row at wo, row by row or in tiles
 fn w_index(wo: u32, kk: u32) -> u32 {
-  return wo + tile_quad(kk);
+  return wo + tile_unit(kk);
 }
 
 fn row_in(i: u32) -> vec4<f32> {
@@ -23,13 +23,15 @@ fn row_in(i: u32) -> vec4<f32> {
 fn gate_up_decode_rows(e: u32, first: u32, end: u32, bx: u32, lid: u32) {
   let inter = params.inter;
   let k4 = params.hidden / 4u;
+  let kw = k4 / WV; // weight words a row
   let lane = lid % LG;
   let c0 = bx * CPW + (lid / LG) * GC;
   // Columns past inter read a valid row and are never written.
   var wo = array<u32, WC>();
   for (var c = 0u; c < GC; c++) {
-    wo[c] = (e * 2u * inter * params.hidden + tile_row(min(c0 + c, inter - 1u), params.hidden)) / 4u;
-    wo[GC + c] = wo[c] + inter * k4;
+    wo[c] = (e * 2u * inter * params.hidden + tile_row(min(c0 + c, inter - 1u), params.hidden)) /
+      (4u * WV);
+    wo[GC + c] = wo[c] + inter * kw;
   }
   for (var r0 = first; r0 < end; r0 += RT) {
     let nr = min(RT, end - r0);
@@ -37,7 +39,7 @@ fn gate_up_decode_rows(e: u32, first: u32, end: u32, bx: u32, lid: u32) {
     for (var r = 0u; r < RT; r++) {
       xo[r] = token_of(r0 + min(r, nr - 1u)) * k4;
     }
-    let acc = lane_group_dots(wo, xo, nr, k4, lane);
+    let acc = lane_group_dots(wo, xo, nr, kw, lane);
     for (var r = 0u; r < RT; r++) {
       if (r < nr) {
         for (var c = 0u; c < GC; c++) {

@@ -841,16 +841,21 @@ test("the MoE block refuses a step larger than its scratch and encode before set
 });
 
 test("the GEMM forms by rows per expert: decode forms, then staged (f16 words when packed), tiled else", () => {
-  // up to 1 row an expert: gate/up dec-w32c2, down dec-w32c4u3r1 (its short rows)
-  const fewRows = ["f16-dec-w32c2", "f16-dec-w32", "f16-dec", "f16-dec8", "f16-staged", "f16"];
+  // up to 1 row an expert: gate/up dec-w32c2, down dec-w32c4u3r1 (its short rows), each f16
+  // form's 16-byte-word twin first
+  const rest = ["f16-dec-w32", "f16-dec", "f16-dec8", "f16-staged", "f16"];
+  const fewRows = ["f16-dec-w32c2-ww", "f16-dec-w32c2", ...rest];
   assert.equal(moeGemmVariantFor("f16", 1, 8, 128), fewRows);
   assert.equal(moeGemmVariantFor("f16", 16, 8, 128, false, "down"), [
+    "f16-dec-w32c4u3r1-ww",
     "f16-dec-w32c4u3r1",
-    ...fewRows,
+    "f16-dec-w32c2",
+    ...rest,
   ]);
   // up to 2: gate/up dec-w32c2 still, down dec-w32c2u3r2
   assert.equal(moeGemmVariantFor("f16", 32, 8, 128), fewRows);
   assert.equal(moeGemmVariantFor("f16", 32, 8, 128, false, "down"), [
+    "f16-dec-w32c2u3r2-ww",
     "f16-dec-w32c2u3r2",
     "f16-dec",
     "f16-dec-w32",
@@ -858,6 +863,8 @@ test("the GEMM forms by rows per expert: decode forms, then staged (f16 words wh
     "f16-staged",
     "f16",
   ]);
+  // f32 weights have no such twins
+  assert.equal(moeGemmVariantFor("f32", 1, 8, 128)[0], "f32-dec-w32c2");
   // up to 4: gate/up dec-w32, down dec (faster than dec8 and dec-w32 on the H200 at 4)
   assert.equal(moeGemmVariantFor("f16", 64, 8, 128)[0], "f16-dec-w32");
   assert.equal(moeGemmVariantFor("f16", 64, 8, 128, false, "down"), [
