@@ -1,8 +1,9 @@
 // Grouped down GEMM for decode (a few rows per expert), weight bound: the expert's weights
 // are read once per RT rows at the HBM rate, each load applied to every row in registers. A
 // lane group of LG invocations owns GC output columns (rows of w[e]); its lanes split the
-// inter dimension in vec4 steps, UNR loads in flight per column, and meet through subgroup
-// shuffles (no workgroup memory, no barrier). act rows are in expert-sorted order.
+// inter dimension in weight words (WV vec4s: 8 bytes where packed, 16 where the form reads wide
+// words), UNR loads in flight per column, and meet through subgroup shuffles (no workgroup
+// memory, no barrier). act rows are in expert-sorted order.
 //   y[r, c] = act[r] . w[e, c]
 //#include "lib/lane_group_sum.wgsl"
 //#include "lib/lane_group_dots.wgsl"

@@ -2,8 +2,8 @@
 // rows, act columns of the workgroup's column block bx), weight bound: the expert's weights
 // are read once per RT rows at the HBM rate, each load applied to every row in registers. A
 // lane group of LG invocations owns GC act columns (their gate rows and up rows of w[e]); its
-// lanes split the hidden dimension in vec4 steps, UNR loads in flight per column, and meet
-// through subgroup shuffles (no workgroup memory, no barrier).
+// lanes split the hidden dimension in weight words (WV vec4s), UNR loads in flight per column,
+// and meet through subgroup shuffles (no workgroup memory, no barrier).
 //   act[r, c] = silu(x[token_of(r)] . w[e, c]) * (x[token_of(r)] . w[e, inter + c])
 // The including shader binds x, w and act, has params.{hidden, inter}, defines
 // token_of(row) (the token whose x row a row reads) and includes lane_group_sum,
