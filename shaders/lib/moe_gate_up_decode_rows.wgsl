@@ -13,7 +13,7 @@ const WC: u32 = 2u * GC; // weight rows a lane group reads: GC gate rows, then G
 
 // word kk (WV vec4s of weights) of the expert weight row at wo, row by row or in tiles
 fn w_index(wo: u32, kk: u32) -> u32 {
-  return wo + tile_unit(kk);
+  return wo + tile_unit(kk, WV);
 }
 
 fn row_in(i: u32) -> vec4<f32> {

@@ -63,10 +63,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let row = i / ${cols}u;
   let col = i % ${cols}u;
   out[4u * i] = tile_row(row, ${cols}u) + tile_col(col);
-  // the 16-byte word of (row, col) and the row stride of a 16 x 16 block
-  out[4u * i + 1u] = tile_row(row, ${cols}u) / 8u + tile_word(col / 8u);
+  // the 16-byte word of (row, col) (tile_word, through tile_unit of 2 vec4s), the row stride
+  // of a 16 x 16 block, and the quad of (row, col) (tile_quad, through tile_unit of 1 vec4)
+  out[4u * i + 1u] = tile_row(row, ${cols}u) / 8u + tile_unit(col / 8u, 2u);
   out[4u * i + 2u] = tile_stride(${cols}u);
-  out[4u * i + 3u] = 0u;
+  out[4u * i + 3u] = tile_row(row, ${cols}u) / 4u + tile_unit(col / 4u, 1u);
 }`;
     const module = await compileWgsl(gpu.device, assembleWgsl([{ file: "t", text: code }]), "t");
     const pipeline = gpu.device.createComputePipeline({
@@ -94,6 +95,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
       const i = r * cols + c;
       assert.is(plain[4 * i], i);
       assert.is(plain[4 * i + 1], Math.floor(i / 8));
+      assert.is(plain[4 * i + 3], Math.floor(i / 4));
+      assert.is(tiled[4 * i + 3], Math.floor(tiledIndex(r, c, cols) / 4), `quad at ${r}, ${c}`);
       assert.is(tiled[4 * i], tiledIndex(r, c, cols), `tile_row + tile_col at ${r}, ${c}`);
       assert.is(tiled[4 * i + 1], Math.floor(tiledIndex(r, c, cols) / 8), `word at ${r}, ${c}`);
     }
