@@ -1,13 +1,16 @@
 /**
  * Lane-group kernel variants (the decode forms of the GEMV and the MoE GEMMs): a lane group of
- * LG consecutive invocations owns GC output columns, splits the reduction dimension in vec4
- * steps with UNR loads in flight, applies each load to RT rows held in registers and meets
- * through subgroup shuffles (shaders/lib/lane_group_sum.wgsl). One form gives an f16 variant
- * (weights read as 32-bit words) and an f32 one.
+ * LG consecutive invocations owns GC output columns, splits the reduction dimension in weight
+ * words with UNR loads in flight, applies each load to RT rows held in registers and meets
+ * through subgroup shuffles (shaders/lib/lane_group_sum.wgsl, lib/lane_group_dots.wgsl). One
+ * form gives an f16 variant (weights read as 8-byte words of 4 values, `packed`), an f32 one
+ * and, where asked, an f16 one reading 16-byte words of 8 values (`-ww`, `wideWords`).
  *
  * ```ts
  * laneGroupVariants("gemv_decode.wgsl", [["dec", { WG: 128, LG: 8, GC: 1, RT: 1, UNR: 8 }]]);
  * // [f16-dec, f32-dec]
+ * laneGroupVariants("moe_gemm_down_decode.wgsl", [["dec", { WG: 128, LG: 8, GC: 1, RT: 4, UNR: 4 }]], ["dec"]);
+ * // [f16-dec, f32-dec, f16-dec-ww]
  * ```
  */
 import type { Variant } from "./kernel.ts";

@@ -513,11 +513,20 @@ export class MoeBlock {
       }
     }
     const asked = options.gemm && options.gemm !== "auto" ? layoutForm(shape, options.gemm) : null;
-    if (asked && !gateUp.spec.variants.some((v) => v.name === asked)) {
+    const askedVariant = asked ? gateUp.spec.variants.find((v) => v.name === asked) : undefined;
+    if (asked && !askedVariant) {
       throw new Error(
         `moe block: GEMM form ${asked} does not exist${
           shape.expertTiles ? " (with the expert weights in tiles: the form has no tiled twin)" : ""
         }`,
+      );
+    }
+    if (
+      askedVariant && !(wideWordsFit(askedVariant, hidden) && wideWordsFit(askedVariant, inter))
+    ) {
+      throw new Error(
+        `moe block: GEMM form ${asked} reads 16-byte words of 8 values: hidden and inter must be ` +
+          `multiples of 8 (have ${hidden}, ${inter})`,
       );
     }
     const names = asked

@@ -1,11 +1,12 @@
 /**
  * The decode forms of the grouped expert GEMMs (gate/up and down): weight-bound kernels
  * for a few rows per expert, in which a lane group of LG invocations owns GC output
- * columns, splits the reduction dimension in vec4 steps with UNR loads in flight, applies
+ * columns, splits the reduction dimension in weight words with UNR loads in flight, applies
  * each load to RT rows held in registers and meets through subgroup shuffles. `dec` (lanes of
  * 8) and `dec-w32` (32, more loads in flight) hold 4 rows a pass, `dec8` 8 rows and 2 columns
  * a lane group; moeGemmVariantFor picks among them by rows per expert.
- * f16 weights are read as 32-bit words (`packed`).
+ * f16 weights are read as 8-byte words (`packed`), or as 16-byte ones by the `-ww` twins of
+ * MOE_WIDE_WORD_FORMS.
  */
 import type { Variant } from "./kernel.ts";
 import { laneGroupColumns, laneGroupVariants } from "./lane_group_variants.ts";
@@ -15,7 +16,7 @@ import { tiledVariant } from "./expert_tiles.ts";
  * The lane-group forms that also read their f16 weights as 16-byte words (`f16-FORM-ww`): the
  * three the model takes at 1-2 rows an expert (moeGemmVariantFor, where the H200's figures
  * are), and `dec`, whose 8-lane groups let adapters with 8-wide subgroups (lavapipe) check the
- * 16-byte-word path.
+ * 16-byte-word path (the model takes `dec-ww` only when asked, e.g. `--moe-gate-up dec-ww`).
  */
 const MOE_WIDE_WORD_FORMS = ["dec", "dec-w32c2", "dec-w32c4u3r1", "dec-w32c2u3r2"];
 
@@ -38,7 +39,8 @@ export function moeDecodeVariants(shader: string): Variant[] {
     // dec-w32 with 8 subgroups a workgroup: the rows' x values come from L2 once per 8
     // columns instead of 4 (gate/up past 4 rows an expert: 128 x 1024 step 103.7 -> 94.2 ms)
     ["dec-w32-wg256", { WG: 256, LG: 32, GC: 1, RT: 4, UNR: 2 }],
-    // down's short rows (768 wide: 192 vec4 steps, 6 a lane): UNR 3 walks them in 2 dependent
+    // down's short rows (768 wide: 192 8-byte words, 6 a lane; the -ww twins' 96 16-byte words
+    // take one round): UNR 3 walks them in 2 dependent
     // rounds of 3 loads a column where UNR 2 took 3 rounds of 2, RT at most 2 with fewer
     // registers a lane. H200 (2026-12-02, perf-decode
     // --moe-down, GPU ms at 1 / 8 / 16 / 32 x 1024 against dec-w32c2's 5.54 / 13.04 / 18.04 /

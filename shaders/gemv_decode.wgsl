@@ -1,7 +1,8 @@
 // y[m, n] (+)= sum_k x[m, k] * w[n, k]  (+= when params.accumulate: fused residual add), for
 // decode's few rows, weight bound: each weight row is read once per RT rows at the HBM rate
 // and applied to every row in registers. A lane group of LG invocations owns GC weight rows;
-// its lanes split k in vec4 steps, UNR loads in flight per row, and meet through subgroup
+// its lanes split k in weight words (WV vec4s: 8-byte packed words; the GEMV has no 16-byte-word
+// forms, which read slower on the H200), UNR loads in flight per row, and meet through subgroup
 // shuffles (no workgroup memory, no barrier). x rows come from cache.
 //#include "lib/lane_group_sum.wgsl"
 //#include "lib/lane_group_dots.wgsl"

@@ -34,7 +34,7 @@ fn tile_word(word: u32) -> u32 {
 }
 
 // The offset of a row's word `kk` of `vec4s` vec4s of weights (1: a quad, tile_quad; 2: a
-// 16-byte word of f16, tile_word) from the row's tile_row / (4 vec4s).
+// 16-byte word of f16, tile_word) from the row's tile_row / (4 * vec4s).
 fn tile_unit(kk: u32, vec4s: u32) -> u32 {
   if (vec4s == 2u) {
     return tile_word(kk);

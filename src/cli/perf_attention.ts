@@ -85,7 +85,10 @@ import {
   deepDecodeVariant,
 } from "../model/gpu_model.ts";
 
-/** Qwen3-30B-A3B's decode attention shape (the defaults; the model's split floor). */
+/**
+ * Qwen3-30B-A3B's decode attention shape (the defaults; the tensor-core forms' split floor, which
+ * decides which forms can run: each form's own floor plans its splits).
+ */
 const DEFAULT_SHAPE = {
   blockSize: 16,
   numQHeads: 32,

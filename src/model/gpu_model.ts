@@ -589,7 +589,7 @@ export function deepDecodeVariant(gpu: Gpu, c: DeepDecodeContext): string | unde
 
 /**
  * GpuModelOptions.decodeSplit.minTokens' default on the forms other than the tiled ones (the
- * tensor-core and one-key forms): the fewest keys a decode split takes.
+ * tensor-core, direct and one-key forms): the fewest keys a decode split takes.
  */
 export const DECODE_SPLIT_MIN_TOKENS = 64;
 
@@ -605,6 +605,7 @@ export const DECODE_SPLIT_MIN_TOKENS = 64;
  * against 11.43-11.62) and slower at 1 x 4096 (4.38-4.42 against 4.35-4.36): they keep 64.
  */
 export const DECODE_SPLIT_MIN_TOKENS_TILED = 32;
+// (f32-tiled and f16-tiled-packed take it too; they were not measured at it)
 
 /** The fewest keys a decode split of `variant` takes by default (see the two constants above). */
 export function decodeSplitMinTokens(variant: Variant): number {

@@ -146,7 +146,8 @@ test("the tiled forms' splits take at least 32 keys by default, the others 64", 
   assert.equal(decodeSplitMinTokens(variantByName(decodeSpec, "f32-tiled")), 32);
   assert.equal(decodeSplitMinTokens(f16), 64);
   assert.equal(decodeSplitMinTokens(tc), 64);
-  // batch-1 steps of a short context: 33 splits of 32 keys at 1 x 1024 (64 before), 17 at 512
+  // batch-1 steps of a short context: 33 splits of 32 keys at 1 x 1025 (17 of 64 before), 16 at
+  // 512
   const plan = (v: typeof tc, batch: number, ctx: number, split = {}) =>
     decodeStepSplits(Array(batch).fill(ctx), QWEN3_30B, v, split);
   assert.equal(plan(tiled, 1, 1025), { splitTokens: 32, numSplits: 33 });

@@ -245,6 +245,27 @@ test("decodeForms replaces a stage's decode form by name; a form that is none is
   );
 });
 
+test("the 16-byte-word forms run only where both reduction widths are whole words of 8", async () => {
+  const gpu = await sharedGpu();
+  if (!gpu.f16) return; // the forms store f16 weights
+  // inter 40: dec-ww compiles and is taken when asked
+  const fits: MoeBlockShape = { ...blockShape(4, "f16"), inter: 40 };
+  const block = await MoeBlock.create(gpu, fits, { decodeForms: { gateUp: "dec-ww" } });
+  block.setTokens(1);
+  assert.match(block.gemmVariant, /gate_up f16-dec-ww/);
+  block.destroy();
+  // inter 36: down's rows are not whole words, so no -ww form is compiled, and one named is refused
+  const odd: MoeBlockShape = { ...blockShape(4, "f16"), inter: 36 };
+  let refused = "";
+  await MoeBlock.create(gpu, odd, { decodeForms: { gateUp: "dec-ww" } }).catch((e) =>
+    refused = e.message
+  );
+  assert.match(refused, /decodeForms\.gateUp 'dec-ww' is no decode GEMM form that runs here/);
+  refused = "";
+  await MoeBlock.create(gpu, odd, { gemm: "f16-dec-ww" }).catch((e) => refused = e.message);
+  assert.match(refused, /f16-dec-ww reads 16-byte words of 8 values: hidden and inter must be/);
+});
+
 test("with the expert weights in tiles every form the block takes matches the CPU block on row-by-row weights", async () => {
   const gpu = await sharedGpu();
   // hidden 192 and inter 128: several 64-column tiles a row (with 64 a row is one tile, and
