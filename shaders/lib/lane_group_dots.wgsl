@@ -28,11 +28,16 @@ fn lane_group_dots(
     }
     for (var u = 0u; u < UNR; u++) {
       for (var h = 0u; h < WV; h++) {
+        // each word's values converted once, then applied to every row
+        var wf = array<vec4<f32>, WC>();
+        for (var c = 0u; c < WC; c++) {
+          wf[c] = tw(wv[u * WC + c], h);
+        }
         for (var r = 0u; r < RT; r++) {
           if (r < nr) {
             let xv = row_in(xo[r] + WV * (kk + u * LG) + h);
             for (var c = 0u; c < WC; c++) {
-              acc[r * WC + c] += dot(xv, tw(wv[u * WC + c], h));
+              acc[r * WC + c] += dot(xv, wf[c]);
             }
           }
         }
@@ -44,9 +49,10 @@ fn lane_group_dots(
     for (var c = 0u; c < WC; c++) {
       let wc = w[w_index(wo[c], kk)];
       for (var h = 0u; h < WV; h++) {
+        let wf = tw(wc, h);
         for (var r = 0u; r < RT; r++) {
           if (r < nr) {
-            acc[r * WC + c] += dot(row_in(xo[r] + WV * kk + h), tw(wc, h));
+            acc[r * WC + c] += dot(row_in(xo[r] + WV * kk + h), wf);
           }
         }
       }
