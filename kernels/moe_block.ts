@@ -512,6 +512,8 @@ export class MoeBlock {
         );
       }
     }
+    // a 16-byte-word form only where both GEMMs' reduction widths are whole words
+    const fitsWords = (v: Variant) => wideWordsFit(v, hidden) && wideWordsFit(v, inter);
     const asked = options.gemm && options.gemm !== "auto" ? layoutForm(shape, options.gemm) : null;
     const askedVariant = asked ? gateUp.spec.variants.find((v) => v.name === asked) : undefined;
     if (asked && !askedVariant) {
@@ -521,9 +523,7 @@ export class MoeBlock {
         }`,
       );
     }
-    if (
-      askedVariant && !(wideWordsFit(askedVariant, hidden) && wideWordsFit(askedVariant, inter))
-    ) {
+    if (askedVariant && !fitsWords(askedVariant)) {
       throw new Error(
         `moe block: GEMM form ${asked} reads 16-byte words of 8 values: hidden and inter must be ` +
           `multiples of 8 (have ${hidden}, ${inter})`,
@@ -533,8 +533,7 @@ export class MoeBlock {
       ? [asked]
       : gateUp.spec.variants.filter((v) =>
         v.dtype === shape.dtype && !!v.expertTiles === !!shape.expertTiles &&
-        // (a 16-byte-word form where both GEMMs' reduction widths are whole words)
-        wideWordsFit(v, hidden) && wideWordsFit(v, inter) &&
+        fitsWords(v) &&
         unsupportedReason(gpu, v) === null
       ).map((v) => v.name);
     if (names.length === 0) throw new Error(`moe block: no ${shape.dtype} GEMM variant runs here`);
