@@ -3,7 +3,8 @@
  * not, as a JSON line: its sums, and its host times (performance.now() ms) of schedule end,
  * submit (the model's forward returned: the step's commands are on the GPU's queue) and output
  * arrival, the ms forward() spent inside `queue.submit` (Dawn's recording of the Vulkan
- * commands; the rest of schedule end to submit is planning and encoding), and its GPU ms. A
+ * commands; the rest of schedule end to submit is planning and encoding), its GPU ms, and the
+ * CPU the host thread was on just after the step (`cpu`, Linux; else null). A
  * measured step's `step_id` in the artifact names its line. It is what the host timeline of a
  * point looks like: where a steady gap read below its step's GPU time (batch 1-4, the first
  * steady step after admission on a busy host), the admission's arrival against the next step's
@@ -24,6 +25,7 @@ import { appendFileSync, writeFileSync } from "node:fs";
 import process from "node:process";
 import type { StepObservation } from "../engine/step_observation.ts";
 import type { StepHooks } from "./step_driver.ts";
+import { threadCpu } from "../util/thread_cpu.ts";
 
 /** A trace writing to `path` (created anew at once; throws when it cannot be). */
 export function stepTrace(
@@ -31,12 +33,12 @@ export function stepTrace(
   log: (line: string) => void,
 ): { readonly hooks: StepHooks; close(): void } {
   writeFileSync(path, "");
-  let kept: [number, StepObservation][] = [];
+  let kept: [number, StepObservation, number | null][] = [];
   let failed = false;
   const round = (ms: number) => Math.round(ms * 1000) / 1000;
   const write = () => {
     if (kept.length === 0 || failed) return;
-    const lines = kept.map(([seq, o]) =>
+    const lines = kept.map(([seq, o, cpu]) =>
       JSON.stringify({
         seq,
         step_id: o.stepId,
@@ -50,6 +52,7 @@ export function stepTrace(
         submit_call_ms: o.submitCallMs === null ? null : round(o.submitCallMs),
         output_arrival_ms: round(o.outputArrivalMs),
         gpu_ms: o.gpuMs === null ? null : round(o.gpuMs),
+        cpu,
       }) + "\n"
     );
     kept = [];
@@ -64,7 +67,7 @@ export function stepTrace(
   return {
     hooks: {
       afterStep(seq, o) {
-        if (o !== null && !failed) kept.push([seq, o]);
+        if (o !== null && !failed) kept.push([seq, o, threadCpu()]);
       },
       onIdleStep: write,
     },

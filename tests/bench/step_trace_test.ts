@@ -7,6 +7,7 @@ import * as assert from "uvu/assert";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import process from "node:process";
 import { stepTrace } from "../../src/bench/step_trace.ts";
 import { cpuBench, runCpuBench } from "./bench_harness.ts";
 
@@ -28,6 +29,9 @@ test("every step of a run is a line, its times in order, and the measured steps 
     assert.ok(l.num_scheduled_tokens > 0);
     // the CPU test model does not measure its submits
     assert.is(l.submit_call_ms, null);
+    if (process.platform === "linux") {
+      assert.ok(Number.isInteger(l.cpu), `step ${l.step_id}: cpu ${l.cpu}`);
+    }
   }
   assert.equal(lines.map((l) => l.seq), lines.map((_, i) => i + 1));
   const traced = new Set(lines.map((l) => l.step_id));
