@@ -174,7 +174,8 @@ const SPEC = {
   },
   stepTrace: {
     type: "string",
-    help: "write every engine step (sums; schedule end, submit and output arrival ms; GPU ms) " +
+    help: "write every engine step (sums; schedule end, submit and output arrival ms; GPU ms; " +
+      "the host CPU it ran on) " +
       "as a JSON line to FILE (with --dp, rank r to FILE with _dp<r> before its extension; a " +
       "measured step's step_id in the artifact names its line)",
   },
