@@ -1,6 +1,7 @@
 /**
  * `deno task perf-linear`: the tensor-core GEMM of a decode step's several-row linear layers
- * (gemm_tc's staged and prefill forms, with split-K and its splitk_reduce) alone, over as many
+ * (gemm_tc's staged and prefill forms, with split-K and its splitk_reduce) and, with `--gemv`,
+ * the lane-group GEMV forms that batch 1-8 take (f32 activations, no split), alone, over as many
  * distinct weight matrices as the model has layers, so that every layer's weights come from
  * memory as in a real step and not from the GPU's cache; per (shape, variant, splits): GPU µs a
  * layer, the weights' GB/s and share of the measured read roof, TFLOP/s.
@@ -19,6 +20,7 @@
  *
  * ```sh
  * deno task perf-linear --shapes 64x5120x2048,64x2048x4096 --variant f16-tcs64x4 --splits auto,4
+ * deno task perf-linear --shapes 1x2048x4096,1x4096x2048 --variant= --gemv f16-dec-w32u8
  * ```
  */
 import process from "node:process";
@@ -33,6 +35,8 @@ import { submitRandomFill } from "../model/random_fill.ts";
 import { unsupportedReason, type Variant } from "../../kernels/kernel.ts";
 import * as fillRandom from "../../kernels/fill_random.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
+import * as gemv from "../../kernels/gemv.ts";
+import { wideWordsFit } from "../../kernels/lane_group_variants.ts";
 import * as splitkReduce from "../../kernels/splitk_reduce.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
@@ -64,6 +68,12 @@ const SPEC = {
     default: ["f16-tcs32x2", "f16-tcs64x4", "f16-tcs128x8", "f16-tcp128x128"],
     help: "gemm_tc variants; a variant runs only on shapes whose rows it covers in one row " +
       "block, or more (a prefill form)",
+  },
+  gemv: {
+    type: "list",
+    default: [],
+    help: "gemv variants (the one-row and few-row decode forms, e.g. f16-dec-w32u8) timed at " +
+      "the same shapes, reading f32 activations as the model's do (default: none)",
   },
   splits: {
     type: "list",
@@ -153,6 +163,8 @@ export function splitsFor(variant: Variant, s: LinearShape, want: "auto" | numbe
 
 /** One (shape, variant, splits) measured. */
 export interface LinearRow {
+  /** gemm_tc (with its splitk_reduce where split), or gemv (`--gemv`, never split). */
+  readonly kernel: "gemm_tc" | "gemv";
   readonly m: number;
   readonly n: number;
   readonly k: number;
@@ -187,13 +199,30 @@ export function selectLinearVariants(
   gpu: Gpu,
   names: readonly string[],
 ): { run: Variant[]; skipped: LinearSkip[] } {
+  return selectVariants(gpu, gemmTc.spec, names, "--variant");
+}
+
+/** The same for the gemv variants of `--gemv`. */
+export function selectGemvVariants(
+  gpu: Gpu,
+  names: readonly string[],
+): { run: Variant[]; skipped: LinearSkip[] } {
+  return selectVariants(gpu, gemv.spec, names, "--gemv");
+}
+
+function selectVariants(
+  gpu: Gpu,
+  spec: { readonly name: string; readonly variants: readonly Variant[] },
+  names: readonly string[],
+  flag: string,
+): { run: Variant[]; skipped: LinearSkip[] } {
   const run: Variant[] = [], skipped: LinearSkip[] = [];
   for (const name of names) {
-    const v = gemmTc.spec.variants.find((x) => x.name === name);
+    const v = spec.variants.find((x) => x.name === name);
     if (!v) {
       throw new UsageError(
-        `--variant: '${name}' is not a gemm_tc variant (${
-          gemmTc.spec.variants.map((x) => x.name).join(", ")
+        `${flag}: '${name}' is not a ${spec.name} variant (${
+          spec.variants.map((x) => x.name).join(", ")
         })`,
       );
     }
@@ -204,11 +233,18 @@ export function selectLinearVariants(
   return { run, skipped };
 }
 
+/** Why a gemv variant does not take `shape` (its weight words must tile k), or null. */
+export function gemvShapeReason(variant: Variant, s: LinearShape): string | null {
+  return wideWordsFit(variant, s.k) ? null : `k ${s.k} is not a multiple of its 8-value words`;
+}
+
 /** What benchLinear measures. */
 export interface PerfLinearOptions {
   readonly shapes: readonly LinearShape[];
   /** gemm_tc variants this adapter runs (selectLinearVariants). */
   readonly variants: readonly Variant[];
+  /** gemv variants this adapter runs (selectGemvVariants; default none). */
+  readonly gemv?: readonly Variant[];
   readonly splits: readonly ("auto" | number)[];
   readonly layers: number;
   readonly reps: number;
@@ -226,22 +262,27 @@ export async function benchLinear(
 ): Promise<{ rows: LinearRow[]; skipped: LinearSkip[] }> {
   const rows: LinearRow[] = [], skipped: LinearSkip[] = [];
   const runnable = o.variants;
-  if (runnable.length === 0) return { rows, skipped };
+  const gemvs = o.gemv ?? [];
+  if (runnable.length === 0 && gemvs.length === 0) return { rows, skipped };
   const fill = await KernelCall.create(gpu, fillRandom.spec, ["f16", "f32"]);
   const timer = new PassTimer(gpu, 2);
   try {
     for (const shape of o.shapes) {
       const label = `${shape.m}x${shape.n}x${shape.k}`;
-      const fits = runnable.filter((v) => {
-        const why = shapeReason(v, shape);
-        if (why) {
-          skipped.push({ shape: label, variant: v.name, reason: why });
-          log(`skip ${label} ${v.name}: ${why}`);
-        }
-        return !why;
-      });
-      if (fits.length === 0) continue;
-      const f32Inputs = fits.some((v) => v.f32Inputs !== undefined);
+      const fitting = (vs: readonly Variant[], reason: typeof shapeReason) =>
+        vs.filter((v) => {
+          const why = reason(v, shape);
+          if (why) {
+            skipped.push({ shape: label, variant: v.name, reason: why });
+            log(`skip ${label} ${v.name}: ${why}`);
+          }
+          return !why;
+        });
+      const fits = fitting(runnable, shapeReason);
+      const gemvFits = fitting(gemvs, gemvShapeReason);
+      if (fits.length === 0 && gemvFits.length === 0) continue;
+      // the -a32 forms and the GEMV read the activations as f32
+      const f32Inputs = gemvFits.length > 0 || fits.some((v) => v.f32Inputs !== undefined);
       const state = await ShapeState.create(gpu, shape, o.layers, fill, f32Inputs);
       try {
         for (const v of fits) {
@@ -250,6 +291,11 @@ export async function benchLinear(
             rows.push(row);
             log(describeRow(row));
           }
+        }
+        for (const v of gemvFits) {
+          const row = await benchGemv(gpu, o, state, v, timer);
+          rows.push(row);
+          log(describeRow(row));
         }
       } finally {
         state.destroy();
@@ -267,7 +313,7 @@ const weightSeed = (layer: number) => 100 + layer;
 
 /** One shape's buffers: activations, the layers' weights, outputs, split partials. */
 class ShapeState {
-  private refRows: Float64Array | null = null;
+  private readonly refRows = new Map<boolean, Float64Array>();
 
   private constructor(
     readonly shape: LinearShape,
@@ -314,15 +360,19 @@ class ShapeState {
   }
 
   /** The CPU reference of the last layer's rows 0 and m - 1, [2, n] (f64 sums of f16 values). */
-  referenceRows(): Float64Array {
-    if (this.refRows) return this.refRows;
+  referenceRows(f16Activations = true): Float64Array {
+    const known = this.refRows.get(f16Activations);
+    if (known) return known;
     const { m, n, k } = this.shape;
-    const drawn = (offset: number, seed: number, scale: number) => {
+    const drawn = (offset: number, seed: number, scale: number, f16 = true) => {
       const x = new Float32Array(k);
       for (let i = 0; i < k; i++) x[i] = fillRandom.fillRandomValue(offset + i, seed, 0, scale);
-      return roundToF16InPlace(x);
+      return f16 ? roundToF16InPlace(x) : x;
     };
-    const rowsOfA = [drawn(0, A_SEED, 1), drawn((m - 1) * k, A_SEED, 1)];
+    const rowsOfA = [
+      drawn(0, A_SEED, 1, f16Activations),
+      drawn((m - 1) * k, A_SEED, 1, f16Activations),
+    ];
     const seed = weightSeed(this.weights.length - 1);
     const out = new Float64Array(2 * n);
     for (let col = 0; col < n; col++) {
@@ -335,7 +385,7 @@ class ShapeState {
       out[col] = s0;
       out[n + col] = s1;
     }
-    this.refRows = out;
+    this.refRows.set(f16Activations, out);
     return out;
   }
 
@@ -377,18 +427,7 @@ async function benchOne(
       });
     };
     await timeComputePass(gpu, null, "perf-linear", (pass) => encode(pass, true));
-    const got = new Float32Array(await readBuffer(gpu.device, state.c, m * n * 4));
-    const ref = state.referenceRows();
-    let maxRef = 0, maxErr = 0;
-    [0, m - 1].forEach((r, i) => {
-      for (let col = 0; col < n; col++) {
-        const want = ref[i * n + col];
-        maxRef = Math.max(maxRef, Math.abs(want));
-        const e = Math.abs(got[r * n + col] - want);
-        maxErr = Number.isNaN(e) ? Infinity : Math.max(maxErr, e);
-      }
-    });
-    const checkError = maxRef > 0 ? maxErr / maxRef : maxErr;
+    const checkError = await checkRows(gpu, state, true);
     if (o.warmupMs) {
       await warmComputePasses(gpu, "perf-linear warm-up", (pass) => encode(pass, true), o.warmupMs);
     }
@@ -403,6 +442,7 @@ async function benchOne(
     const gemmUs = upperMedian(gemmTimes) / state.weights.length;
     const gbps = (n * k * 2) / (us * 1e-6) / 1e9;
     return {
+      kernel: "gemm_tc",
       m,
       n,
       k,
@@ -423,11 +463,81 @@ async function benchOne(
   }
 }
 
+/** The largest error of the last layer's rows 0 and m - 1 in `c` over their largest |reference|. */
+async function checkRows(gpu: Gpu, state: ShapeState, f16Activations: boolean): Promise<number> {
+  const { m, n } = state.shape;
+  const got = new Float32Array(await readBuffer(gpu.device, state.c, m * n * 4));
+  const ref = state.referenceRows(f16Activations);
+  let maxRef = 0, maxErr = 0;
+  [0, m - 1].forEach((r, i) => {
+    for (let col = 0; col < n; col++) {
+      const want = ref[i * n + col];
+      maxRef = Math.max(maxRef, Math.abs(want));
+      const e = Math.abs(got[r * n + col] - want);
+      maxErr = Number.isNaN(e) ? Infinity : Math.max(maxErr, e);
+    }
+  });
+  return maxRef > 0 ? maxErr / maxRef : maxErr;
+}
+
+/** One gemv variant: a pass of every layer, the check, timed passes (no split, no reduce). */
+async function benchGemv(
+  gpu: Gpu,
+  o: PerfLinearOptions,
+  state: ShapeState,
+  v: Variant,
+  timer: PassTimer,
+): Promise<LinearRow> {
+  const { m, n, k } = state.shape;
+  const call = await KernelCall.create(gpu, { ...gemv.spec, variants: [v] }, [v.name]);
+  try {
+    call.setParams({ m, n, k, accumulate: 0 });
+    const grid = call.grid(v.name);
+    const encode = (pass: GPUComputePassEncoder) => {
+      state.weights.forEach((w, l) => {
+        call.dispatch(pass, v.name, `l${l}`, { x: state.a32!, w, y: state.c });
+      });
+    };
+    await timeComputePass(gpu, null, "perf-linear gemv", encode);
+    const checkError = await checkRows(gpu, state, false);
+    if (o.warmupMs) await warmComputePasses(gpu, "perf-linear warm-up", encode, o.warmupMs);
+    const times: number[] = [];
+    for (let r = 0; r < o.reps; r++) {
+      times.push(await timeComputePass(gpu, timer, "perf-linear gemv", encode));
+    }
+    const us = upperMedian(times) / state.weights.length;
+    const gbps = (n * k * 2) / (us * 1e-6) / 1e9;
+    return {
+      kernel: "gemv",
+      m,
+      n,
+      k,
+      variant: v.name,
+      splits: 1,
+      k_split: k,
+      workgroups: grid[0] * grid[1] * grid[2],
+      us,
+      gemm_us: us,
+      gbps,
+      roof_share: o.bytesPerSecond ? (gbps * 1e9) / o.bytesPerSecond : null,
+      tflops: (2 * m * n * k) / (us * 1e-6) / 1e12,
+      check_error: checkError,
+    };
+  } finally {
+    call.destroy();
+  }
+}
+
 function describeRow(r: LinearRow): string {
-  return `${r.m}x${r.n}x${r.k} ${r.variant} ${r.splits} split${r.splits > 1 ? "s" : ""}: ` +
+  return `${r.m}x${r.n}x${r.k} ${rowVariant(r)} ${r.splits} split${r.splits > 1 ? "s" : ""}: ` +
     `${r.us.toFixed(1)} µs a layer (gemm ${r.gemm_us.toFixed(1)}), ${r.gbps.toFixed(0)} GB/s` +
     (r.roof_share === null ? "" : ` (${(r.roof_share * 100).toFixed(1)}% of the roof)`) +
     `, check ${r.check_error.toExponential(1)}${r.check_error > CHECK_TOLERANCE ? " FAIL" : ""}`;
+}
+
+/** A row's variant as the table shows it: gemv forms named as such. */
+function rowVariant(r: LinearRow): string {
+  return r.kernel === "gemv" ? `gemv ${r.variant}` : r.variant;
 }
 
 /** The table: one row per (shape, variant, splits). */
@@ -436,7 +546,7 @@ export function formatRows(rows: readonly LinearRow[]): string {
     ["shape", "variant", "splits", "wgs", "µs", "gemm µs", "GB/s", "% roof", "TFLOP/s", "check"],
     rows.map((r) => [
       `${r.m}x${r.n}x${r.k}`,
-      r.variant,
+      rowVariant(r),
       `${r.splits} x ${r.k_split}`,
       String(r.workgroups),
       r.us.toFixed(1),
@@ -453,7 +563,8 @@ export function formatRows(rows: readonly LinearRow[]): string {
 export async function main(argv: readonly string[]): Promise<number> {
   const o = parseArgs(
     "perf-linear",
-    "Decode's several-row linear layers on the tensor-core GEMM, against the read roof.",
+    "Decode's several-row linear layers on the tensor-core GEMM (and, with --gemv, the " +
+      "GEMV forms of 1-8 rows), against the read roof.",
     SPEC,
     argv,
   );
@@ -464,10 +575,14 @@ export async function main(argv: readonly string[]): Promise<number> {
   const bw = await readRoof(gpu, o.bandwidthGbps);
   console.log(roofLine(bw));
   const chosen = selectLinearVariants(gpu, o.variant);
-  for (const sk of chosen.skipped) console.log(`skip ${sk.variant}: ${sk.reason}`);
+  const chosenGemv = selectGemvVariants(gpu, o.gemv);
+  for (const sk of [...chosen.skipped, ...chosenGemv.skipped]) {
+    console.log(`skip ${sk.variant}: ${sk.reason}`);
+  }
   const result = await benchLinear(gpu, {
     shapes,
     variants: chosen.run,
+    gemv: chosenGemv.run,
     splits,
     layers: o.layers,
     reps: o.reps,
@@ -478,7 +593,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   if (result.rows.length) {
     console.log(
       `µs a layer: the upper median of ${o.reps} passes of ${o.layers} layers (distinct ` +
-        "weights), gemm + splitk_reduce; gemm µs: the gemm alone",
+        "weights), gemm + splitk_reduce; gemm µs: the gemm alone (a gemv row: the GEMV alone)",
     );
     console.log(formatRows(result.rows));
   } else console.log("no variant ran here (see the skips above)");
@@ -497,7 +612,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         roof_share: r.roof_share === null ? null : round3(r.roof_share),
         tflops: round3(r.tflops),
       })),
-      skipped: [...chosen.skipped, ...result.skipped],
+      skipped: [...chosen.skipped, ...chosenGemv.skipped, ...result.skipped],
     });
   }
   gpu.destroy();

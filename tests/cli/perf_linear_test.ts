@@ -2,18 +2,22 @@
  * perf-linear: shapes and split counts parse strictly, a variant takes only the shapes it
  * covers, `--splits auto` is the model's split rule, variants the adapter cannot run are skipped
  * with their reason, and a staged form (its subgroup matrices emulated where the adapter has
- * none) is timed over its layers and checked against the CPU reference.
+ * none) and a GEMV form (`--gemv`) are timed over their layers and checked against the CPU
+ * reference.
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { unsupportedReason, variantByName } from "../../kernels/kernel.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
+import * as gemv from "../../kernels/gemv.ts";
 import { UsageError } from "../../src/cli/args.ts";
 import {
   benchLinear,
   CHECK_TOLERANCE,
+  gemvShapeReason,
   parseShapes,
   parseSplits,
+  selectGemvVariants,
   selectLinearVariants,
   shapeReason,
   splitsFor,
@@ -114,6 +118,49 @@ test("the task refuses a bad shape with exit 2", () => {
   const r = runTask("perf_linear", ["--shapes", "64x100x2048"]);
   assert.is(r.code, 2, r.stderr);
   assert.match(r.stderr, /--shapes: '64x100x2048' is not MxNxK/);
+});
+
+test("a GEMV form times its layers and matches the CPU reference of f32 activations", async () => {
+  const gpu = await sharedGpu();
+  // the 8-lane forms run wherever subgroups do (lavapipe's are 8 wide)
+  const { run, skipped } = selectGemvVariants(gpu, ["f16-dec", "f16-dec8"]);
+  assert.equal(run.length + skipped.length, 2);
+  assert.throws(
+    () => selectGemvVariants(gpu, ["f16-nope"]),
+    (e: Error) =>
+      e instanceof UsageError && /--gemv: 'f16-nope' is not a gemv variant/.test(e.message),
+  );
+  if (run.length === 0) return; // no subgroups here: skipped with their reasons above
+  const shapes = [{ m: 1, n: 64, k: 256 }, { m: 3, n: 48, k: 128 }];
+  const lines: string[] = [];
+  const { rows } = await benchLinear(gpu, {
+    shapes,
+    variants: [],
+    gemv: run,
+    splits: ["auto"],
+    layers: 3,
+    reps: 2,
+    bytesPerSecond: null,
+  }, (l) => lines.push(l));
+  assert.is(rows.length, shapes.length * run.length);
+  for (const r of rows) {
+    assert.is(r.kernel, "gemv");
+    assert.is(r.splits, 1);
+    assert.ok(r.us > 0 && r.us === r.gemm_us, `${r.variant}: ${r.us} µs`);
+    assert.ok(
+      r.check_error < CHECK_TOLERANCE,
+      `${r.variant} ${r.m}x${r.n}x${r.k}: ${r.check_error}`,
+    );
+  }
+  assert.ok(lines.some((l) => l.includes("gemv f16-dec")), lines.join("\n"));
+});
+
+test("a 16-byte-word GEMV form needs k in whole 8-value words", () => {
+  const packed = gemv.spec.variants.find((v) => v.name === "f16-dec")!;
+  const ww = { ...packed, name: "f16-dec-ww", packed: false, wideWords: true };
+  assert.is(gemvShapeReason(packed, { m: 1, n: 16, k: 20 }), null);
+  assert.match(gemvShapeReason(ww, { m: 1, n: 16, k: 20 })!, /k 20 .* 8-value words/);
+  assert.is(gemvShapeReason(ww, { m: 1, n: 16, k: 24 }), null);
 });
 
 test.run();
