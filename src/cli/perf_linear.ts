@@ -440,27 +440,45 @@ async function benchOne(
     }
     const us = upperMedian(times) / state.weights.length;
     const gemmUs = upperMedian(gemmTimes) / state.weights.length;
-    const gbps = (n * k * 2) / (us * 1e-6) / 1e9;
-    return {
-      kernel: "gemm_tc",
-      m,
-      n,
-      k,
-      variant: v.name,
-      splits: slices,
-      k_split: p.k_split,
-      workgroups: grid[0] * grid[1] * grid[2],
-      us,
-      gemm_us: gemmUs,
-      gbps,
-      roof_share: o.bytesPerSecond ? (gbps * 1e9) / o.bytesPerSecond : null,
-      tflops: (2 * m * n * k) / (us * 1e-6) / 1e12,
-      check_error: checkError,
-    };
+    return linearRow("gemm_tc", state.shape, v.name, slices, p.k_split, grid, us, gemmUs, {
+      checkError,
+      bytesPerSecond: o.bytesPerSecond,
+    });
   } finally {
     gemm.destroy();
     reduce.destroy();
   }
+}
+
+/** A measured row: the weights' GB/s, share of the roof and TFLOP/s from its µs a layer. */
+function linearRow(
+  kernel: LinearRow["kernel"],
+  s: LinearShape,
+  variant: string,
+  splits: number,
+  kSplit: number,
+  grid: readonly number[],
+  us: number,
+  gemmUs: number,
+  c: { readonly checkError: number; readonly bytesPerSecond: number | null },
+): LinearRow {
+  const gbps = (s.n * s.k * 2) / (us * 1e-6) / 1e9;
+  return {
+    kernel,
+    m: s.m,
+    n: s.n,
+    k: s.k,
+    variant,
+    splits,
+    k_split: kSplit,
+    workgroups: grid[0] * grid[1] * grid[2],
+    us,
+    gemm_us: gemmUs,
+    gbps,
+    roof_share: c.bytesPerSecond ? (gbps * 1e9) / c.bytesPerSecond : null,
+    tflops: (2 * s.m * s.n * s.k) / (us * 1e-6) / 1e12,
+    check_error: c.checkError,
+  };
 }
 
 /** The largest error of the last layer's rows 0 and m - 1 in `c` over their largest |reference|. */
@@ -506,23 +524,10 @@ async function benchGemv(
       times.push(await timeComputePass(gpu, timer, "perf-linear gemv", encode));
     }
     const us = upperMedian(times) / state.weights.length;
-    const gbps = (n * k * 2) / (us * 1e-6) / 1e9;
-    return {
-      kernel: "gemv",
-      m,
-      n,
-      k,
-      variant: v.name,
-      splits: 1,
-      k_split: k,
-      workgroups: grid[0] * grid[1] * grid[2],
-      us,
-      gemm_us: us,
-      gbps,
-      roof_share: o.bytesPerSecond ? (gbps * 1e9) / o.bytesPerSecond : null,
-      tflops: (2 * m * n * k) / (us * 1e-6) / 1e12,
-      check_error: checkError,
-    };
+    return linearRow("gemv", state.shape, v.name, 1, k, grid, us, us, {
+      checkError,
+      bytesPerSecond: o.bytesPerSecond,
+    });
   } finally {
     call.destroy();
   }
