@@ -3,11 +3,31 @@
  * Hugging Face Linear layout [out, in]); k must be a multiple of 4.
  */
 import type { KernelCase } from "./case.ts";
+import type { Gpu } from "../src/gpu/device.ts";
 import { grid1d, type KernelSpec, type Variant } from "./kernel.ts";
-import { laneGroupColumns, laneGroupVariants } from "./lane_group_variants.ts";
+import {
+  laneGroupColumns,
+  type LaneGroupConsts,
+  laneGroupVariants,
+} from "./lane_group_variants.ts";
 import { defineParams } from "./params.ts";
 
 const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
+
+/**
+ * The one-row decode forms (one weight row a lane group, one x row a pass; gemv_norm takes
+ * them too): `dec` (lanes of 8, 8 loads in flight a lane), `dec-w32` (a whole 32-wide subgroup
+ * a weight row) and dec-w32 with 8 and 16 loads in flight a lane: a narrow projection (the o
+ * projection's 2048 columns: 512 workgroups) leaves each SM few subgroups, each with 4 loads
+ * of 8 bytes a lane. dec-w32u8 is the one-row default on the H200 (src/model/gpu_model.ts,
+ * linearOneRow).
+ */
+export const ONE_ROW_FORMS: readonly (readonly [string, LaneGroupConsts])[] = [
+  ["dec", { WG: 128, LG: 8, GC: 1, RT: 1, UNR: 8 }],
+  ["dec-w32", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 4 }],
+  ["dec-w32u8", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 8 }],
+  ["dec-w32u16", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 16 }],
+];
 
 /**
  * The decode forms: one row (`dec`: lane groups of 8, 8 loads in flight a lane; `dec-w32`:
@@ -19,13 +39,7 @@ const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" })
  */
 function decodeVariants(): Variant[] {
   return laneGroupVariants("gemv_decode.wgsl", [
-    ["dec", { WG: 128, LG: 8, GC: 1, RT: 1, UNR: 8 }],
-    ["dec-w32", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 4 }],
-    // dec-w32 with 8 and 16 loads in flight a lane: a narrow projection (the o projection's 2048
-    // columns: 512 workgroups) leaves each SM few subgroups, each with 4 loads of 8 bytes a lane.
-    // dec-w32u8 is the one-row default on the H200 (src/model/gpu_model.ts, linearOneRow)
-    ["dec-w32u8", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 8 }],
-    ["dec-w32u16", { WG: 128, LG: 32, GC: 1, RT: 1, UNR: 16 }],
+    ...ONE_ROW_FORMS,
     ["dec8", { WG: 128, LG: 8, GC: 2, RT: 8, UNR: 2 }],
     ["dec8-w32", { WG: 128, LG: 32, GC: 1, RT: 8, UNR: 4 }],
     ["dec8-w32c2", { WG: 128, LG: 32, GC: 2, RT: 8, UNR: 2 }],
@@ -101,16 +115,24 @@ export const spec: KernelSpec<typeof params.fields> = {
     v.consts?.RMAX
       ? [Math.ceil(p.n / v.consts.RPW), Math.ceil(p.m / v.consts.RMAX), 1]
       : laneGroupColumns(v) !== null
-      ? withRowBlocks(grid1d(Math.ceil(p.n / laneGroupColumns(v)!), gpu), v, p.m)
+      ? laneGroupGrid(p, v, gpu)
       : v.consts?.ROWS_PER_INVOCATION
       ? grid1d(Math.ceil(p.n / v.consts.WG), gpu)
       : grid1d(Math.ceil(p.n / (v.consts?.RPW ?? 1)), gpu),
 };
 
-/** A lane-group grid with its row blocks in z (RB = 1: RT rows a workgroup). */
-function withRowBlocks(grid: readonly number[], v: Variant, m: number): [number, number, number] {
-  const z = v.consts?.RB === 1 ? Math.ceil(m / v.consts.RT) : 1;
-  if (z > 65535) throw new Error(`gemv/${v.name}: ${m} rows need ${z} row blocks (> 65535)`);
+/**
+ * A lane-group form's grid (lib/gemv_lane_groups.wgsl): its column blocks over x and y, its row
+ * blocks in z (RB = 1: RT rows a workgroup).
+ */
+export function laneGroupGrid(
+  p: { readonly m: number; readonly n: number },
+  v: Variant,
+  gpu: Gpu,
+): [number, number, number] {
+  const grid = grid1d(Math.ceil(p.n / laneGroupColumns(v)!), gpu);
+  const z = v.consts?.RB === 1 ? Math.ceil(p.m / v.consts.RT) : 1;
+  if (z > 65535) throw new Error(`gemv/${v.name}: ${p.m} rows need ${z} row blocks (> 65535)`);
   return [grid[0], grid[1], z];
 }
 

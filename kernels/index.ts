@@ -13,10 +13,12 @@ import * as gatherRows from "./gather_rows.ts";
 import * as gemm from "./gemm.ts";
 import * as gemmTc from "./gemm_tc.ts";
 import * as gemv from "./gemv.ts";
+import * as gemvNorm from "./gemv_norm.ts";
 import * as moeCombine from "./moe_combine.ts";
 import * as moeCombineNorm from "./moe_combine_norm.ts";
 import * as moeDispatch from "./moe_dispatch.ts";
 import * as moeGemmDown from "./moe_gemm_down.ts";
+import * as moeGemmDownCombine from "./moe_gemm_down_combine.ts";
 import * as moeGemmGateUp from "./moe_gemm_gate_up.ts";
 import * as moeGemmGateUpRouted from "./moe_gemm_gate_up_routed.ts";
 import * as moeGatherF16 from "./moe_gather_f16.ts";
@@ -46,6 +48,7 @@ export const KERNELS: readonly KernelModule[] = [
   embedding,
   rmsnorm,
   gemv,
+  gemvNorm,
   gemm,
   castF16,
   gemmTc,
@@ -72,6 +75,7 @@ export const KERNELS: readonly KernelModule[] = [
   moeGemmGateUp,
   moeGemmGateUpRouted,
   moeGemmDown,
+  moeGemmDownCombine,
   moeGatherF16,
   moeGemmGateUpTc,
   moeGemmDownTc,

@@ -61,6 +61,7 @@ export type { MoeStage } from "./moe_cost.ts";
 import * as gateUp from "./moe_gemm_gate_up.ts";
 import * as gateUpRouted from "./moe_gemm_gate_up_routed.ts";
 import * as down from "./moe_gemm_down.ts";
+import * as downCombine from "./moe_gemm_down_combine.ts";
 import * as combine from "./moe_combine.ts";
 import * as combineNorm from "./moe_combine_norm.ts";
 import * as gatherF16 from "./moe_gather_f16.ts";
@@ -228,7 +229,28 @@ export interface MoeBlockOptions {
    * one dispatch a layer fewer), where the device binds its nine storage buffers; default true.
    */
   readonly routedGateUp?: boolean;
+  /**
+   * Steps of 1 to this many tokens whose expert GEMMs take the lane-group decode forms, encoded
+   * without MoeBlockIo.norm, run the down GEMM with the combine fused
+   * (moe_gemm_down_combine: each workgroup sums its columns over the token's ranks and adds them
+   * to the residual): one dispatch a layer fewer, and no y rows written and read back; 0: never.
+   * Default MOE_DOWN_COMBINE_MAX_TOKENS. The caller norms the next layer's input itself then
+   * (gemv_norm), as encode is given no norm.
+   */
+  readonly downCombineMaxTokens?: number;
+  /**
+   * moe_gemm_down_combine's form, without the dtype and layout suffixes (`dc-w32c4`, ...);
+   * default `dc-w32c4` where subgroups are 32 wide or more, else `dc`.
+   */
+  readonly downCombineForm?: string;
 }
+
+/**
+ * Tokens up to which a step fuses the combine into its down GEMM by default
+ * (moe_gemm_down_combine): batch-1 decode, where each expert row is the one token's, so no
+ * expert's weights are read twice.
+ */
+export const MOE_DOWN_COMBINE_MAX_TOKENS = 1;
 
 /**
  * Tokens from which and up to which a step routes in one pass by default (moe_router_fused:
@@ -427,6 +449,7 @@ export class MoeBlock {
   private routerLogitsGrid: readonly number[] = [];
   private combineGrid: readonly number[] = [];
   private combineNormGrid: readonly number[] = [];
+  private downCombineGrid: readonly number[] = [];
   private gatherGrid: readonly number[] = [];
   /** Whether this step ranks its logits in the gate/up GEMM (moe_gemm_gate_up_routed). */
   private routedStep = false;
@@ -461,6 +484,8 @@ export class MoeBlock {
       /** moe_gemm_gate_up_routed in batch-1's gate/up form; null where it is off or not compiled. */
       gateUpRouted: Pipe | null;
       down: ReadonlyMap<string, Pipe>;
+      /** moe_gemm_down_combine in the block's layout; null where it is off or not compiled. */
+      downCombine: Pipe | null;
       combine: Pipe;
       combineNorm: Pipe;
       tc: TcPipes | null;
@@ -475,6 +500,7 @@ export class MoeBlock {
       | "gateUp"
       | "gateUpRouted"
       | "down"
+      | "downCombine"
       | "combine"
       | "combineNorm"
       | "gather"
@@ -592,6 +618,7 @@ export class MoeBlock {
       routeDispatchPipe_,
       combinePipe,
       combineNormPipe,
+      downCombinePipe_,
     ] = await Promise.all([
       tensorCorePipes(gpu, shape, options, blockM),
       fusedRouterPipe(gpu, shape, options),
@@ -601,6 +628,7 @@ export class MoeBlock {
       routeDispatchPipe(gpu, options),
       pipe(combine.spec, "f32"),
       pipe(combineNorm.spec, combineNorm.moeCombineNormVariant(gpu, shape.dtype)),
+      downCombinePipe(gpu, shape, options),
     ]);
     // (the fused router's norm only where the fused router compiled)
     const routerNormPipe_ = fusedRouter ? await routerNormPipe(gpu, options) : null;
@@ -614,6 +642,7 @@ export class MoeBlock {
       routeDispatch: routeDispatchPipe_,
       gateUp: gateUpPipes,
       down: downPipes,
+      downCombine: downCombinePipe_,
       combine: combinePipe,
       combineNorm: combineNormPipe,
       tc,
@@ -631,6 +660,7 @@ export class MoeBlock {
       gateUp: uniform("moe_gemm_gate_up.params", gateUp.spec.params.size),
       gateUpRouted: uniform("moe_gemm_gate_up_routed.params", gateUpRouted.spec.params.size),
       down: uniform("moe_gemm_down.params", down.spec.params.size),
+      downCombine: uniform("moe_gemm_down_combine.params", downCombine.spec.params.size),
       combine: uniform("moe_combine.params", combine.spec.params.size),
       combineNorm: uniform("moe_combine_norm.params", combineNorm.spec.params.size),
       gather: uniform("moe_gather_f16.params", gatherF16.spec.params.size),
@@ -826,6 +856,16 @@ export class MoeBlock {
         }, dispatchShape),
       );
     }
+    if (this.combinesInDownAt(tokens)) {
+      const dp = downCombine.moeGemmDownCombineParams({
+        tokens,
+        topK: s.topK,
+        hidden: s.hidden,
+        inter: s.inter,
+      });
+      write(this.params.downCombine, downCombine.spec.params, dp);
+      this.downCombineGrid = downCombine.spec.grid(dp, this.pipes.downCombine!.variant, this.gpu);
+    }
     write(this.params.combine, combine.spec.params, cp);
     const np = combineNorm.moeCombineNormParams(
       tokens,
@@ -902,6 +942,16 @@ export class MoeBlock {
   }
 
   /**
+   * Whether a step of `tokens` tokens, encoded without MoeBlockIo.norm, runs its down GEMM
+   * with the combine fused (moe_gemm_down_combine; MoeBlockOptions.downCombineMaxTokens).
+   */
+  combinesInDownAt(tokens: number): boolean {
+    const most = this.options.downCombineMaxTokens ?? MOE_DOWN_COMBINE_MAX_TOKENS;
+    return this.pipes.downCombine !== null && tokens >= 1 && tokens <= most &&
+      this.tensorCoreFor(tokens) === null;
+  }
+
+  /**
    * Whether a step of `tokens` tokens routes and dispatches in one workgroup
    * (moe_route_dispatch): 1 to routeDispatchMaxTokens tokens that do not route in one pass.
    */
@@ -942,6 +992,9 @@ export class MoeBlock {
     if (stage === "router" && this.encodingRouter) return this.encodingRouter;
     if (stage === "router" && this.routesAndDispatches) return "moe_route_dispatch";
     if (stage === "combine" && normed) return "moe_combine_norm";
+    if (stage === "down" && !normed && this.combinesInDownAt(this.tokens)) {
+      return downCombine.spec.name;
+    }
     return MOE_STAGE_KERNEL[stage];
   }
 
@@ -1084,6 +1137,8 @@ export class MoeBlock {
       }, [1, 1, 1]);
     }
     const tc = this.stepTc;
+    // (batch 1 without the next layer's norm: the combine inside the down GEMM)
+    const fused = !io.norm && this.combinesInDownAt(this.tokens);
     if (tc) {
       run("gate_up", pipes.tc!.gather, params.gather, {
         x: io.x,
@@ -1125,6 +1180,18 @@ export class MoeBlock {
           work_items: sc.workItems,
           act: sc.act,
         }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
+      }
+      if (fused) {
+        // the down GEMM adds the token's weighted expert rows to the residual: no combine
+        run("down", pipes.downCombine!, params.downCombine, {
+          act: sc.act,
+          w: io.wDown,
+          topk_ids: sc.topkIds,
+          topk_weights: sc.topkWeights,
+          row_of: sc.rowOf,
+          residual: io.residual,
+        }, this.downCombineGrid);
+        return;
       }
       const dn = pipes.down.get(this.downName)!;
       run("down", dn, params.down, { act: sc.act, w: io.wDown, work_items: sc.workItems, y: sc.y })
@@ -1277,6 +1344,46 @@ async function splitRouterPipe(
   if (most === 0 || options.fusedRouterNorm === false) return null;
   if (shape.dtype !== "f16" || shape.hidden % 8 !== 0) return null;
   return await optionalPipe(gpu, routerLogits.spec, routerLogits.variants[0], "the split router");
+}
+
+/**
+ * moe_gemm_down_combine in the block's dtype and layout (16-byte words where the reduction
+ * width takes them), in MoeBlockOptions.downCombineForm, or null where it is off
+ * (downCombineMaxTokens 0) or does not run or compile here (said once).
+ */
+async function downCombinePipe(
+  gpu: Gpu,
+  shape: MoeBlockShape,
+  options: MoeBlockOptions,
+): Promise<Pipe | null> {
+  const most = options.downCombineMaxTokens ?? MOE_DOWN_COMBINE_MAX_TOKENS;
+  if (!Number.isInteger(most) || most < 0) {
+    throw new Error(`moe block: downCombineMaxTokens ${most} must be a count`);
+  }
+  if (most === 0) return null;
+  const wide = downCombine.spec.variants.find((v) => v.name === `f16-dc-w32c4-ww`)!;
+  const form = options.downCombineForm ??
+    (unsupportedReason(gpu, wide) === null ? "dc-w32c4" : "dc");
+  const base = `${shape.dtype}-${form}`;
+  const name = [`${base}-ww`, base].map((n) => layoutForm(shape, n)).find((n) => {
+    const v = downCombine.spec.variants.find((x) => x.name === n);
+    return v !== undefined && wideWordsFit(v, shape.inter);
+  });
+  if (!name) {
+    throw new Error(
+      `moe block: downCombineForm '${form}' is no moe_gemm_down_combine form (${
+        [...new Set(downCombine.spec.variants.map((v) => v.name.replace(/^f(16|32)-/, "")))]
+          .join(", ")
+      })`,
+    );
+  }
+  const v = variantByName(downCombine.spec, name);
+  if (options.downCombineForm && unsupportedReason(gpu, v) !== null) {
+    throw new Error(
+      `moe block: downCombineForm '${form}' cannot run here: ${unsupportedReason(gpu, v)}`,
+    );
+  }
+  return await optionalPipe(gpu, downCombine.spec, v, "the down GEMM's fused combine");
 }
 
 /**

@@ -1,20 +1,15 @@
 // y[m, n] (+)= sum_k x[m, k] * w[n, k]  (+= when params.accumulate: fused residual add), for
-// decode's few rows, weight bound: each weight row is read once per RT rows at the HBM rate
-// and applied to every row in registers. A lane group of LG invocations owns GC weight rows;
-// its lanes split k in weight words (WV vec4s: 8-byte packed words; the GEMV has no 16-byte-word
-// forms, which read slower on the H200), UNR loads in flight per row, and meet through subgroup
-// shuffles (no workgroup memory, no barrier). x rows come from cache.
-//#include "lib/lane_group_sum.wgsl"
-//#include "lib/lane_group_dots.wgsl"
-const CPW: u32 = (WG / LG) * GC; // weight rows (output columns) a workgroup owns
-const WC: u32 = GC; // weight rows a lane group reads
-
-fn w_index(wo: u32, kk: u32) -> u32 {
-  return wo + kk;
-}
+// decode's few rows: lib/gemv_lane_groups.wgsl's lane groups, x as it is.
+//#include "lib/gemv_lane_groups.wgsl"
 
 fn row_in(i: u32) -> vec4<f32> {
   return x[i];
+}
+
+fn pass_begin(r0: u32) {}
+
+fn pass_factor(lane: u32) -> f32 {
+  return 1.0;
 }
 
 @compute @workgroup_size(WG)
@@ -23,39 +18,5 @@ fn main(
   @builtin(num_workgroups) nwg: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let n = params.n;
-  let c0 = (wid.x + wid.y * nwg.x) * CPW + (lid / LG) * GC;
-  if ((wid.x + wid.y * nwg.x) * CPW >= n) {
-    return;
-  }
-  let k4 = params.k / 4u;
-  let kw = k4 / WV; // weight words a row
-  let lane = lid % LG;
-  // Rows past n read a valid row and are never written.
-  var wo = array<u32, WC>();
-  for (var c = 0u; c < GC; c++) {
-    wo[c] = min(c0 + c, n - 1u) * kw;
-  }
-  // RB = 1: workgroup z takes rows [RT z, RT z + RT) (row blocks side by side); else every row
-  let r_first = select(0u, wid.z * RT, RB == 1u);
-  let r_last = select(params.m, min(params.m, r_first + RT), RB == 1u);
-  for (var r0 = r_first; r0 < r_last; r0 += RT) {
-    let nr = min(RT, params.m - r0);
-    var xo = array<u32, RT>();
-    for (var r = 0u; r < RT; r++) {
-      xo[r] = (r0 + r) * k4;
-    }
-    let acc = lane_group_dots(wo, xo, nr, kw, lane);
-    for (var r = 0u; r < RT; r++) {
-      if (r < nr) {
-        for (var c = 0u; c < GC; c++) {
-          let s = lane_group_sum(acc[r * GC + c]);
-          if (lane == (r * GC + c) % LG && c0 + c < n) {
-            let at = (r0 + r) * n + c0 + c;
-            y[at] = select(s, y[at] + s, params.accumulate != 0u);
-          }
-        }
-      }
-    }
-  }
+  gemv_lane_groups(wid, nwg, lid);
 }

@@ -185,6 +185,28 @@ export const TENSOR_CORE_OPTIONS = {
     help: "a MoE layer followed by another ends with that layer's input RMSNorm fused into its " +
       "combine, one dispatch a layer fewer (default true; --moe-combine-norm=false: apart)",
   },
+  qkvNormInGemv: {
+    type: "boolean",
+    help: "steps whose qkv projection takes a one-row GEMV form (batch-1 decode) norm each " +
+      "layer's input inside it (gemv_norm), and the MoE block adds the experts' rows to the " +
+      "residual in its down GEMM (moe_gemm_down_combine), one dispatch a layer fewer (default " +
+      "true; --qkv-norm-in-gemv=false: rmsnorm and moe_combine_norm)",
+  },
+  moeDownCombineTokens: {
+    type: "number",
+    integer: true,
+    min: 0,
+    help: "MoE steps of 1 to this many tokens on the lane-group expert forms, whose next layer " +
+      "norms its input in the qkv GEMV, run the down GEMM with the combine fused " +
+      "(moe_gemm_down_combine; default 1; 0 never)",
+  },
+  moeDownCombineForm: {
+    type: "string",
+    values: ["dc", "dc-w32c4", "dc-w32c2", "dc-w32c4-wg128"],
+    help: "moe_gemm_down_combine's form: dc (lane groups of 8), dc-w32c4 / dc-w32c2 (a " +
+      "32-wide subgroup a rank, 4 or 2 columns), dc-w32c4-wg128 (4 subgroups a workgroup, two " +
+      "ranks each) (default dc-w32c4 where subgroups are 32 wide, else dc)",
+  },
   qkvPartialsInRope: {
     type: "boolean",
     help: "steps whose qkv projection splits k on the tensor cores leave its partial sums for " +
@@ -282,6 +304,9 @@ export function tensorCoreOptions(
     readonly moeRoutedGateUp?: boolean;
     readonly moeSplitRouterTokens?: number;
     readonly moeSplitRouterMinTokens?: number;
+    readonly qkvNormInGemv?: boolean;
+    readonly moeDownCombineTokens?: number;
+    readonly moeDownCombineForm?: string;
     readonly qkvPartialsInRope?: boolean;
     readonly oPartialsInRouter?: boolean;
     readonly qkInDecodeAttention?: boolean;
@@ -304,6 +329,9 @@ export function tensorCoreOptions(
     moeRoutedGateUp: o.moeRoutedGateUp,
     moeSplitRouterTokens: o.moeSplitRouterTokens,
     moeSplitRouterMinTokens: o.moeSplitRouterMinTokens,
+    qkvNormInGemv: o.qkvNormInGemv,
+    moeDownCombineTokens: o.moeDownCombineTokens,
+    moeDownCombineForm: o.moeDownCombineForm,
     qkvPartialsInRope: o.qkvPartialsInRope,
     oPartialsInRouter: o.oPartialsInRouter,
     qkInDecodeAttention: o.qkInDecodeAttention,

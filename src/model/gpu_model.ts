@@ -40,6 +40,7 @@ import {
 import * as embedding from "../../kernels/embedding.ts";
 import * as rmsnorm from "../../kernels/rmsnorm.ts";
 import * as gemv from "../../kernels/gemv.ts";
+import * as gemvNorm from "../../kernels/gemv_norm.ts";
 import { laneGroupColumns } from "../../kernels/lane_group_variants.ts";
 import * as gemm from "../../kernels/gemm.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
@@ -61,6 +62,7 @@ import * as sample from "../../kernels/sample.ts";
 import { ropeTable } from "../../kernels/rope.ts";
 import { MOE_ROUTE_DISPATCH_MAX_TOKENS } from "../../kernels/moe_route_dispatch.ts";
 import {
+  MOE_DOWN_COMBINE_MAX_TOKENS,
   MOE_FUSED_ROUTER_MAX_TOKENS,
   MOE_FUSED_ROUTER_MIN_TOKENS,
   MOE_SPLIT_ROUTER_MAX_TOKENS,
@@ -397,6 +399,22 @@ export interface GpuModelOptions {
    * combine (moe_combine_norm: one dispatch a layer fewer); default true.
    */
   readonly fuseCombineNorm?: boolean;
+  /**
+   * Steps whose qkv projection takes a one-row GEMV form (batch-1 decode) norm that layer's
+   * input inside it (gemv_norm: the GEMV reads the residual row and sums its squares on the
+   * way), so neither rmsnorm nor the MoE combine before it writes a normed row; the MoE block
+   * then fuses its combine into the down GEMM (moe_gemm_down_combine, see moeDownCombineTokens):
+   * one dispatch a layer fewer. Default true.
+   */
+  readonly qkvNormInGemv?: boolean;
+  /**
+   * MoE steps of 1 to this many tokens that take the lane-group expert forms, where the next
+   * layer's input norm is not the combine's (qkvNormInGemv), run moe_gemm_down_combine: the
+   * down GEMM adds the weighted expert rows to the residual itself (default 1; 0 never).
+   */
+  readonly moeDownCombineTokens?: number;
+  /** moe_gemm_down_combine's form (`dc-w32c4`, `dc-w32c2`, `dc-w32c4-wg128`, `dc`; default: MoeBlock's). */
+  readonly moeDownCombineForm?: string;
   /**
    * MoE steps that route in one pass (moeFusedRouterTokens) take the layer's input RMSNorm in
    * the router too (moe_router_norm: one dispatch a layer fewer; MoeBlockOptions.fusedRouterNorm);
@@ -1089,6 +1107,9 @@ export class GpuModel implements ForwardModel {
       combineNormF16: options.combineNormF16 ?? true,
       mergeF16: options.mergeF16 ?? true,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
+      qkvNormInGemv: options.qkvNormInGemv ?? true,
+      moeDownCombineTokens: options.moeDownCombineTokens ?? MOE_DOWN_COMBINE_MAX_TOKENS,
+      moeDownCombineForm: options.moeDownCombineForm ?? "",
       moeRouterNorm: options.moeRouterNorm ?? true,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
       moeExpertTiles: weights.expertTiles,
@@ -1145,6 +1166,7 @@ export class GpuModel implements ForwardModel {
       opts.decodeSplit.minTokens ?? DECODE_SPLIT_MIN_TOKENS,
       options.decodeAttention === undefined,
       opts.qkInDecodeAttention,
+      opts.qkvNormInGemv,
     );
     const moeBuilt = config.layerKinds.includes("moe")
       ? MoeBlock.create(gpu, {
@@ -1167,6 +1189,8 @@ export class GpuModel implements ForwardModel {
         fusedRouterNorm: opts.moeRouterNorm,
         routeDispatchMaxTokens: opts.moeRouteDispatchTokens,
         routedGateUp: opts.moeRoutedGateUp,
+        downCombineMaxTokens: opts.moeDownCombineTokens,
+        downCombineForm: opts.moeDownCombineForm || undefined,
         splitRouterMaxTokens: opts.moeSplitRouterTokens,
         splitRouterMinTokens: opts.moeSplitRouterMinTokens,
         tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
@@ -1312,11 +1336,16 @@ export class GpuModel implements ForwardModel {
 
   /** The fused forms a step of `tokens` tokens takes (they move costs between labels). */
   private stepForms(tokens: number): StepForms {
+    // (setLinear's choice for qkv: the tensor cores first, then the GEMV forms)
+    const qkvNorm = this.calls.qkvNorm !== null && this.tensorCoreFor("qkv", tokens) === null &&
+      this.gemvFor("qkv", tokens) === this.calls.gemvVariant;
     return {
       routerInOnePass: this.moe?.routesInOnePassAt(tokens) ?? false,
       routerNorm: this.moe?.normsInRouterAt(tokens) ?? false,
       routeDispatch: this.moe?.routesAndDispatchesAt(tokens) ?? false,
       combineNorm: this.moe !== null && this.opts.fuseCombineNorm,
+      qkvNorm,
+      downCombine: qkvNorm && (this.moe?.combinesInDownAt(tokens) ?? false),
     };
   }
 
@@ -1637,6 +1666,12 @@ export class GpuModel implements ForwardModel {
     }
     // qk_norm_rope_cache adds up the qkv projection's split-K partials itself (no reduce)
     const qkvForm = this.linearForms.qkv;
+    // a one-row qkv GEMV norms its input itself (gemv_norm): no rmsnorm, no norm in the combine
+    const qkvNorm = qkvForm.path === "gemv" && c.qkvNorm?.has(qkvForm.variant) ? c.qkvNorm : null;
+    if (qkvNorm) {
+      const l = c.linear.qkv;
+      qkvNorm.setParams(gemvNorm.gemvNormParams({ m: T, n: l.n, k: l.k }, cfg.rmsNormEps));
+    }
     const qkvPartials = this.opts.qkvPartialsInRope && qkvForm.path === "tc" &&
       qkvForm.splits > 1;
     const qkvSplits = qkvPartials ? qkvForm.splits : 1;
@@ -1672,7 +1707,7 @@ export class GpuModel implements ForwardModel {
     const oPartials = this.opts.oPartialsInRouter && oForm.path === "tc" && oForm.splits > 1 &&
       (this.moe?.takesResidualPartialsAt(T) ?? false);
     // the MoE layers' moe_combine_norm writes the next qkv GEMM's f16 operand (no cast)
-    const normF16 = this.opts.combineNormF16 && this.opts.fuseCombineNorm &&
+    const normF16 = this.opts.combineNormF16 && this.opts.fuseCombineNorm && !qkvNorm &&
       qkvForm.path === "tc" && qkvForm.cast;
     // the split merge writes the o GEMM's f16 operand (no cast); its form for this step (CPU
     // adapters pay for the wide form's barriers: the one-group form, which has none)
@@ -1710,17 +1745,26 @@ export class GpuModel implements ForwardModel {
     for (let l = 0; l < cfg.numLayers; l++) {
       const w = this.weights.layers[l];
       const kv = this.kv.layers[l];
-      if (!normed) {
-        c.norm.dispatch(step.pass("rmsnorm"), dt, `in${l}`, {
+      if (qkvNorm) {
+        qkvNorm.dispatch(step.pass("linear qkv", "gemv_norm"), qkvForm.variant, `l${l}`, {
           x: b.x,
-          weight: w.inputNorm,
-          out: b.h,
+          norm_weight: w.inputNorm,
+          w: w.qkv,
+          y: b.qkv,
         });
+      } else {
+        if (!normed) {
+          c.norm.dispatch(step.pass("rmsnorm"), dt, `in${l}`, {
+            x: b.x,
+            weight: w.inputNorm,
+            out: b.h,
+          });
+        }
+        // the previous MoE layer's combine wrote this layer's f16 operand too (normF16)
+        const x16 = normed && normF16;
+        this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv, { partials: qkvPartials, x16 });
       }
-      // the previous MoE layer's combine wrote this layer's f16 operand too (normF16)
-      const x16 = normed && normF16;
       normed = false;
-      this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv, { partials: qkvPartials, x16 });
       const qkvKey = `l${l}${qkvPartials ? "p" : ""}`;
       // the projection and what norms and rotates it (without a q_norm, any buffer: unread)
       const qkIn = {
@@ -1794,7 +1838,7 @@ export class GpuModel implements ForwardModel {
       if (w.kind === "moe") {
         if (!moeOnePass) this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
         const next = this.weights.layers[l + 1];
-        normed = this.opts.fuseCombineNorm && next !== undefined;
+        normed = this.opts.fuseCombineNorm && next !== undefined && !qkvNorm;
         this.moe!.encode((stage) => moePass(stage, normed), {
           routerLogits: b.routerLogits,
           wRouter: moeOnePass ? w.router! : undefined,
@@ -2113,6 +2157,7 @@ async function createCalls(
   minSplitTokens: number,
   decodeAttentionDefault: boolean,
   qkInDecodeAttention: boolean,
+  qkvNormInGemv: boolean,
 ) {
   const packed = packedF16 ? "-packed" : "";
   const tcForm = decodeAttention.startsWith("tcdw");
@@ -2325,6 +2370,7 @@ async function createCalls(
     siluCall,
     gatherCall,
     sampleCall,
+    qkvNormCall,
   ] = await Promise.all([
     KernelCall.create(gpu, embedding.spec, [dtype]),
     KernelCall.create(gpu, rmsnorm.spec, [dtype]),
@@ -2352,6 +2398,10 @@ async function createCalls(
     KernelCall.create(gpu, siluMul.spec, ["f32"]),
     KernelCall.create(gpu, gatherRows.spec, ["f32"]),
     KernelCall.create(gpu, sample.spec, [sampleVariant]),
+    // the one-row GEMV form with the input norm inside, for the qkv projection
+    qkvNormInGemv && gemvNorm.spec.variants.some((v) => v.name === gemvVariant)
+      ? KernelCall.create(gpu, gemvNorm.spec, [gemvVariant], "gemv_norm qkv")
+      : Promise.resolve(null),
   ]);
   return {
     tensorCoreK,
@@ -2383,6 +2433,7 @@ async function createCalls(
     gather: gatherCall,
     sampleVariant,
     sample: sampleCall,
+    qkvNorm: qkvNormCall,
   };
 }
 

@@ -59,13 +59,17 @@ export function expectedExpertsTouched(experts: number, topK: number, tokens: nu
  * (moe_router_fused); `routerNorm`, the MoE layers' input RMSNorm into `moe router` too
  * (moe_router_norm); `routeDispatch`, the MoE dispatch into `moe router` (moe_route_dispatch);
  * `combineNorm`, the input RMSNorm of each layer after a MoE layer into `moe combine`
- * (moe_combine_norm). Default: none.
+ * (moe_combine_norm); `qkvNorm`, every layer's input RMSNorm into `linear qkv` (gemv_norm; the
+ * combine then norms nothing); `downCombine`, the MoE combine into `moe down`
+ * (moe_gemm_down_combine, which writes and reads back no y rows). Default: none.
  */
 export interface StepForms {
   readonly routerInOnePass: boolean;
   readonly routerNorm?: boolean;
   readonly routeDispatch?: boolean;
   readonly combineNorm: boolean;
+  readonly qkvNorm?: boolean;
+  readonly downCombine?: boolean;
 }
 
 /** Per-label and total bytes / FLOPs of one step. */
@@ -125,15 +129,18 @@ export function stepCost(
   add("embedding", 1, T * H * (es + 4) + T * 8, 0);
   // the input norms of the layers after a MoE layer, where the combine writes them
   const kinds = config.layerKinds;
-  const normsInCombine = forms.combineNorm
+  const normsInCombine = forms.combineNorm && !forms.qkvNorm
     ? kinds.filter((kind, l) => kind === "moe" && l + 1 < L).length
     : 0;
   // the MoE layers' input norms (post-attention), where their one-pass router takes them
   const normsInRouter = forms.routerInOnePass && forms.routerNorm ? moeLayers : 0;
-  const norms = 2 * L - normsInCombine - normsInRouter;
+  // the layers' input norms, where the qkv GEMV takes them (it reads the residual row anyway)
+  const normsInQkv = forms.qkvNorm ? L : 0;
+  const norms = 2 * L - normsInCombine - normsInRouter - normsInQkv;
   const normBytes = T * H * 8 + H * es, normFlops = T * H * 4;
   add("rmsnorm", norms, norms * normBytes, norms * normFlops);
   linear("qkv", L, T, qkvRows, H, false);
+  add("linear qkv", 0, normsInQkv * H * es, normsInQkv * normFlops);
   add(
     "qk_norm_rope_cache",
     L,
@@ -171,6 +178,10 @@ export function stepCost(
     for (const [stage, c] of Object.entries(stages) as [MoeStage, typeof stages.router][]) {
       if (stage === "dispatch" && forms.routeDispatch) {
         add(MOE_STAGE_LABEL.router, 0, moeLayers * c.bytes, moeLayers * c.flops);
+      } else if (stage === "combine" && forms.downCombine) {
+        // the down GEMM adds its rows itself: no y rows written and read back
+        const yBytes = 2 * T * k * H * 4;
+        add(MOE_STAGE_LABEL.down, 0, moeLayers * (c.bytes - yBytes), moeLayers * c.flops);
       } else {
         add(MOE_STAGE_LABEL[stage], moeLayers, moeLayers * c.bytes, moeLayers * c.flops);
       }

@@ -115,6 +115,32 @@ test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits"
   );
 });
 
+test("batch-1 steps norm each layer's input in the qkv GEMV and add the experts' rows in the down GEMM: the logits of the separate kernels, one dispatch a layer fewer", async () => {
+  const one = { gemvForms: "decode" as const, gemvMaxRows: 1, stagedMaxRows: 0 };
+  const apart = await decodeLogits({ ...one, qkvNormInGemv: false }, 1);
+  const model = await loadTiny({ ...one, profile: true });
+  try {
+    const fused = await prefillThenDecode(model, [[1, 2, 3, 4]], 3);
+    fused.forEach((d, i) =>
+      assert.ok(maxAbsDiff(d, apart[i]) < 1e-4, `step ${i}: ${maxAbsDiff(d, apart[i])}`)
+    );
+    const kernels = (await model.lastStepSpans()).map((s) => s.kernel ?? s.label);
+    const count = (k: string) => kernels.filter((x) => x === k).length;
+    const kinds = model.config.layerKinds;
+    assert.is(count("gemv_norm"), kinds.length, kernels.join(" "));
+    assert.is(count("moe_gemm_down_combine"), kinds.filter((k) => k === "moe").length);
+    // each layer's post-attention norm (the f32 routers take none) and the final one: no input
+    // norm, and no combine of either kind
+    assert.is(count("rmsnorm"), kinds.length + 1);
+    assert.is(count("moe_combine") + count("moe_combine_norm") + count("moe_gemm_down"), 0);
+  } finally {
+    model.destroy();
+  }
+  // the down GEMM's combine off: the plain combine, the norm still in the GEMV
+  const plainCombine = await decodeLogits({ ...one, moeDownCombineTokens: 0 }, 1);
+  plainCombine.forEach((d, i) => assert.ok(maxAbsDiff(d, apart[i]) < 1e-4, `step ${i}`));
+});
+
 test("a linear form that does not exist or cannot run here is refused by name", async () => {
   let refused = "";
   await decodeLogits({ gemvForms: "decode", linearManyRows: "dec9" }).catch((e) =>

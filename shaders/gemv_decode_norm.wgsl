@@ -1,0 +1,44 @@
+// y[m, n] (+)= rmsnorm(x[m, :]) . w[n, :], the layer's input RMSNorm fused into the decode GEMV
+// (lib/gemv_lane_groups.wgsl's lane groups; forms of one row a pass and one weight row a lane
+// group, RT = GC = 1):
+//   rmsnorm(x[m, :]) = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * norm_weight
+// Each lane group reads its row of x once, word by word, as the dot products do: row_in takes
+// x * norm_weight and adds x's squares to the lane's share of the row's sum (row_ss), and the
+// group's sum of those gives the scale its dot products are multiplied by at the end. No
+// workgroup memory and no barrier: where rmsnorm (or the combine before it) writes the normed
+// row and the GEMV reads it back, this reads the residual row itself.
+//#include "lib/gemv_lane_groups.wgsl"
+
+// this lane's share of the pass's sum of squares, and the pass's first x vec4
+var<private> row_ss: f32;
+var<private> row_base: u32;
+
+fn row_in(i: u32) -> vec4<f32> {
+  let v = x[i];
+  row_ss += dot(v, v);
+  let g = 4u * (i - row_base);
+  return v * vec4<f32>(
+    f32(norm_weight[g]),
+    f32(norm_weight[g + 1u]),
+    f32(norm_weight[g + 2u]),
+    f32(norm_weight[g + 3u]),
+  );
+}
+
+fn pass_begin(r0: u32) {
+  row_ss = 0.0;
+  row_base = r0 * (params.k / 4u);
+}
+
+fn pass_factor(lane: u32) -> f32 {
+  return inverseSqrt(lane_group_sum(row_ss) / f32(params.k) + params.eps);
+}
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  gemv_lane_groups(wid, nwg, lid);
+}

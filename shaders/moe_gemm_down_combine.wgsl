@@ -1,0 +1,75 @@
+// The MoE down GEMM with the combine fused, for steps in which each expert row is one token's
+// (batch-1 decode): workgroup (column block, token t) owns GC output columns, and its
+// NG = WG / LG lane groups take the token's ranks j = g, g + NG, ... (g: the lane group), each
+// reading its expert's GC weight rows in words (WV vec4s, UNR loads in flight;
+// lib/lane_group_dots.wgsl) against act row row_of[t, j]:
+//   residual[t, c] += sum_j topk_weights[t, j] * (act[row_of[t, j]] . w[topk_ids[t, j], c])
+// Each lane group's weighted sums meet through subgroup shuffles, then the groups' in workgroup
+// memory, added in group order (deterministic, no float atomics); a row_of outside the rows adds
+// nothing, as in moe_combine. Where moe_gemm_down writes y and moe_combine reads it back in a
+// second dispatch, this takes one; the next layer's input norm then runs in its qkv GEMV
+// (gemv_norm), not in the combine.
+//#include "lib/lane_group_sum.wgsl"
+//#include "lib/lane_group_dots.wgsl"
+//#include "lib/expert_tiles.wgsl"
+const NG: u32 = WG / LG; // lane groups a workgroup
+const WC: u32 = GC; // weight rows a lane group reads
+
+var<workgroup> part: array<f32, NG * GC>;
+
+// word kk (WV vec4s of weights) of the expert weight row at wo, row by row or in tiles
+fn w_index(wo: u32, kk: u32) -> u32 {
+  return wo + tile_unit(kk, WV);
+}
+
+fn row_in(i: u32) -> vec4<f32> {
+  return act[i];
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let t = wid.y;
+  let hidden = params.hidden;
+  let k4 = params.inter / 4u;
+  let kw = k4 / WV; // weight words a row
+  let lane = lid % LG;
+  let g = lid / LG;
+  let c0 = wid.x * GC;
+  let rows = params.tokens * params.top_k;
+  // this lane's weighted share of each column's sum over the group's ranks
+  var total = array<f32, GC>();
+  for (var j = g; j < params.top_k; j += NG) {
+    let slot = t * params.top_k + j;
+    let row = row_of[slot];
+    if (row < rows) {
+      let e = topk_ids[slot];
+      let weight = topk_weights[slot];
+      // Columns past hidden read a valid row and are never written.
+      var wo = array<u32, WC>();
+      for (var c = 0u; c < GC; c++) {
+        wo[c] = (e * hidden * params.inter + tile_row(min(c0 + c, hidden - 1u), params.inter)) /
+          (4u * WV);
+      }
+      var xo = array<u32, RT>();
+      xo[0] = row * k4;
+      let acc = lane_group_dots(wo, xo, 1u, kw, lane);
+      for (var c = 0u; c < GC; c++) {
+        total[c] += weight * acc[c];
+      }
+    }
+  }
+  for (var c = 0u; c < GC; c++) {
+    let s = lane_group_sum(total[c]);
+    if (lane == 0u) {
+      part[g * GC + c] = s;
+    }
+  }
+  workgroupBarrier();
+  if (lid < GC && c0 + lid < hidden) {
+    var sum = 0.0;
+    for (var q = 0u; q < NG; q++) {
+      sum += part[q * GC + lid];
+    }
+    residual[t * hidden + c0 + lid] += sum;
+  }
+}
