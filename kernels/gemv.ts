@@ -12,7 +12,8 @@ import {
 } from "./lane_group_variants.ts";
 import { defineParams } from "./params.ts";
 
-const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
+/** `splits`: 1, or the split-K parts of the lane-group forms without row blocks (y: [splits, m, n]). */
+const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32", splits: "u32" });
 
 /**
  * The one-row decode forms (one weight row a lane group, one x row a pass; gemv_norm takes
@@ -60,7 +61,12 @@ export const spec: KernelSpec<typeof params.fields> = {
   bindings: [
     { name: "x", type: "vec4<f32>", access: "read", shape: "[m, k/4]" },
     { name: "w", type: "vec4<T>", access: "read", shape: "[n, k/4]" },
-    { name: "y", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
+    {
+      name: "y",
+      type: "f32",
+      access: "read_write",
+      shape: "[m, n] (+= when accumulate), or [splits, m, n] partial sums",
+    },
   ],
   variants: [
     { name: "f32", dtype: "f32", consts: { WG: 256, MT: 4 } },
@@ -126,14 +132,35 @@ export const spec: KernelSpec<typeof params.fields> = {
  * blocks in z (RB = 1: RT rows a workgroup).
  */
 export function laneGroupGrid(
-  p: { readonly m: number; readonly n: number },
+  p: { readonly m: number; readonly n: number; readonly k: number; readonly splits: number },
   v: Variant,
   gpu: Gpu,
 ): [number, number, number] {
   const grid = grid1d(Math.ceil(p.n / laneGroupColumns(v)!), gpu);
-  const z = v.consts?.RB === 1 ? Math.ceil(p.m / v.consts.RT) : 1;
+  const why = gemvSplitReason(v, p.k, p.splits);
+  if (why) throw new Error(`gemv/${v.name}: ${why}`);
+  const z = v.consts?.RB === 1 ? Math.ceil(p.m / v.consts.RT) : p.splits;
   if (z > 65535) throw new Error(`gemv/${v.name}: ${p.m} rows need ${z} row blocks (> 65535)`);
   return [grid[0], grid[1], z];
+}
+
+/**
+ * Why `v` cannot split k = `k` in `splits` parts, or null where it can: split-K is the
+ * lane-group forms' without row blocks, in parts of whole weight words.
+ */
+export function gemvSplitReason(v: Variant, k: number, splits: number): string | null {
+  if (!Number.isInteger(splits) || splits < 1) {
+    return `splits = ${splits} must be a positive integer`;
+  }
+  if (splits === 1) return null;
+  if (laneGroupColumns(v) === null || v.consts?.RB === 1) {
+    return `only the lane-group forms without row blocks split k (splits = ${splits})`;
+  }
+  const words = k / 4 / (v.wideWords ? 2 : 1);
+  if (!Number.isInteger(words) || words % splits !== 0) {
+    return `k = ${k} is not ${splits} parts of whole weight words`;
+  }
+  return null;
 }
 
 /** CPU reference: y = x w^T with f64 accumulation. */
@@ -177,7 +204,7 @@ function gemvCase(
 ): KernelCase<typeof params.fields> {
   return {
     label: `m=${m} n=${n} k=${k}${accumulate ? " y+=" : ""}`,
-    params: { m, n, k, accumulate: accumulate ? 1 : 0 },
+    params: { m, n, k, accumulate: accumulate ? 1 : 0, splits: 1 },
     inputs: (rng) => ({
       x: rng.fillNormal(new Float32Array(m * k)),
       w: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)),
@@ -200,6 +227,53 @@ function gemvCase(
   };
 }
 
+/** The split-K partial sums `[splits, m, n]` of x w^T (f64 within each part). */
+export function splitPartialsRef(
+  x: Float32Array,
+  w: Float32Array,
+  m: number,
+  n: number,
+  k: number,
+  splits: number,
+): Float32Array {
+  const y = new Float32Array(splits * m * n);
+  const ks = k / splits;
+  for (let s = 0; s < splits; s++) {
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        let sum = 0;
+        for (let q = s * ks; q < (s + 1) * ks; q++) sum += x[i * k + q] * w[j * k + q];
+        y[(s * m + i) * n + j] = sum;
+      }
+    }
+  }
+  return y;
+}
+
+/** A split-K case: the lane-group forms without row blocks whose words split k evenly. */
+function splitCase(m: number, n: number, k: number, splits: number) {
+  const c: KernelCase<typeof params.fields> = {
+    label: `m=${m} n=${n} k=${k} splits=${splits}`,
+    // (accumulate is ignored where k splits: the partials are written)
+    params: { m, n, k, accumulate: 1, splits },
+    inputs: (rng) => ({
+      x: rng.fillNormal(new Float32Array(m * k)),
+      w: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)),
+    }),
+    outputs: { y: splits * m * n },
+    reference: (inp) => ({
+      y: splitPartialsRef(inp.x as Float32Array, inp.w as Float32Array, m, n, k, splits),
+    }),
+    tolerance: () => ({ atol: 1e-4, rtol: 1e-4 }),
+    bytes: (v) => n * k * (v.dtype === "f16" ? 2 : 4) + m * k * 4 + splits * m * n * 4,
+    flops: 2 * m * n * k,
+    variants: spec.variants.filter((v) => gemvSplitReason(v, k, splits) === null).map((v) =>
+      v.name
+    ),
+  };
+  return c;
+}
+
 export const cases = [
   gemvCase(1, 7, 12),
   gemvCase(3, 301, 300),
@@ -211,4 +285,8 @@ export const cases = [
   gemvCase(64, 2048, 4096, true),
   gemvCase(5, 2048, 2048),
   gemvCase(1, 8192, 8192),
+  // split-K: 3 parts of 96 words, the unrolled loop and its tail; the o projection in 4
+  splitCase(1, 45, 384, 3),
+  splitCase(3, 37, 96, 2),
+  splitCase(1, 2048, 4096, 4),
 ];

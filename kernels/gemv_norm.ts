@@ -20,7 +20,15 @@ import { defineParams, type ParamValues } from "./params.ts";
 import { laneGroupGrid, linearRef, ONE_ROW_FORMS } from "./gemv.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
 
-const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32", eps: "f32" });
+/** `splits`: always 1 (the norm needs the whole row; gemv's body reads it). */
+const params = defineParams({
+  m: "u32",
+  n: "u32",
+  k: "u32",
+  accumulate: "u32",
+  splits: "u32",
+  eps: "f32",
+});
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "gemv_norm",
@@ -28,7 +36,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   params,
   bindings: [
     { name: "x", type: "vec4<f32>", access: "read", shape: "[m, k/4] (the residual)" },
-    { name: "norm_weight", type: "T", access: "read", shape: "[k]" },
+    { name: "norm_weight", type: "vec4<T>", access: "read", shape: "[k/4]" },
     { name: "w", type: "vec4<T>", access: "read", shape: "[n, k/4]" },
     { name: "y", type: "f32", access: "read_write", shape: "[m, n] (+= when accumulate)" },
   ],
@@ -48,7 +56,7 @@ export function gemvNormParams(
     throw new Error(`gemv_norm: k = ${s.k} must be a positive multiple of 4`);
   }
   if (!(eps > 0)) throw new Error(`gemv_norm: eps = ${eps} must be positive`);
-  return { m: s.m, n: s.n, k: s.k, accumulate: s.accumulate ? 1 : 0, eps };
+  return { m: s.m, n: s.n, k: s.k, accumulate: s.accumulate ? 1 : 0, splits: 1, eps };
 }
 
 /** CPU reference: rmsnormRef's rows, then linearRef (y0 + rows w^T where accumulating). */

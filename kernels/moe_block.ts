@@ -726,10 +726,13 @@ export class MoeBlock {
     if (!Number.isInteger(residualPartials) || residualPartials < 0) {
       throw new Error(`moe block: residualPartials = ${residualPartials} must be a count`);
     }
-    if (residualPartials > 0 && !this.takesResidualPartialsAt(tokens)) {
+    if (
+      residualPartials > 0 && !this.takesResidualPartialsAt(tokens) &&
+      !this.takesSplitPartialsAt(tokens)
+    ) {
       throw new Error(
-        `moe block: a step of ${tokens} tokens does not run moe_router_norm, which adds the ` +
-          `residual's partial sums`,
+        `moe block: a step of ${tokens} tokens runs neither moe_router_norm nor ` +
+          `moe_router_logits with moe_gemm_down_combine, which add the residual's partial sums`,
       );
     }
     // the params depend on these alone: a step like the last keeps them
@@ -815,6 +818,7 @@ export class MoeBlock {
       const lp = routerLogits.moeRouterLogitsParams(
         { tokens, experts: s.experts, hidden: s.hidden },
         s.rmsNormEps ?? 1e-6,
+        residualPartials,
       );
       write(this.params.routerLogits, routerLogits.spec.params, lp);
       this.routerLogitsGrid = routerLogits.spec.grid(
@@ -862,6 +866,7 @@ export class MoeBlock {
         topK: s.topK,
         hidden: s.hidden,
         inter: s.inter,
+        partials: this.takesSplitPartialsAt(tokens) ? residualPartials : 0,
       });
       write(this.params.downCombine, downCombine.spec.params, dp);
       this.downCombineGrid = downCombine.spec.grid(dp, this.pipes.downCombine!.variant, this.gpu);
@@ -917,6 +922,15 @@ export class MoeBlock {
   }
 
   /**
+   * Whether a step of `tokens` tokens, encoded without MoeBlockIo.norm, takes the residual's
+   * split-K partial sums (setTokens; MoeBlockIo.routerNorm.partials) in moe_router_logits, which
+   * norms the residual with them, and moe_gemm_down_combine, which adds them to it.
+   */
+  takesSplitPartialsAt(tokens: number): boolean {
+    return this.splitsRouterAt(tokens) && this.combinesInDownAt(tokens);
+  }
+
+  /**
    * Whether a step of `tokens` tokens computes its router logits itself, given
    * MoeBlockIo.wRouter (in one pass, or split over the GPU): the caller leaves out the GEMV.
    */
@@ -947,8 +961,12 @@ export class MoeBlock {
    */
   combinesInDownAt(tokens: number): boolean {
     const most = this.options.downCombineMaxTokens ?? MOE_DOWN_COMBINE_MAX_TOKENS;
-    return this.pipes.downCombine !== null && tokens >= 1 && tokens <= most &&
-      this.tensorCoreFor(tokens) === null;
+    if (this.pipes.downCombine === null || tokens < 1 || tokens > most) return false;
+    if (this.tensorCoreFor(tokens) !== null) return false;
+    // (a step whose down GEMM would take a form that is no lane-group form keeps it)
+    const names = [...this.pipes.down.keys()];
+    const form = decodeFormFor(this.shape, this.options, names, tokens, "down");
+    return laneGroupColumns(variantByName(down.spec, form)) !== null;
   }
 
   /**
@@ -1072,22 +1090,34 @@ export class MoeBlock {
       : wRouter
       ? "moe_router_fused"
       : null;
-    if (split) {
-      run("router", pipes.routerLogits!, params.routerLogits, {
-        x: norm.input,
-        norm_weight: norm.weight,
-        w: wRouter!,
-        out: io.x,
-        logits: io.routerLogits,
-      }, this.routerLogitsGrid);
-      this.encodingRouter = oneWorkgroup ? "moe_route_dispatch" : "moe_router";
-    }
     const owed = this.residualPartials > 0;
-    if (owed && !(wRouter && norm && !split && norm.partials)) {
+    // (batch 1 without the next layer's norm: the combine inside the down GEMM)
+    const fused = !io.norm && this.combinesInDownAt(this.tokens);
+    const owedInSplit = owed && split && fused;
+    if (owed && !(wRouter && norm && norm.partials && (split ? fused : true))) {
       throw new Error(
         "moe block: the residual owes partial sums (setTokens) but encode runs no " +
-          "moe_router_norm given routerNorm.partials",
+          "moe_router_norm, nor moe_router_logits with moe_gemm_down_combine, given " +
+          "routerNorm.partials",
       );
+    }
+    if (split) {
+      run(
+        "router",
+        pipes.routerLogits!,
+        params.routerLogits,
+        {
+          x: norm.input,
+          o_part: owedInSplit ? norm.partials! : sc.placeholder,
+          norm_weight: norm.weight,
+          w: wRouter!,
+          out: io.x,
+          logits: io.routerLogits,
+        },
+        this.routerLogitsGrid,
+        owedInSplit ? "p" : "",
+      );
+      this.encodingRouter = oneWorkgroup ? "moe_route_dispatch" : "moe_router";
     }
     if (wRouter && norm && !split) {
       run(
@@ -1137,8 +1167,6 @@ export class MoeBlock {
       }, [1, 1, 1]);
     }
     const tc = this.stepTc;
-    // (batch 1 without the next layer's norm: the combine inside the down GEMM)
-    const fused = !io.norm && this.combinesInDownAt(this.tokens);
     if (tc) {
       run("gate_up", pipes.tc!.gather, params.gather, {
         x: io.x,
@@ -1183,14 +1211,22 @@ export class MoeBlock {
       }
       if (fused) {
         // the down GEMM adds the token's weighted expert rows to the residual: no combine
-        run("down", pipes.downCombine!, params.downCombine, {
-          act: sc.act,
-          w: io.wDown,
-          topk_ids: sc.topkIds,
-          topk_weights: sc.topkWeights,
-          row_of: sc.rowOf,
-          residual: io.residual,
-        }, this.downCombineGrid);
+        run(
+          "down",
+          pipes.downCombine!,
+          params.downCombine,
+          {
+            act: sc.act,
+            w: io.wDown,
+            topk_ids: sc.topkIds,
+            topk_weights: sc.topkWeights,
+            row_of: sc.rowOf,
+            o_part: owedInSplit ? norm!.partials! : sc.placeholder,
+            residual: io.residual,
+          },
+          this.downCombineGrid,
+          owedInSplit ? "p" : "",
+        );
         return;
       }
       const dn = pipes.down.get(this.downName)!;

@@ -22,8 +22,15 @@ import { laneGroupVariants, wideWordsFit } from "./lane_group_variants.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { MOE_NO_ROW, moeDispatchParams, moeDispatchRef, sampleRouting } from "./moe_dispatch.ts";
 import { Rng } from "../src/util/rng.ts";
+import { withPartials } from "./moe_router_logits.ts";
 
-const params = defineParams({ tokens: "u32", top_k: "u32", hidden: "u32", inter: "u32" });
+const params = defineParams({
+  tokens: "u32",
+  top_k: "u32",
+  hidden: "u32",
+  inter: "u32",
+  partials: "u32",
+});
 
 /**
  * The forms: `dc` (lane groups of 8, one column: every adapter with subgroups of 8 or more),
@@ -58,6 +65,12 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "topk_ids", type: "u32", access: "read", shape: "[tokens, top_k]" },
     { name: "topk_weights", type: "f32", access: "read", shape: "[tokens, top_k]" },
     { name: "row_of", type: "u32", access: "read", shape: "[tokens, top_k] -> row of act" },
+    {
+      name: "o_part",
+      type: "f32",
+      access: "read",
+      shape: "[partials, tokens, hidden] (the residual's split-K partial sums, or unread)",
+    },
     { name: "residual", type: "f32", access: "read_write", shape: "[tokens, hidden]" },
   ],
   expertWeights: { binding: "w", rows: (p) => p.hidden, cols: (p) => p.inter },
@@ -77,6 +90,8 @@ export interface MoeDownCombineShape {
   readonly topK: number;
   readonly hidden: number;
   readonly inter: number;
+  /** Split-K partial sums the residual owes (default 0). */
+  readonly partials?: number;
 }
 
 /** Validated params; throws naming the bad field. */
@@ -95,7 +110,11 @@ export function moeGemmDownCombineParams(
   if (!Number.isInteger(s.tokens) || s.tokens < 0) {
     throw new Error(`moe_gemm_down_combine: tokens = ${s.tokens} must be a count`);
   }
-  return { tokens: s.tokens, top_k: s.topK, hidden: s.hidden, inter: s.inter };
+  const partials = s.partials ?? 0;
+  if (!Number.isInteger(partials) || partials < 0) {
+    throw new Error(`moe_gemm_down_combine: partials = ${partials} must be a count`);
+  }
+  return { tokens: s.tokens, top_k: s.topK, hidden: s.hidden, inter: s.inter, partials };
 }
 
 /** The host data the kernel reads (f32 weights `[experts, hidden, inter]`, row by row). */
@@ -105,12 +124,13 @@ export interface MoeDownCombineInputs {
   readonly topk_ids: Uint32Array;
   readonly topk_weights: Float32Array;
   readonly row_of: Uint32Array;
+  readonly o_part: Float32Array;
   readonly residual: Float32Array;
 }
 
 /**
- * CPU reference: the new residual `[tokens, hidden]` (each rank's dot product and the weighted
- * sum over ranks in f64, then one f32 add).
+ * CPU reference: the new residual `[tokens, hidden]` (the partial sums added to it in order in
+ * f32, each rank's dot product and the weighted sum over ranks in f64, then one f32 add).
  */
 export function moeGemmDownCombineRef(
   inp: MoeDownCombineInputs,
@@ -118,7 +138,7 @@ export function moeGemmDownCombineRef(
 ): Float32Array {
   const { tokens, top_k: k, hidden, inter } = p;
   const rows = tokens * k;
-  const out = new Float32Array(inp.residual.subarray(0, tokens * hidden));
+  const out = withPartials(inp.residual, inp.o_part, p.partials, tokens * hidden);
   for (let t = 0; t < tokens; t++) {
     for (let c = 0; c < hidden; c++) {
       let s = 0;
@@ -151,7 +171,9 @@ function downCombineCase(
   const p = moeGemmDownCombineParams(shape);
   const label = `tokens=${tokens} E=${shape.experts} k=${topK} hidden=${hidden} inter=${inter}${
     shape.dropOne ? " one dropped" : ""
-  }${experts === shape.experts ? "" : ` experts 0..${experts - 1} stored`} ${note}`.trim();
+  }${experts === shape.experts ? "" : ` experts 0..${experts - 1} stored`}${
+    p.partials ? ` + ${p.partials} partial sums` : ""
+  } ${note}`.trim();
   const rows = tokens * topK;
   // the routing the gate/up GEMM left: ids, and act rows in expert-sorted order (row_of)
   const ids = sampleRouting(Rng.fromSeed(`routing/${label}`), tokens, experts, topK, "spread");
@@ -174,6 +196,7 @@ function downCombineCase(
       topk_ids: new Uint32Array(ids),
       topk_weights: rng.fillUniform(new Float32Array(rows), 0, 1),
       row_of: d.rowOf,
+      o_part: rng.fillNormal(new Float32Array(Math.max(1, p.partials) * tokens * hidden)),
       residual: rng.fillNormal(new Float32Array(tokens * hidden)),
     }),
     outputs: {},
@@ -183,7 +206,7 @@ function downCombineCase(
     tolerance: () => ({ atol: 2e-4, rtol: 2e-4 }),
     bytes: (v) =>
       touched * hidden * inter * (v.dtype === "f16" ? 2 : 4) + rows * inter * 4 + rows * 12 +
-      tokens * hidden * 8,
+      tokens * hidden * (8 + 4 * p.partials),
     flops: rows * 2 * hidden * inter + rows * hidden * 2,
     ...(only ? { variants: only } : fitting(
       spec.variants,
@@ -203,8 +226,10 @@ export const cases = [
   downCombineCase({ tokens: 1, experts: 16, topK: 10, hidden: 70, inter: 48 }),
   // whole tiles of 16 rows x 64 columns (the tiled twins)
   downCombineCase({ tokens: 2, experts: 8, topK: 2, hidden: 64, inter: 192 }),
+  // the o projection's split-K partial sums
+  downCombineCase({ tokens: 2, experts: 8, topK: 3, hidden: 37, inter: 64, partials: 3 }),
   downCombineCase(
-    { tokens: 1, experts: 128, topK: 8, hidden: 2048, inter: 768, stored: 8 },
+    { tokens: 1, experts: 128, topK: 8, hidden: 2048, inter: 768, stored: 8, partials: 4 },
     "qwen3-30b-a3b",
     PRODUCTION,
   ),

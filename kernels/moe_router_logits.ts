@@ -36,6 +36,7 @@ const params = defineParams({
   experts: "u32",
   hidden: "u32",
   eps: "f32",
+  partials: "u32",
 });
 
 /** Experts a workgroup, and invocations an (expert, token) pair. */
@@ -59,6 +60,12 @@ export const spec: KernelSpec<typeof params.fields> = {
   params,
   bindings: [
     { name: "x", type: "vec4<f32>", access: "read", shape: "[tokens, hidden / 4] (residual)" },
+    {
+      name: "o_part",
+      type: "vec4<f32>",
+      access: "read",
+      shape: "[partials, tokens, hidden / 4] (the residual's split-K partial sums, or unread)",
+    },
     { name: "norm_weight", type: "vec4<T>", access: "read", shape: "[hidden / 4]" },
     { name: "w", type: "vec4<T>", access: "read", shape: "[experts, hidden / 4]" },
     { name: "out", type: "vec4<f32>", access: "read_write", shape: "[tokens, hidden / 4]" },
@@ -83,6 +90,7 @@ export interface MoeRouterLogitsShape {
 export function moeRouterLogitsParams(
   s: MoeRouterLogitsShape,
   eps: number,
+  partials = 0,
 ): ParamValues<typeof params.fields> {
   if (!Number.isInteger(s.tokens) || s.tokens < 0) {
     throw new Error(`moe_router_logits: tokens = ${s.tokens} must be a count`);
@@ -94,23 +102,37 @@ export function moeRouterLogitsParams(
     throw new Error(`moe_router_logits: hidden = ${s.hidden} must be a positive multiple of 8`);
   }
   if (!(eps > 0)) throw new Error(`moe_router_logits: eps = ${eps} must be positive`);
+  if (!Number.isInteger(partials) || partials < 0) {
+    throw new Error(`moe_router_logits: partials = ${partials} must be a count`);
+  }
   return {
     tokens: s.tokens,
     experts: s.experts,
     hidden: s.hidden,
     eps,
+    partials,
   };
 }
 
-/** CPU reference: rmsnormRef's rows, then their f64 dot products with each expert's row. */
+/**
+ * CPU reference: rmsnormRef's rows (of x plus the partial sums `oPart`, added in order in f32,
+ * where p.partials > 0), then their f64 dot products with each expert's row.
+ */
 export function moeRouterLogitsRef(
   x: Float32Array,
   normWeight: Float32Array,
   w: Float32Array,
   p: ParamValues<typeof params.fields>,
+  oPart?: Float32Array,
 ): { out: Float32Array; logits: Float32Array } {
   const { tokens, experts, hidden } = p;
-  const out = rmsnormRef(x, normWeight, tokens, hidden, p.eps);
+  const out = rmsnormRef(
+    withPartials(x, oPart, p.partials, tokens * hidden),
+    normWeight,
+    tokens,
+    hidden,
+    p.eps,
+  );
   const logits = new Float32Array(tokens * experts);
   for (let t = 0; t < tokens; t++) {
     for (let e = 0; e < experts; e++) {
@@ -122,18 +144,41 @@ export function moeRouterLogitsRef(
   return { out, logits };
 }
 
+/** x's first `n` values plus `partials` arrays of n from `part`, added in order in f32. */
+export function withPartials(
+  x: Float32Array,
+  part: Float32Array | undefined,
+  partials: number,
+  n: number,
+): Float32Array {
+  const v = new Float32Array(x.subarray(0, n));
+  for (let s = 0; s < partials; s++) {
+    for (let i = 0; i < n; i++) v[i] = Math.fround(v[i] + part![s * n + i]);
+  }
+  return v;
+}
+
 /**
  * A case: x normal, its rows at different scales (as residual rows are), the norm weight on a
  * grid of 1/8 and the router weight normal (both f16-rounded where stored, caseInputs); the
  * GPU's sums run in another order than the reference's, so the outputs match to rounding.
  */
-function logitsCase(shape: MoeRouterLogitsShape, note = ""): KernelCase<typeof params.fields> {
-  const p = moeRouterLogitsParams(shape, 1e-6);
+function logitsCase(
+  shape: MoeRouterLogitsShape,
+  note = "",
+  partials = 0,
+): KernelCase<typeof params.fields> {
+  const p = moeRouterLogitsParams(shape, 1e-6, partials);
   const { tokens, experts, hidden } = shape;
   return {
-    label: `tokens=${tokens} E=${experts} H=${hidden} ${note}`.trim(),
+    label: `tokens=${tokens} E=${experts} H=${hidden}${
+      partials ? ` + ${partials} partial sums` : ""
+    } ${note}`.trim(),
     params: p,
-    inputs: (rng) => routerNormCaseInputs(rng, tokens, hidden, experts),
+    inputs: (rng) => ({
+      ...routerNormCaseInputs(rng, tokens, hidden, experts),
+      o_part: rng.fillNormal(new Float32Array(Math.max(1, partials) * tokens * hidden)),
+    }),
     outputs: { out: tokens * hidden, logits: tokens * experts },
     reference: (inp) =>
       moeRouterLogitsRef(
@@ -141,9 +186,11 @@ function logitsCase(shape: MoeRouterLogitsShape, note = ""): KernelCase<typeof p
         inp.norm_weight as Float32Array,
         inp.w as Float32Array,
         p,
+        inp.o_part as Float32Array,
       ),
     tolerance: () => ({ atol: 2e-5, rtol: 1e-4 }),
-    bytes: () => experts * hidden * 2 + hidden * 2 + tokens * (hidden * 8 + experts * 4),
+    bytes: () =>
+      experts * hidden * 2 + hidden * 2 + tokens * (hidden * (8 + 4 * partials) + experts * 4),
     flops: tokens * (4 * hidden + experts * 2 * hidden),
   };
 }
@@ -158,4 +205,7 @@ export const cases = [
   logitsCase({ tokens: 64, experts: 128, hidden: 2048 }, "qwen3-30b-a3b"),
   logitsCase({ tokens: 13, experts: 128, hidden: 2048 }, "qwen3-30b-a3b"),
   logitsCase({ tokens: 2, experts: 8, hidden: 4096 }, "mixtral-8x7b"),
+  // the o projection's split-K partial sums (batch 1: 4 of them at Qwen3-30B-A3B)
+  logitsCase({ tokens: 3, experts: 8, hidden: 40 }, "ragged hidden", 3),
+  logitsCase({ tokens: 1, experts: 128, hidden: 2048 }, "qwen3-30b-a3b", 4),
 ];

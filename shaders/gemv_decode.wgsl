@@ -6,7 +6,7 @@ fn row_in(i: u32) -> vec4<f32> {
   return x[i];
 }
 
-fn pass_begin(r0: u32) {}
+fn pass_begin(r0: u32, lane: u32) {}
 
 fn pass_factor(lane: u32) -> f32 {
   return 1.0;

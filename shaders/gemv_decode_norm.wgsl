@@ -3,7 +3,8 @@
 // group, RT = GC = 1):
 //   rmsnorm(x[m, :]) = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * norm_weight
 // Each lane group reads its row of x once, word by word, as the dot products do: row_in takes
-// x * norm_weight and adds x's squares to the lane's share of the row's sum (row_ss), and the
+// x * norm_weight (the weight's 4 values in one load, as the GEMV's weight words) and adds x's
+// squares to the lane's share of the row's sum (row_ss), and the
 // group's sum of those gives the scale its dot products are multiplied by at the end. No
 // workgroup memory and no barrier: where rmsnorm (or the combine before it) writes the normed
 // row and the GEMV reads it back, this reads the residual row itself.
@@ -16,16 +17,10 @@ var<private> row_base: u32;
 fn row_in(i: u32) -> vec4<f32> {
   let v = x[i];
   row_ss += dot(v, v);
-  let g = 4u * (i - row_base);
-  return v * vec4<f32>(
-    f32(norm_weight[g]),
-    f32(norm_weight[g + 1u]),
-    f32(norm_weight[g + 2u]),
-    f32(norm_weight[g + 3u]),
-  );
+  return v * t4(norm_weight[i - row_base]);
 }
 
-fn pass_begin(r0: u32) {
+fn pass_begin(r0: u32, lane: u32) {
   row_ss = 0.0;
   row_base = r0 * (params.k / 4u);
 }

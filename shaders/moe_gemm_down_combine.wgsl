@@ -8,7 +8,9 @@
 // memory, added in group order (deterministic, no float atomics); a row_of outside the rows adds
 // nothing, as in moe_combine. Where moe_gemm_down writes y and moe_combine reads it back in a
 // second dispatch, this takes one; the next layer's input norm then runs in its qkv GEMV
-// (gemv_norm), not in the combine.
+// (gemv_norm), not in the combine. With params.partials > 0 the residual first takes the split-K
+// partial sums the o projection left (o_part: [partials, tokens, hidden], added in order, as
+// moe_router_logits added them to the rows it normed).
 //#include "lib/lane_group_sum.wgsl"
 //#include "lib/lane_group_dots.wgsl"
 //#include "lib/expert_tiles.wgsl"
@@ -70,6 +72,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var q = 0u; q < NG; q++) {
       sum += part[q * GC + lid];
     }
-    residual[t * hidden + c0 + lid] += sum;
+    let at = t * hidden + c0 + lid;
+    var v = residual[at];
+    for (var s = 0u; s < params.partials; s++) {
+      v += o_part[s * params.tokens * hidden + at];
+    }
+    residual[at] = v + sum;
   }
 }

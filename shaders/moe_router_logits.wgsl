@@ -13,11 +13,24 @@
 //      same expression as in 2, so the logits are out[t] . w[e]
 //   4. the LANES partial sums of each pair meet in a tree in `part`.
 // One accumulator a lane and no array indexed in a loop (the driver moves those to memory).
+// With params.partials > 0 the residual row is x plus the split-K partial sums an o projection
+// left (o_part: [partials, tokens, hidden / 4], added in order after x) wherever x is read; this
+// writes no residual back (every workgroup reads it), so the kernel after it adds them too.
 // Bytes: E * hidden * 2 + hidden * 2 + tokens * (hidden * 8 + E * 4).
 //#include "lib/f16_words.wgsl"
 
 var<workgroup> part: array<f32, WG>;
 var<workgroup> scales: array<f32, TB>;
+
+// vec4 i of the residual rows: x, plus the o projection's partial sums where it left them
+fn xin(i: u32) -> vec4<f32> {
+  var v = x[i];
+  let stride = params.tokens * params.hidden / 4u;
+  for (var s = 0u; s < params.partials; s++) {
+    v += o_part[s * stride + i];
+  }
+  return v;
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -32,7 +45,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (t0 + tl < params.tokens) {
     let row = (t0 + tl) * 2u * words;
     for (var i = p; i < 2u * words; i += per_token) {
-      let v = x[row + i];
+      let v = xin(row + i);
       ss += dot(v, v);
     }
   }
@@ -60,8 +73,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let scale = scales[t];
       for (var i = lid; i < words; i += WG) {
         let g = norm_weight[i];
-        out[row + 2u * i] = x[row + 2u * i] * scale * f16x4(g.x, g.y);
-        out[row + 2u * i + 1u] = x[row + 2u * i + 1u] * scale * f16x4(g.z, g.w);
+        out[row + 2u * i] = xin(row + 2u * i) * scale * f16x4(g.x, g.y);
+        out[row + 2u * i + 1u] = xin(row + 2u * i + 1u) * scale * f16x4(g.z, g.w);
       }
     }
   }
@@ -86,8 +99,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let k = min(k0 + u * LANES, words - 1u);
         wv[u] = w[wo + k];
         gv[u] = norm_weight[k];
-        lo[u] = x[row + 2u * k];
-        hi[u] = x[row + 2u * k + 1u];
+        lo[u] = xin(row + 2u * k);
+        hi[u] = xin(row + 2u * k + 1u);
       }
       for (var u = 0u; u < UNR; u++) {
         if (k0 + u * LANES < words) {

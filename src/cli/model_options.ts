@@ -207,6 +207,14 @@ export const TENSOR_CORE_OPTIONS = {
       "32-wide subgroup a rank, 4 or 2 columns), dc-w32c4-wg128 (4 subgroups a workgroup, two " +
       "ranks each) (default dc-w32c4 where subgroups are 32 wide, else dc)",
   },
+  oSplitsOneRow: {
+    type: "number",
+    integer: true,
+    min: 1,
+    help: "batch-1 steps whose qkv GEMV norms its input, of models of MoE layers alone, run the " +
+      "o projection's GEMV in this many split-K parts, whose partial sums moe_router_logits and " +
+      "moe_gemm_down_combine add (default 4; 1: unsplit, at most 16)",
+  },
   qkvPartialsInRope: {
     type: "boolean",
     help: "steps whose qkv projection splits k on the tensor cores leave its partial sums for " +
@@ -307,6 +315,7 @@ export function tensorCoreOptions(
     readonly qkvNormInGemv?: boolean;
     readonly moeDownCombineTokens?: number;
     readonly moeDownCombineForm?: string;
+    readonly oSplitsOneRow?: number;
     readonly qkvPartialsInRope?: boolean;
     readonly oPartialsInRouter?: boolean;
     readonly qkInDecodeAttention?: boolean;
@@ -332,6 +341,7 @@ export function tensorCoreOptions(
     qkvNormInGemv: o.qkvNormInGemv,
     moeDownCombineTokens: o.moeDownCombineTokens,
     moeDownCombineForm: o.moeDownCombineForm,
+    oSplitsOneRow: o.oSplitsOneRow,
     qkvPartialsInRope: o.qkvPartialsInRope,
     oPartialsInRouter: o.oPartialsInRouter,
     qkInDecodeAttention: o.qkInDecodeAttention,

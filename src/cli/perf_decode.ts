@@ -281,6 +281,7 @@ await runCli(async () => {
         torch_source: measuredPeer ? `measured: ${o.peer}` : ref ? "GPU.md" : null,
         moe_gemm: model.moeGemmVariant,
         decode_attention: split && `${split.variant} ${split.splitTokens}x${split.numSplits}`,
+        o_splits: model.lastOSplits,
         gpu_ms_samples: r.gpuSamples.map(round3),
         wall_ms_samples: r.wallSamples.map(round3),
       });
@@ -289,7 +290,7 @@ await runCli(async () => {
           r.wallMs.toFixed(2)
         } ms, roofline ${roofMs.toFixed(2)} ms (moe ${model.moeGemmVariant ?? "-"}; attention ${
           split ? `${split.variant}, splits of ${split.splitTokens} keys x ${split.numSplits}` : "-"
-        })`,
+        }${model.lastOSplits > 1 ? `; o GEMV in ${model.lastOSplits} k parts` : ""})`,
       );
     }
   }

@@ -509,7 +509,7 @@ async function benchGemv(
   const { m, n, k } = state.shape;
   const call = await KernelCall.create(gpu, { ...gemv.spec, variants: [v] }, [v.name]);
   try {
-    call.setParams({ m, n, k, accumulate: 0 });
+    call.setParams({ m, n, k, accumulate: 0, splits: 1 });
     const grid = call.grid(v.name);
     const encode = (pass: GPUComputePassEncoder) => {
       state.weights.forEach((w, l) => {

@@ -416,6 +416,14 @@ export interface GpuModelOptions {
   /** moe_gemm_down_combine's form (`dc-w32c4`, `dc-w32c2`, `dc-w32c4-wg128`, `dc`; default: MoeBlock's). */
   readonly moeDownCombineForm?: string;
   /**
+   * Batch-1 steps whose qkv GEMV norms its input (qkvNormInGemv), whose router splits
+   * (moe_router_logits) and whose down GEMM adds to the residual (moe_gemm_down_combine) run the
+   * MoE layers' o projection's one-row GEMV in this many split-K parts (grid z; 1: unsplit, at
+   * most 16): the router norms the residual with their partial sums added and the down GEMM
+   * adds them to it, with no reduce. Default O_SPLITS_ONE_ROW.
+   */
+  readonly oSplitsOneRow?: number;
+  /**
    * MoE steps that route in one pass (moeFusedRouterTokens) take the layer's input RMSNorm in
    * the router too (moe_router_norm: one dispatch a layer fewer; MoeBlockOptions.fusedRouterNorm);
    * default true.
@@ -731,6 +739,14 @@ interface StepPlan {
 }
 
 const SAMPLE_STAGING = 4;
+/** The most split-K parts of the one-row o GEMV (GpuModelOptions.oSplitsOneRow). */
+const O_MAX_SPLITS = 16;
+/**
+ * The one-row o GEMV's split-K parts by default (GpuModelOptions.oSplitsOneRow): session 37's lab
+ * timing of that GEMV over 48 matrices on the H200 read o (2048 x 4096) at 9.66 us a layer and
+ * the same bytes as 8192 x 1024 at 7.20.
+ */
+const O_SPLITS_ONE_ROW = 1;
 /** Split-K of the tensor-core GEMM: steps of at most these rows, at most these splits. */
 const TC_SPLIT_MAX_ROWS = 128;
 export const TC_MAX_SPLITS = 16;
@@ -951,6 +967,7 @@ export class GpuModel implements ForwardModel {
   private partials: { o: GPUBuffer; lse: GPUBuffer; elements: number } | null = null;
   /** Spans of the last profiled step. */
   private spans: Promise<KernelSpan[]> | null = null;
+  private oSplitsOfStep = 1;
   /** Time every dispatch of the following steps in its own pass (slower; for profiles). */
   profile: boolean;
   /**
@@ -1108,6 +1125,7 @@ export class GpuModel implements ForwardModel {
       mergeF16: options.mergeF16 ?? true,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
       qkvNormInGemv: options.qkvNormInGemv ?? true,
+      oSplitsOneRow: options.oSplitsOneRow ?? O_SPLITS_ONE_ROW,
       moeDownCombineTokens: options.moeDownCombineTokens ?? MOE_DOWN_COMBINE_MAX_TOKENS,
       moeDownCombineForm: options.moeDownCombineForm ?? "",
       moeRouterNorm: options.moeRouterNorm ?? true,
@@ -1137,6 +1155,14 @@ export class GpuModel implements ForwardModel {
       }
     }
     checkDecodeSplit(opts.decodeSplit);
+    if (
+      !Number.isInteger(opts.oSplitsOneRow) || opts.oSplitsOneRow < 1 ||
+      opts.oSplitsOneRow > O_MAX_SPLITS
+    ) {
+      throw new ModelOptionError(
+        `model: oSplitsOneRow ${opts.oSplitsOneRow} must be an integer in 1..${O_MAX_SPLITS}`,
+      );
+    }
     if (!Number.isInteger(opts.moeFusedRouterMinTokens) || opts.moeFusedRouterMinTokens < 1) {
       throw new ModelOptionError(
         `model: moeFusedRouterMinTokens ${opts.moeFusedRouterMinTokens} must be a positive integer`,
@@ -1355,6 +1381,11 @@ export class GpuModel implements ForwardModel {
    */
   get lastDecodeSplit(): DecodeSplitOfStep | null {
     return this.decodeSplitOfStep;
+  }
+
+  /** The split-K parts of the MoE layers' o GEMV in the last step (1: unsplit; oSplitsOneRow). */
+  get lastOSplits(): number {
+    return this.oSplitsOfStep;
   }
 
   /** The MoE block's grouped-GEMM variant in the last step (null without MoE layers). */
@@ -1706,6 +1737,13 @@ export class GpuModel implements ForwardModel {
     const oForm = this.linearForms.o;
     const oPartials = this.opts.oPartialsInRouter && oForm.path === "tc" && oForm.splits > 1 &&
       (this.moe?.takesResidualPartialsAt(T) ?? false);
+    // the one-row o GEMV in split-K parts, which moe_router_logits and moe_gemm_down_combine add
+    const oSplits = this.oSplitsAt(T, qkvNorm !== null);
+    this.oSplitsOfStep = oSplits;
+    if (oSplits > 1) {
+      const l = c.linear.o;
+      c.oSplit!.setParams({ m: T, n: l.n, k: l.k, accumulate: 0, splits: oSplits });
+    }
     // the MoE layers' moe_combine_norm writes the next qkv GEMM's f16 operand (no cast)
     const normF16 = this.opts.combineNormF16 && this.opts.fuseCombineNorm && !qkvNorm &&
       qkvForm.path === "tc" && qkvForm.cast;
@@ -1726,7 +1764,10 @@ export class GpuModel implements ForwardModel {
       });
     }
     if (this.moe) {
-      this.moe.setTokens(T, { residualPartials: oPartials ? oForm.splits : 0, normF16 });
+      this.moe.setTokens(T, {
+        residualPartials: oPartials ? oForm.splits : oSplits > 1 ? oSplits : 0,
+        normF16,
+      });
     }
     // the MoE layers' routing this step, the same in every layer: the router's logits in one
     // pass, and there the layer's input norm too (moe_router_norm)
@@ -1825,8 +1866,16 @@ export class GpuModel implements ForwardModel {
           { ...attention, q: b.q },
         );
       }
-      const oOwed = oPartials && w.kind === "moe";
-      this.linear(step, "o", `l${l}`, b.attn, w.o, b.x, { partials: oOwed, x16: mergeF16 });
+      const oOwed = (oPartials || oSplits > 1) && w.kind === "moe";
+      if (oOwed && oSplits > 1) {
+        c.oSplit!.dispatch(step.pass("linear o", "gemv"), oForm.variant, `l${l}`, {
+          x: b.attn,
+          w: w.o,
+          y: this.buf.oParts,
+        });
+      } else {
+        this.linear(step, "o", `l${l}`, b.attn, w.o, b.x, { partials: oOwed, x16: mergeF16 });
+      }
       const normInRouter = w.kind === "moe" && moeNormsInRouter;
       if (!normInRouter) {
         c.norm.dispatch(step.pass("rmsnorm"), dt, `post${l}`, {
@@ -1843,7 +1892,11 @@ export class GpuModel implements ForwardModel {
           routerLogits: b.routerLogits,
           wRouter: moeOnePass ? w.router! : undefined,
           routerNorm: normInRouter
-            ? { input: b.x, weight: w.postNorm, partials: oOwed ? this.buf.tcPartials! : undefined }
+            ? {
+              input: b.x,
+              weight: w.postNorm,
+              partials: oOwed ? (oSplits > 1 ? this.buf.oParts : this.buf.tcPartials!) : undefined,
+            }
             : undefined,
           x: b.h,
           wGateUp: w.gateUp,
@@ -1900,6 +1953,23 @@ export class GpuModel implements ForwardModel {
   }
 
   /** The GEMV variant of `kind` for `rows` rows, or null when the GEMM takes them. */
+  /**
+   * The split-K parts of the MoE layers' o projection in a step of `rows` rows (1: unsplit):
+   * oSplitsOneRow where the step's o runs the one-row GEMV (the split's own call, oSplit), its
+   * qkv norms its input in the GEMV (`qkvNorm`), the block takes the partial sums
+   * (moe_router_logits and moe_gemm_down_combine) and the form splits k so. Dense layers keep
+   * the unsplit GEMV.
+   */
+  private oSplitsAt(rows: number, qkvNorm: boolean): number {
+    const splits = this.opts.oSplitsOneRow;
+    const form = this.linearForms.o;
+    if (splits <= 1 || !qkvNorm || rows !== 1 || form.path !== "gemv") return 1;
+    if (!this.calls.oSplit?.has(form.variant)) return 1;
+    if (!(this.moe?.takesSplitPartialsAt(rows) ?? false)) return 1;
+    const v = variantByName(gemv.spec, form.variant);
+    return gemv.gemvSplitReason(v, this.calls.linear.o.k, splits) === null ? splits : 1;
+  }
+
   private gemvFor(kind: LinearKind, rows: number): string | null {
     if (rows <= this.opts.gemvMaxRows) return this.calls.gemvVariant;
     const few = this.calls.fewRowsVariant;
@@ -1957,7 +2027,7 @@ export class GpuModel implements ForwardModel {
    */
   private setLinear(kind: LinearKind, rows: number): void {
     const l = this.calls.linear[kind];
-    const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0 };
+    const values = { m: rows, n: l.n, k: l.k, accumulate: l.accumulate ? 1 : 0, splits: 1 };
     const tc = this.tensorCoreFor(kind, rows);
     if (tc && l.tc) {
       const variant = tc.variant;
@@ -2371,6 +2441,7 @@ async function createCalls(
     gatherCall,
     sampleCall,
     qkvNormCall,
+    oSplitCall,
   ] = await Promise.all([
     KernelCall.create(gpu, embedding.spec, [dtype]),
     KernelCall.create(gpu, rmsnorm.spec, [dtype]),
@@ -2401,6 +2472,10 @@ async function createCalls(
     // the one-row GEMV form with the input norm inside, for the qkv projection
     qkvNormInGemv && gemvNorm.spec.variants.some((v) => v.name === gemvVariant)
       ? KernelCall.create(gpu, gemvNorm.spec, [gemvVariant], "gemv_norm qkv")
+      : Promise.resolve(null),
+    // the one-row GEMV with params of its own, for the MoE layers' o in split-K parts
+    gemvForms === "decode"
+      ? KernelCall.create(gpu, gemv.spec, [gemvVariant], "gemv o split")
       : Promise.resolve(null),
   ]);
   return {
@@ -2434,6 +2509,7 @@ async function createCalls(
     sampleVariant,
     sample: sampleCall,
     qkvNorm: qkvNormCall,
+    oSplit: oSplitCall,
   };
 }
 
@@ -2688,6 +2764,8 @@ function createScratch(
     tcPartials: tensorCoreSplitN > 0
       ? f32("tc_partials", TC_MAX_SPLITS * Math.min(T, TC_SPLIT_MAX_ROWS) * tensorCoreSplitN)
       : null,
+    // the one-row o GEMV's split-K partial sums (oSplitsOneRow; one row, at most O_MAX_SPLITS)
+    oParts: f32("o_parts", O_MAX_SPLITS * H),
   };
   return { ...bufs, all, maxRows };
 }

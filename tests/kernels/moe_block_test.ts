@@ -428,11 +428,15 @@ test("batch-1 steps rank their logits in the gate/up GEMM's routed twin (no rout
         wDown: wdn,
         residual: res,
       });
+      // (the lane-group forms' down GEMM adds to the residual itself: moe_gemm_down_combine)
+      const fused = gemm !== "f32";
+      assert.is(block.combinesInDownAt(1), fused, `${what}: combine in the down GEMM`);
+      const downs = fused ? ["moe_gemm_down_combine"] : ["moe_gemm_down", "moe_combine"];
       assert.equal(
         kernels,
         routed
-          ? ["moe_gemm_gate_up_routed", "moe_gemm_down", "moe_combine"]
-          : ["moe_route_dispatch", "moe_gemm_gate_up", "moe_gemm_down", "moe_combine"],
+          ? ["moe_gemm_gate_up_routed", ...downs]
+          : ["moe_route_dispatch", "moe_gemm_gate_up", ...downs],
         what,
       );
       assertClose(
@@ -691,7 +695,10 @@ test("moe_router_norm adds the residual's split-K partial sums first where setTo
   // batch 1 splits its router (moe_router_logits) and steps past 8 keep the GEMV: no partials
   assert.not.ok(block.takesResidualPartialsAt(1));
   assert.not.ok(block.takesResidualPartialsAt(9));
-  assert.throws(() => block.setTokens(9, { residualPartials: 2 }), /does not run moe_router_norm/);
+  assert.throws(
+    () => block.setTokens(9, { residualPartials: 2 }),
+    /runs neither moe_router_norm nor moe_router_logits/,
+  );
   const tokens = 5, splits = 3;
   assert.ok(block.takesResidualPartialsAt(tokens));
   block.setTokens(tokens, { residualPartials: splits });

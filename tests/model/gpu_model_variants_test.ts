@@ -141,6 +141,33 @@ test("batch-1 steps norm each layer's input in the qkv GEMV and add the experts'
   plainCombine.forEach((d, i) => assert.ok(maxAbsDiff(d, apart[i]) < 1e-4, `step ${i}`));
 });
 
+test("f16 batch-1 steps split the o projection's GEMV in k: the router and the down GEMM add its partial sums, and the logits are those of the unsplit GEMV and the separate kernels", async () => {
+  const one = { dtype: "f16" as const, gemvForms: "decode" as const, gemvMaxRows: 1 };
+  const base = { ...one, stagedMaxRows: 0 };
+  const apart = await decodeLogits({ ...base, qkvNormInGemv: false }, 1);
+  const unsplit = await decodeLogits({ ...base, oSplitsOneRow: 1 }, 1);
+  const model = await loadTiny({ ...base, oSplitsOneRow: 4, profile: true });
+  try {
+    const split = await prefillThenDecode(model, [[1, 2, 3, 4]], 3);
+    assert.is(model.lastOSplits, 4);
+    // f16 rows (the router's normed row, the activations): the partial sums' rounding shows
+    split.forEach((d, i) => {
+      assert.ok(maxAbsDiff(d, unsplit[i]) < 2e-2, `step ${i}: ${maxAbsDiff(d, unsplit[i])}`);
+      assert.ok(maxAbsDiff(d, apart[i]) < 2e-2, `step ${i}: ${maxAbsDiff(d, apart[i])}`);
+    });
+    const kernels = (await model.lastStepSpans()).map((s) => s.kernel ?? s.label);
+    const moeLayers = model.config.layerKinds.filter((k) => k === "moe").length;
+    const count = (k: string) => kernels.filter((x) => x === k).length;
+    assert.is(count("moe_router_logits"), moeLayers, kernels.join(" "));
+    assert.is(count("moe_gemm_down_combine"), moeLayers);
+  } finally {
+    model.destroy();
+  }
+  let refused = "";
+  await decodeLogits({ ...base, oSplitsOneRow: 17 }, 1).catch((e) => refused = e.message);
+  assert.match(refused, /oSplitsOneRow 17 must be an integer in 1\.\.16/);
+});
+
 test("a linear form that does not exist or cannot run here is refused by name", async () => {
   let refused = "";
   await decodeLogits({ gemvForms: "decode", linearManyRows: "dec9" }).catch((e) =>
