@@ -22,7 +22,7 @@ import { laneGroupVariants, wideWordsFit } from "./lane_group_variants.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { MOE_NO_ROW, moeDispatchParams, moeDispatchRef, sampleRouting } from "./moe_dispatch.ts";
 import { Rng } from "../src/util/rng.ts";
-import { withPartials } from "./moe_router_logits.ts";
+import { withPartials } from "./moe_router_norm.ts";
 
 const params = defineParams({
   tokens: "u32",

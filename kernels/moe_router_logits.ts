@@ -29,7 +29,7 @@ import type { KernelCase } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
-import { routerNormCaseInputs } from "./moe_router_norm.ts";
+import { routerNormCaseInputs, withPartials } from "./moe_router_norm.ts";
 
 const params = defineParams({
   tokens: "u32",
@@ -142,20 +142,6 @@ export function moeRouterLogitsRef(
     }
   }
   return { out, logits };
-}
-
-/** x's first `n` values plus `partials` arrays of n from `part`, added in order in f32. */
-export function withPartials(
-  x: Float32Array,
-  part: Float32Array | undefined,
-  partials: number,
-  n: number,
-): Float32Array {
-  const v = new Float32Array(x.subarray(0, n));
-  for (let s = 0; s < partials; s++) {
-    for (let i = 0; i < n; i++) v[i] = Math.fround(v[i] + part![s * n + i]);
-  }
-  return v;
 }
 
 /**

@@ -104,16 +104,23 @@ export function moeRouterNormRef(
   p: ParamValues<typeof params.fields>,
   part?: Float32Array,
 ): { out: Float32Array; logits: Float32Array; ids: Int32Array; weights: Float32Array } {
-  const n = p.tokens * p.hidden;
-  if (part && p.splits > 0) {
-    for (let i = 0; i < n; i++) {
-      let v = x[i];
-      for (let s = 0; s < p.splits; s++) v = Math.fround(v + part[s * n + i]);
-      x[i] = v;
-    }
-  }
+  if (part && p.splits > 0) x.set(withPartials(x, part, p.splits, p.tokens * p.hidden));
   const out = rmsnormRef(x, normWeight, p.tokens, p.hidden, p.eps);
   return { out, ...moeRouterFusedRef(out, w, p) };
+}
+
+/** x's first `n` values plus `partials` arrays of n from `part`, added in order in f32. */
+export function withPartials(
+  x: Float32Array,
+  part: Float32Array | undefined,
+  partials: number,
+  n: number,
+): Float32Array {
+  const v = new Float32Array(x.subarray(0, n));
+  for (let s = 0; s < partials; s++) {
+    for (let i = 0; i < n; i++) v[i] = Math.fround(v[i] + part![s * n + i]);
+  }
+  return v;
 }
 
 /**

@@ -11,12 +11,3 @@ fn pass_begin(r0: u32, lane: u32) {}
 fn pass_factor(lane: u32) -> f32 {
   return 1.0;
 }
-
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-  @builtin(local_invocation_index) lid: u32,
-) {
-  gemv_lane_groups(wid, nwg, lid);
-}

@@ -1,16 +1,15 @@
-// The decode GEMV's body (gemv_decode.wgsl, gemv_decode_norm.wgsl):
+// The decode GEMV's body and entry point (gemv_decode.wgsl, gemv_decode_norm.wgsl):
 //   y[m, n] (+)= f_r * sum_k x'[m, k] * w[n, k]
-// (+= when params.accumulate: a fused residual add), or with params.splits > 1 (forms without
-// row blocks, RB = 0) split-K partial sums: workgroup z takes the z-th of splits equal parts of
-// k and writes y[z, m, n] (never accumulating; the kernels after it add them up). Weight bound
-// for decode's few rows: each
-// weight row is read once per RT rows at the HBM rate and applied to every row in registers. A
-// lane group of LG invocations owns GC weight rows; its lanes split k in weight words (WV vec4s:
-// 8-byte packed words; the GEMV has no 16-byte-word forms, which read slower on the H200), UNR
-// loads in flight per row, and meet through subgroup shuffles (no workgroup memory, no
-// barrier). x rows come from cache. The including shader defines row_in(i) (x' as vec4 i),
-// pass_begin(r0, lane) (before each pass of RT rows from row r0) and pass_factor() (f_r of that pass,
-// after its dot products; every lane of the group calls it).
+// (+= when params.accumulate: a fused residual add), or with params.splits > 1 (forms without row
+// blocks, RB = 0) split-K partial sums: workgroup z takes the z-th of splits equal parts of k and
+// writes y[z, m, n] (never accumulating; the kernels after it add them up). Weight bound for
+// decode's few rows: each weight row is read once per RT rows at the HBM rate and applied to every
+// row in registers. A lane group of LG invocations owns GC weight rows; its lanes split k in weight
+// words (WV vec4s: 8-byte packed words; the GEMV has no 16-byte-word forms, which read slower on
+// the H200), UNR loads in flight per row, and meet through subgroup shuffles (no workgroup memory,
+// no barrier). x rows come from cache. The including shader defines row_in(i) (x' as vec4 i),
+// pass_begin(r0, lane) (before each pass of RT rows from row r0) and pass_factor(lane) (f_r of
+// that pass, after its dot products; every lane of the group calls it).
 //#include "lib/lane_group_sum.wgsl"
 //#include "lib/lane_group_dots.wgsl"
 const CPW: u32 = (WG / LG) * GC; // weight rows (output columns) a workgroup owns
@@ -63,4 +62,13 @@ fn gemv_lane_groups(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
       }
     }
   }
+}
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  gemv_lane_groups(wid, nwg, lid);
 }
