@@ -14,6 +14,7 @@ import * as gemm from "./gemm.ts";
 import * as gemmTc from "./gemm_tc.ts";
 import * as gemv from "./gemv.ts";
 import * as gemvNorm from "./gemv_norm.ts";
+import * as gemvScaled from "./gemv_scaled.ts";
 import * as moeCombine from "./moe_combine.ts";
 import * as moeCombineNorm from "./moe_combine_norm.ts";
 import * as moeDispatch from "./moe_dispatch.ts";
@@ -49,6 +50,7 @@ export const KERNELS: readonly KernelModule[] = [
   rmsnorm,
   gemv,
   gemvNorm,
+  gemvScaled,
   gemm,
   castF16,
   gemmTc,

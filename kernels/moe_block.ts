@@ -145,6 +145,17 @@ export interface MoeBlockIo {
     readonly out16?: BufferArg;
   };
   /**
+   * In the steps setTokens was told so (normNext), where the down GEMM adds to the residual
+   * (moe_gemm_down_combine): the next layer's input norm weight (T [hidden]), and where that
+   * kernel leaves the next qkv GEMV (gemv_scaled) its input, residual * weight (f32 [tokens,
+   * hidden]), and the residual's squares in block sums (f32 [tokens, downCombineParts]).
+   */
+  readonly nextNorm?: {
+    readonly weight: BufferArg;
+    readonly h: BufferArg;
+    readonly ssPart: BufferArg;
+  };
+  /**
    * Names this buffer set (e.g. the layer) so its bind groups are made once and reused;
    * without it they are made on every encode.
    */
@@ -441,6 +452,8 @@ export class MoeBlock {
   private residualPartials = 0;
   /** Whether this step's moe_combine_norm also writes its rows in the storage type. */
   private normF16 = false;
+  /** Whether this step's moe_gemm_down_combine leaves the next layer's input (nextNorm). */
+  private normNext = false;
   /** Bind groups by pipeline, then by MoeBlockIo.key. */
   private readonly bindGroups = new Map<Pipe, Map<string, GPUBindGroup>>();
   private gateUpName = "";
@@ -712,11 +725,16 @@ export class MoeBlock {
    */
   setTokens(
     tokens: number,
-    { residualPartials = 0, normF16 = false }: {
+    { residualPartials = 0, normF16 = false, normNext = false }: {
       /** Split-K partial sums the residual owes moe_router_norm (MoeBlockIo.routerNorm). */
       readonly residualPartials?: number;
       /** moe_combine_norm also writes the normed rows in the storage type (norm.out16). */
       readonly normF16?: boolean;
+      /**
+       * moe_gemm_down_combine also leaves the next layer's weighted input and the residual's
+       * squares (MoeBlockIo.nextNorm), in a step that combines in the down GEMM.
+       */
+      readonly normNext?: boolean;
     } = {},
   ): void {
     const s = this.shape;
@@ -736,14 +754,21 @@ export class MoeBlock {
       );
     }
     // the params depend on these alone: a step like the last keeps them
+    if (normNext && !this.combinesInDownAt(tokens)) {
+      throw new Error(
+        `moe block: a step of ${tokens} tokens does not run moe_gemm_down_combine, which leaves ` +
+          "the next layer's input (normNext)",
+      );
+    }
     if (
       tokens === this.tokens && residualPartials === this.residualPartials &&
-      normF16 === this.normF16
+      normF16 === this.normF16 && normNext === this.normNext
     ) {
       return;
     }
     this.residualPartials = residualPartials;
     this.normF16 = normF16;
+    this.normNext = normNext;
     const write = <F extends ParamFields>(
       buffer: GPUBuffer,
       layout: { pack(v: ParamValues<F>): Uint8Array },
@@ -867,6 +892,7 @@ export class MoeBlock {
         hidden: s.hidden,
         inter: s.inter,
         partials: this.takesSplitPartialsAt(tokens) ? residualPartials : 0,
+        normNext,
       });
       write(this.params.downCombine, downCombine.spec.params, dp);
       this.downCombineGrid = downCombine.spec.grid(dp, this.pipes.downCombine!.variant, this.gpu);
@@ -953,6 +979,15 @@ export class MoeBlock {
     return this.pipes.routerLogits !== null &&
       tokens >= (this.options.splitRouterMinTokens ?? MOE_SPLIT_ROUTER_MIN_TOKENS) &&
       tokens <= (this.options.splitRouterMaxTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS);
+  }
+
+  /**
+   * The block sums of squares a token's row leaves in MoeBlockIo.nextNorm.ssPart (normNext):
+   * one a column block of moe_gemm_down_combine's form.
+   */
+  get downCombineParts(): number {
+    const v = this.pipes.downCombine?.variant;
+    return v ? downCombine.downCombineSquareParts(v, this.shape.hidden) : 0;
   }
 
   /**
@@ -1210,6 +1245,13 @@ export class MoeBlock {
         }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
       }
       if (fused) {
+        if (this.normNext && !io.nextNorm) {
+          throw new Error(
+            "moe block: setTokens asked for the next layer's input (normNext) but encode was " +
+              "given no nextNorm",
+          );
+        }
+        const next = this.normNext ? io.nextNorm : undefined;
         // the down GEMM adds the token's weighted expert rows to the residual: no combine
         run(
           "down",
@@ -1223,9 +1265,13 @@ export class MoeBlock {
             row_of: sc.rowOf,
             o_part: owedInSplit ? norm!.partials! : sc.placeholder,
             residual: io.residual,
+            // (unwritten without normNext: scratch this dispatch binds nowhere else)
+            norm_next: next ? next.weight : sc.placeholder,
+            h: next ? next.h : sc.y,
+            ss_part: next ? next.ssPart : sc.tile,
           },
           this.downCombineGrid,
-          owedInSplit ? "p" : "",
+          `${owedInSplit ? "p" : ""}${next ? "n" : ""}`,
         );
         return;
       }

@@ -17,7 +17,7 @@
  */
 import { expertTilesFit, tiledVariant } from "./expert_tiles.ts";
 import { fitting, type KernelCase } from "./case.ts";
-import type { KernelSpec, Variant } from "./kernel.ts";
+import { type KernelSpec, type Variant, variantByName } from "./kernel.ts";
 import { laneGroupVariants, wideWordsFit } from "./lane_group_variants.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { MOE_NO_ROW, moeDispatchParams, moeDispatchRef, sampleRouting } from "./moe_dispatch.ts";
@@ -30,6 +30,8 @@ const params = defineParams({
   hidden: "u32",
   inter: "u32",
   partials: "u32",
+  /** 1: also write h (the next layer's weighted input) and ss_part (its blocks' squares). */
+  norm_next: "u32",
 });
 
 /**
@@ -72,6 +74,24 @@ export const spec: KernelSpec<typeof params.fields> = {
       shape: "[partials, tokens, hidden] (the residual's split-K partial sums, or unread)",
     },
     { name: "residual", type: "f32", access: "read_write", shape: "[tokens, hidden]" },
+    {
+      name: "norm_next",
+      type: "vec4<T>",
+      access: "read",
+      shape: "[hidden / 4] (the next layer's input norm weight, or unread)",
+    },
+    {
+      name: "h",
+      type: "f32",
+      access: "read_write",
+      shape: "[tokens, hidden]: residual * norm_next (written where norm_next)",
+    },
+    {
+      name: "ss_part",
+      type: "f32",
+      access: "read_write",
+      shape: "[tokens, column blocks]: each block's sum of squares (written where norm_next)",
+    },
   ],
   expertWeights: { binding: "w", rows: (p) => p.hidden, cols: (p) => p.inter },
   variants: variants(),
@@ -84,6 +104,35 @@ export const spec: KernelSpec<typeof params.fields> = {
   },
 };
 
+/** Sums of squares a token leaves in ss_part with `v` (norm_next): one a block of GC columns. */
+export function downCombineSquareParts(v: Variant, hidden: number): number {
+  return Math.ceil(hidden / (v.consts?.GC ?? 1));
+}
+
+/**
+ * The next layer's inputs the kernel leaves with norm_next, from the new residual `[tokens,
+ * hidden]`: h = residual * normNext, and each block of `gc` columns' sum of squares (f64).
+ */
+export function nextNormRef(
+  residual: Float32Array,
+  normNext: Float32Array,
+  tokens: number,
+  hidden: number,
+  gc: number,
+): { h: Float32Array; ss_part: Float32Array } {
+  const h = new Float32Array(tokens * hidden);
+  const blocks = Math.ceil(hidden / gc);
+  const ss = new Float32Array(tokens * blocks);
+  for (let t = 0; t < tokens; t++) {
+    for (let c = 0; c < hidden; c++) {
+      const v = residual[t * hidden + c];
+      h[t * hidden + c] = v * normNext[c];
+      ss[t * blocks + Math.floor(c / gc)] += v * v;
+    }
+  }
+  return { h, ss_part: ss };
+}
+
 /** The fused kernel's shape. */
 export interface MoeDownCombineShape {
   readonly tokens: number;
@@ -92,6 +141,8 @@ export interface MoeDownCombineShape {
   readonly inter: number;
   /** Split-K partial sums the residual owes (default 0). */
   readonly partials?: number;
+  /** Also write h and ss_part for the next layer's gemv_scaled (default false). */
+  readonly normNext?: boolean;
 }
 
 /** Validated params; throws naming the bad field. */
@@ -104,6 +155,12 @@ export function moeGemmDownCombineParams(
   if (!Number.isInteger(s.hidden) || s.hidden < 1) {
     throw new Error(`moe_gemm_down_combine: hidden = ${s.hidden} must be a positive integer`);
   }
+  if (s.normNext && s.hidden % 8 !== 0) {
+    throw new Error(
+      `moe_gemm_down_combine: hidden = ${s.hidden} must be a multiple of 8 with the next norm ` +
+        "(its weight is read in words)",
+    );
+  }
   if (!Number.isInteger(s.topK) || s.topK < 1) {
     throw new Error(`moe_gemm_down_combine: top_k = ${s.topK} must be a positive integer`);
   }
@@ -114,7 +171,14 @@ export function moeGemmDownCombineParams(
   if (!Number.isInteger(partials) || partials < 0) {
     throw new Error(`moe_gemm_down_combine: partials = ${partials} must be a count`);
   }
-  return { tokens: s.tokens, top_k: s.topK, hidden: s.hidden, inter: s.inter, partials };
+  return {
+    tokens: s.tokens,
+    top_k: s.topK,
+    hidden: s.hidden,
+    inter: s.inter,
+    partials,
+    norm_next: s.normNext ? 1 : 0,
+  };
 }
 
 /** The host data the kernel reads (f32 weights `[experts, hidden, inter]`, row by row). */
@@ -126,6 +190,7 @@ export interface MoeDownCombineInputs {
   readonly row_of: Uint32Array;
   readonly o_part: Float32Array;
   readonly residual: Float32Array;
+  readonly norm_next: Float32Array;
 }
 
 /**
@@ -165,6 +230,8 @@ function downCombineCase(
   },
   note = "",
   only?: readonly string[],
+  /** With shape.normNext, the forms of this many columns a block alone (ss_part's layout). */
+  gc = 0,
 ): KernelCase<typeof params.fields> {
   const { tokens, topK, hidden, inter } = shape;
   const experts = shape.stored ?? shape.experts;
@@ -173,7 +240,8 @@ function downCombineCase(
     shape.dropOne ? " one dropped" : ""
   }${experts === shape.experts ? "" : ` experts 0..${experts - 1} stored`}${
     p.partials ? ` + ${p.partials} partial sums` : ""
-  } ${note}`.trim();
+  }${p.norm_next ? ` + next norm, blocks of ${gc}` : ""} ${note}`.trim();
+  const blocks = Math.ceil(hidden / Math.max(1, gc));
   const rows = tokens * topK;
   // the routing the gate/up GEMM left: ids, and act rows in expert-sorted order (row_of)
   const ids = sampleRouting(Rng.fromSeed(`routing/${label}`), tokens, experts, topK, "spread");
@@ -198,11 +266,17 @@ function downCombineCase(
       row_of: d.rowOf,
       o_part: rng.fillNormal(new Float32Array(Math.max(1, p.partials) * tokens * hidden)),
       residual: rng.fillNormal(new Float32Array(tokens * hidden)),
+      norm_next: Float32Array.from({ length: hidden }, () => rng.int(4, 17) / 8),
+      // (unwritten without norm_next)
+      ...(p.norm_next ? {} : { h: new Float32Array(4), ss_part: new Float32Array(4) }),
     }),
-    outputs: {},
-    reference: (inp) => ({
-      residual: moeGemmDownCombineRef(inp as unknown as MoeDownCombineInputs, p),
-    }),
+    outputs: p.norm_next ? { h: tokens * hidden, ss_part: tokens * blocks } : {},
+    reference: (inp) => {
+      const residual = moeGemmDownCombineRef(inp as unknown as MoeDownCombineInputs, p);
+      if (!p.norm_next) return { residual };
+      const next = nextNormRef(residual, inp.norm_next as Float32Array, tokens, hidden, gc);
+      return { residual, ...next };
+    },
     tolerance: () => ({ atol: 2e-4, rtol: 2e-4 }),
     bytes: (v) =>
       touched * hidden * inter * (v.dtype === "f16" ? 2 : 4) + rows * inter * 4 + rows * 12 +
@@ -210,7 +284,9 @@ function downCombineCase(
     flops: rows * 2 * hidden * inter + rows * hidden * 2,
     ...(only ? { variants: only } : fitting(
       spec.variants,
-      (v) => (!v.expertTiles || expertTilesFit(hidden, inter)) && wideWordsFit(v, inter),
+      (v) =>
+        (!v.expertTiles || expertTilesFit(hidden, inter)) && wideWordsFit(v, inter) &&
+        (!p.norm_next || v.consts?.GC === gc),
     )),
   };
 }
@@ -232,5 +308,20 @@ export const cases = [
     { tokens: 1, experts: 128, topK: 8, hidden: 2048, inter: 768, stored: 8, partials: 4 },
     "qwen3-30b-a3b",
     PRODUCTION,
+  ),
+  // the next layer's weighted input and its blocks' squares (gemv_scaled's), each block size
+  ...[1, 2, 4].map((gc) =>
+    downCombineCase(
+      { tokens: 2, experts: 8, topK: 3, hidden: 72, inter: 64, normNext: true },
+      "",
+      undefined,
+      gc,
+    )
+  ),
+  downCombineCase(
+    { tokens: 1, experts: 128, topK: 8, hidden: 2048, inter: 768, stored: 8, normNext: true },
+    "qwen3-30b-a3b",
+    PRODUCTION.filter((n) => variantByName(spec, n).consts?.GC === 4),
+    4,
   ),
 ];

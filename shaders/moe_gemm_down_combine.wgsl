@@ -10,7 +10,10 @@
 // second dispatch, this takes one; the next layer's input norm then runs in its qkv GEMV
 // (gemv_norm), not in the combine. With params.partials > 0 the residual first takes the split-K
 // partial sums the o projection left (o_part: [partials, tokens, hidden], added in order, as
-// moe_router_logits added them to the rows it normed).
+// moe_router_logits added them to the rows it normed). With params.norm_next != 0 it also leaves
+// the next layer's qkv GEMV (gemv_scaled) its input weighted but not yet scaled,
+// h[t, c] = residual[t, c] * norm_next[c], and the sum of its columns' squares,
+// ss_part[t, block]: that GEMV scales its sums by rsqrt(sum of the blocks' parts / hidden + eps).
 //#include "lib/lane_group_sum.wgsl"
 //#include "lib/lane_group_dots.wgsl"
 //#include "lib/expert_tiles.wgsl"
@@ -18,6 +21,7 @@ const NG: u32 = WG / LG; // lane groups a workgroup
 const WC: u32 = GC; // weight rows a lane group reads
 
 var<workgroup> part: array<f32, NG * GC>;
+var<workgroup> squares: array<f32, GC>;
 
 // word kk (WV vec4s of weights) of the expert weight row at wo, row by row or in tiles
 fn w_index(wo: u32, kk: u32) -> u32 {
@@ -29,7 +33,11 @@ fn row_in(i: u32) -> vec4<f32> {
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
   let t = wid.y;
   let hidden = params.hidden;
   let k4 = params.inter / 4u;
@@ -67,16 +75,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
   }
   workgroupBarrier();
-  if (lid < GC && c0 + lid < hidden) {
-    var sum = 0.0;
-    for (var q = 0u; q < NG; q++) {
-      sum += part[q * GC + lid];
+  if (lid < GC) {
+    var sq = 0.0;
+    if (c0 + lid < hidden) {
+      var sum = 0.0;
+      for (var q = 0u; q < NG; q++) {
+        sum += part[q * GC + lid];
+      }
+      let at = t * hidden + c0 + lid;
+      var v = residual[at];
+      for (var s = 0u; s < params.partials; s++) {
+        v += o_part[s * params.tokens * hidden + at];
+      }
+      v += sum;
+      residual[at] = v;
+      if (params.norm_next != 0u) {
+        // (the norm weight as its words are read: 4 or 8 values a word)
+        let c = c0 + lid;
+        h[at] = v * tw(norm_next[c / (4u * WV)], (c / 4u) % WV)[c % 4u];
+        sq = v * v;
+      }
     }
-    let at = t * hidden + c0 + lid;
-    var v = residual[at];
-    for (var s = 0u; s < params.partials; s++) {
-      v += o_part[s * params.tokens * hidden + at];
+    squares[lid] = sq;
+  }
+  if (params.norm_next != 0u) {
+    workgroupBarrier();
+    if (lid == 0u) {
+      var ss = 0.0;
+      for (var c = 0u; c < GC; c++) {
+        ss += squares[c];
+      }
+      ss_part[t * nwg.x + wid.x] = ss;
     }
-    residual[at] = v + sum;
   }
 }

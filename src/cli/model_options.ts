@@ -192,6 +192,13 @@ export const TENSOR_CORE_OPTIONS = {
       "residual in its down GEMM (moe_gemm_down_combine), one dispatch a layer fewer (default " +
       "true; --qkv-norm-in-gemv=false: rmsnorm and moe_combine_norm)",
   },
+  qkvScaledAfterMoe: {
+    type: "boolean",
+    help: "in those steps, after a MoE layer whose down GEMM adds to the residual, that kernel " +
+      "also leaves the next layer's input weighted by its norm weight and its squares in block " +
+      "sums, and the qkv GEMV only scales its sums (gemv_scaled) (default true; " +
+      "--qkv-scaled-after-moe=false: gemv_norm in every layer)",
+  },
   moeDownCombineTokens: {
     type: "number",
     integer: true,
@@ -313,6 +320,7 @@ export function tensorCoreOptions(
     readonly moeSplitRouterTokens?: number;
     readonly moeSplitRouterMinTokens?: number;
     readonly qkvNormInGemv?: boolean;
+    readonly qkvScaledAfterMoe?: boolean;
     readonly moeDownCombineTokens?: number;
     readonly moeDownCombineForm?: string;
     readonly oSplitsOneRow?: number;
@@ -339,6 +347,7 @@ export function tensorCoreOptions(
     moeSplitRouterTokens: o.moeSplitRouterTokens,
     moeSplitRouterMinTokens: o.moeSplitRouterMinTokens,
     qkvNormInGemv: o.qkvNormInGemv,
+    qkvScaledAfterMoe: o.qkvScaledAfterMoe,
     moeDownCombineTokens: o.moeDownCombineTokens,
     moeDownCombineForm: o.moeDownCombineForm,
     oSplitsOneRow: o.oSplitsOneRow,

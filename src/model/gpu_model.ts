@@ -41,6 +41,7 @@ import * as embedding from "../../kernels/embedding.ts";
 import * as rmsnorm from "../../kernels/rmsnorm.ts";
 import * as gemv from "../../kernels/gemv.ts";
 import * as gemvNorm from "../../kernels/gemv_norm.ts";
+import * as gemvScaled from "../../kernels/gemv_scaled.ts";
 import { laneGroupColumns } from "../../kernels/lane_group_variants.ts";
 import * as gemm from "../../kernels/gemm.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
@@ -407,6 +408,13 @@ export interface GpuModelOptions {
    * one dispatch a layer fewer. Default true.
    */
   readonly qkvNormInGemv?: boolean;
+  /**
+   * In those steps, where the layer before is a MoE layer whose down GEMM adds to the residual,
+   * that kernel also leaves the layer's input weighted by its norm weight and the residual's
+   * squares in block sums, and the qkv GEMV only scales its sums (gemv_scaled) where gemv_norm
+   * weights and squares each x value as it reads it. Default true.
+   */
+  readonly qkvScaledAfterMoe?: boolean;
   /**
    * MoE steps of 1 to this many tokens that take the lane-group expert forms, where the next
    * layer's input norm is not the combine's (qkvNormInGemv), run moe_gemm_down_combine: the
@@ -1125,6 +1133,7 @@ export class GpuModel implements ForwardModel {
       mergeF16: options.mergeF16 ?? true,
       fuseCombineNorm: options.fuseCombineNorm ?? true,
       qkvNormInGemv: options.qkvNormInGemv ?? true,
+      qkvScaledAfterMoe: options.qkvScaledAfterMoe ?? true,
       oSplitsOneRow: options.oSplitsOneRow ?? O_SPLITS_ONE_ROW,
       moeDownCombineTokens: options.moeDownCombineTokens ?? MOE_DOWN_COMBINE_MAX_TOKENS,
       moeDownCombineForm: options.moeDownCombineForm ?? "",
@@ -1193,6 +1202,7 @@ export class GpuModel implements ForwardModel {
       options.decodeAttention === undefined,
       opts.qkInDecodeAttention,
       opts.qkvNormInGemv,
+      opts.qkvScaledAfterMoe,
     );
     const moeBuilt = config.layerKinds.includes("moe")
       ? MoeBlock.create(gpu, {
@@ -1703,6 +1713,21 @@ export class GpuModel implements ForwardModel {
       const l = c.linear.qkv;
       qkvNorm.setParams(gemvNorm.gemvNormParams({ m: T, n: l.n, k: l.k }, cfg.rmsNormEps));
     }
+    // after a MoE layer whose down GEMM adds to the residual, that kernel weights the next
+    // layer's input and sums its squares, and the qkv GEMV only scales (gemv_scaled)
+    const qkvScaled = qkvNorm && c.qkvScaled?.has(qkvForm.variant) &&
+        (this.moe?.combinesInDownAt(T) ?? false)
+      ? c.qkvScaled
+      : null;
+    if (qkvScaled) {
+      const l = c.linear.qkv;
+      qkvScaled.setParams(
+        gemvScaled.gemvScaledParams(
+          { m: T, n: l.n, k: l.k, parts: this.moe!.downCombineParts },
+          cfg.rmsNormEps,
+        ),
+      );
+    }
     const qkvPartials = this.opts.qkvPartialsInRope && qkvForm.path === "tc" &&
       qkvForm.splits > 1;
     const qkvSplits = qkvPartials ? qkvForm.splits : 1;
@@ -1767,6 +1792,7 @@ export class GpuModel implements ForwardModel {
       this.moe.setTokens(T, {
         residualPartials: oPartials ? oForm.splits : oSplits > 1 ? oSplits : 0,
         normF16,
+        normNext: qkvScaled !== null,
       });
     }
     // the MoE layers' routing this step, the same in every layer: the router's logits in one
@@ -1783,10 +1809,19 @@ export class GpuModel implements ForwardModel {
       : null;
     // b.h holds layer l's normed input already (the MoE layer before it fused the norm)
     let normed = false;
+    // b.h holds layer l's input weighted by its norm weight, and ssParts its squares (qkvScaled)
+    let weighted = false;
     for (let l = 0; l < cfg.numLayers; l++) {
       const w = this.weights.layers[l];
       const kv = this.kv.layers[l];
-      if (qkvNorm) {
+      if (qkvScaled && weighted) {
+        qkvScaled.dispatch(step.pass("linear qkv", "gemv_scaled"), qkvForm.variant, `l${l}`, {
+          x: b.h,
+          ss_part: this.buf.ssParts,
+          w: w.qkv,
+          y: b.qkv,
+        });
+      } else if (qkvNorm) {
         qkvNorm.dispatch(step.pass("linear qkv", "gemv_norm"), qkvForm.variant, `l${l}`, {
           x: b.x,
           norm_weight: w.inputNorm,
@@ -1806,6 +1841,7 @@ export class GpuModel implements ForwardModel {
         this.linear(step, "qkv", `l${l}`, b.h, w.qkv, b.qkv, { partials: qkvPartials, x16 });
       }
       normed = false;
+      weighted = false;
       const qkvKey = `l${l}${qkvPartials ? "p" : ""}`;
       // the projection and what norms and rotates it (without a q_norm, any buffer: unread)
       const qkIn = {
@@ -1888,6 +1924,7 @@ export class GpuModel implements ForwardModel {
         if (!moeOnePass) this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
         const next = this.weights.layers[l + 1];
         normed = this.opts.fuseCombineNorm && next !== undefined && !qkvNorm;
+        weighted = qkvScaled !== null;
         this.moe!.encode((stage) => moePass(stage, normed), {
           routerLogits: b.routerLogits,
           wRouter: moeOnePass ? w.router! : undefined,
@@ -1904,6 +1941,14 @@ export class GpuModel implements ForwardModel {
           residual: b.x,
           norm: normed
             ? { weight: next.inputNorm, out: b.h, out16: normF16 ? this.buf.a16! : undefined }
+            : undefined,
+          // (the last layer's for the final norm's weight: written, unread)
+          nextNorm: qkvScaled
+            ? {
+              weight: next?.inputNorm ?? this.weights.finalNorm,
+              h: b.h,
+              ssPart: this.buf.ssParts,
+            }
             : undefined,
           key: `l${l}`,
         });
@@ -2228,6 +2273,7 @@ async function createCalls(
   decodeAttentionDefault: boolean,
   qkInDecodeAttention: boolean,
   qkvNormInGemv: boolean,
+  qkvScaledAfterMoe: boolean,
 ) {
   const packed = packedF16 ? "-packed" : "";
   const tcForm = decodeAttention.startsWith("tcdw");
@@ -2442,6 +2488,7 @@ async function createCalls(
     sampleCall,
     qkvNormCall,
     oSplitCall,
+    qkvScaledCall,
   ] = await Promise.all([
     KernelCall.create(gpu, embedding.spec, [dtype]),
     KernelCall.create(gpu, rmsnorm.spec, [dtype]),
@@ -2477,6 +2524,11 @@ async function createCalls(
     gemvForms === "decode"
       ? KernelCall.create(gpu, gemv.spec, [gemvVariant], "gemv o split")
       : Promise.resolve(null),
+    // the same form scaling a row the MoE down GEMM weighted, after a MoE layer
+    qkvNormInGemv && qkvScaledAfterMoe &&
+      gemvScaled.spec.variants.some((v) => v.name === gemvVariant)
+      ? KernelCall.create(gpu, gemvScaled.spec, [gemvVariant], "gemv_scaled qkv")
+      : Promise.resolve(null),
   ]);
   return {
     tensorCoreK,
@@ -2510,6 +2562,7 @@ async function createCalls(
     sample: sampleCall,
     qkvNorm: qkvNormCall,
     oSplit: oSplitCall,
+    qkvScaled: qkvScaledCall,
   };
 }
 
@@ -2766,6 +2819,9 @@ function createScratch(
       : null,
     // the one-row o GEMV's split-K partial sums (oSplitsOneRow; one row, at most O_MAX_SPLITS)
     oParts: f32("o_parts", O_MAX_SPLITS * H),
+    // the residual's squares in block sums the MoE down GEMM leaves a one-row qkv GEMV (one row,
+    // at most a block a column)
+    ssParts: f32("ss_parts", H),
   };
   return { ...bufs, all, maxRows };
 }

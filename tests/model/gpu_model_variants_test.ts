@@ -127,7 +127,11 @@ test("batch-1 steps norm each layer's input in the qkv GEMV and add the experts'
     const kernels = (await model.lastStepSpans()).map((s) => s.kernel ?? s.label);
     const count = (k: string) => kernels.filter((x) => x === k).length;
     const kinds = model.config.layerKinds;
-    assert.is(count("gemv_norm"), kinds.length, kernels.join(" "));
+    // the first layer and the one after the dense layer norm in gemv_norm; after a MoE layer the
+    // down GEMM weighted the row and summed its squares, and gemv_scaled scales
+    const afterMoe = kinds.filter((k, l) => l + 1 < kinds.length && k === "moe").length;
+    assert.is(count("gemv_scaled"), afterMoe, kernels.join(" "));
+    assert.is(count("gemv_norm"), kinds.length - afterMoe, kernels.join(" "));
     assert.is(count("moe_gemm_down_combine"), kinds.filter((k) => k === "moe").length);
     // each layer's post-attention norm (the f32 routers take none) and the final one: no input
     // norm, and no combine of either kind
@@ -139,6 +143,9 @@ test("batch-1 steps norm each layer's input in the qkv GEMV and add the experts'
   // the down GEMM's combine off: the plain combine, the norm still in the GEMV
   const plainCombine = await decodeLogits({ ...one, moeDownCombineTokens: 0 }, 1);
   plainCombine.forEach((d, i) => assert.ok(maxAbsDiff(d, apart[i]) < 1e-4, `step ${i}`));
+  // gemv_norm in every layer
+  const normEvery = await decodeLogits({ ...one, qkvScaledAfterMoe: false }, 1);
+  normEvery.forEach((d, i) => assert.ok(maxAbsDiff(d, apart[i]) < 1e-4, `step ${i}`));
 });
 
 test("f16 batch-1 steps split the o projection's GEMV in k: the router and the down GEMM add its partial sums, and the logits are those of the unsplit GEMV and the separate kernels", async () => {
