@@ -2,7 +2,9 @@
  * Decode-shaped matrix-vector product `y[m, n] = sum_k x[m, k] * w[n, k]` (w in the
  * Hugging Face Linear layout [out, in]); k must be a multiple of 4.
  */
-import type { KernelCase } from "./case.ts";
+import type { HostArray, KernelCase } from "./case.ts";
+import type { Rng } from "../src/util/rng.ts";
+import type { ParamFields, ParamValues } from "./params.ts";
 import type { Gpu } from "../src/gpu/device.ts";
 import { grid1d, type KernelSpec, type Variant } from "./kernel.ts";
 import {
@@ -161,6 +163,62 @@ export function gemvSplitReason(v: Variant, k: number, splits: number): string |
     return `k = ${k} is not ${splits} parts of whole weight words`;
   }
   return null;
+}
+
+/**
+ * Throws naming the bad field of a one-row GEMV kernel's shape (gemv_norm, gemv_scaled): m and
+ * n counts, k a positive multiple of 4, eps positive.
+ */
+export function checkOneRowShape(
+  kernel: string,
+  s: { readonly m: number; readonly n: number; readonly k: number },
+  eps: number,
+): void {
+  for (const [name, v] of [["m", s.m], ["n", s.n]] as const) {
+    if (!Number.isInteger(v) || v < 0) throw new Error(`${kernel}: ${name} = ${v} must be a count`);
+  }
+  if (!Number.isInteger(s.k) || s.k < 4 || s.k % 4) {
+    throw new Error(`${kernel}: k = ${s.k} must be a positive multiple of 4`);
+  }
+  if (!(eps > 0)) throw new Error(`${kernel}: eps = ${eps} must be positive`);
+}
+
+/**
+ * A case of a one-row GEMV kernel (gemv_norm, gemv_scaled): x normal (or as `x` draws it), w
+ * normal, y normal where accumulating; the kernel's other inputs from `more`, its reference
+ * from `reference(inputs)` (given y0 where accumulating), `moreBytes` read besides x, w and y.
+ */
+export function oneRowCase<F extends ParamFields>(c: {
+  readonly label: string;
+  readonly params: ParamValues<F>;
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+  readonly accumulate: boolean;
+  readonly x?: (rng: Rng) => Float32Array;
+  readonly more: (rng: Rng) => Record<string, Float32Array>;
+  readonly reference: (inp: Record<string, HostArray>) => Float32Array;
+  readonly moreBytes: (v: Variant) => number;
+  readonly flops: number;
+}): KernelCase<F> {
+  const { m, n, k, accumulate } = c;
+  return {
+    label: `${c.label}${accumulate ? " y+=" : ""}`,
+    params: c.params,
+    inputs: (rng) => ({
+      x: c.x?.(rng) ?? rng.fillNormal(new Float32Array(m * k)),
+      ...c.more(rng),
+      w: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)),
+      ...(accumulate ? { y: rng.fillNormal(new Float32Array(m * n)) } : {}),
+    }),
+    outputs: accumulate ? {} : { y: m * n },
+    reference: (inp) => ({ y: c.reference(inp) }),
+    tolerance: () => ({ atol: 1e-4, rtol: 1e-4 }),
+    bytes: (v) =>
+      n * k * (v.dtype === "f16" ? 2 : 4) + m * k * 4 + m * n * 4 * (accumulate ? 2 : 1) +
+      c.moreBytes(v),
+    flops: c.flops,
+  };
 }
 
 /** CPU reference: y = x w^T with f64 accumulation. */

@@ -13,11 +13,10 @@
  * const y = gemvNormRef(x, normWeight, w, p);
  * ```
  */
-import type { KernelCase } from "./case.ts";
-import type { KernelSpec } from "./kernel.ts";
+import type { KernelSpec, Variant } from "./kernel.ts";
 import { laneGroupVariants } from "./lane_group_variants.ts";
 import { defineParams, type ParamValues } from "./params.ts";
-import { laneGroupGrid, linearRef, ONE_ROW_FORMS } from "./gemv.ts";
+import { checkOneRowShape, laneGroupGrid, linearRef, ONE_ROW_FORMS, oneRowCase } from "./gemv.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
 
 /** `splits`: always 1 (the norm needs the whole row; gemv's body reads it). */
@@ -49,13 +48,7 @@ export function gemvNormParams(
   s: { readonly m: number; readonly n: number; readonly k: number; readonly accumulate?: boolean },
   eps: number,
 ): ParamValues<typeof params.fields> {
-  for (const [name, v] of [["m", s.m], ["n", s.n]] as const) {
-    if (!Number.isInteger(v) || v < 0) throw new Error(`gemv_norm: ${name} = ${v} must be a count`);
-  }
-  if (!Number.isInteger(s.k) || s.k < 4 || s.k % 4) {
-    throw new Error(`gemv_norm: k = ${s.k} must be a positive multiple of 4`);
-  }
-  if (!(eps > 0)) throw new Error(`gemv_norm: eps = ${eps} must be positive`);
+  checkOneRowShape("gemv_norm", s, eps);
   return { m: s.m, n: s.n, k: s.k, accumulate: s.accumulate ? 1 : 0, splits: 1, eps };
 }
 
@@ -73,40 +66,35 @@ export function gemvNormRef(
 
 function normCase(m: number, n: number, k: number, accumulate = false) {
   const p = gemvNormParams({ m, n, k, accumulate }, 1e-6);
-  const c: KernelCase<typeof params.fields> = {
-    label: `m=${m} n=${n} k=${k}${accumulate ? " y+=" : ""}`,
+  const es = (v: Variant) => v.dtype === "f16" ? 2 : 4;
+  return oneRowCase<typeof params.fields>({
+    label: `m=${m} n=${n} k=${k}`,
     params: p,
+    m,
+    n,
+    k,
+    accumulate,
     // rows at different scales, as residual rows are; the norm weight on a grid of 1/8
-    inputs: (rng) => {
+    x: (rng) => {
       const x = rng.fillNormal(new Float32Array(m * k));
       for (let r = 0; r < m; r++) {
         const scale = 0.5 + 4 * rng.float();
         for (let i = 0; i < k; i++) x[r * k + i] *= scale;
       }
-      return {
-        x,
-        norm_weight: Float32Array.from({ length: k }, () => rng.int(4, 17) / 8),
-        w: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)),
-        ...(accumulate ? { y: rng.fillNormal(new Float32Array(m * n)) } : {}),
-      };
+      return x;
     },
-    outputs: accumulate ? {} : { y: m * n },
-    reference: (inp) => ({
-      y: gemvNormRef(
+    more: (rng) => ({ norm_weight: Float32Array.from({ length: k }, () => rng.int(4, 17) / 8) }),
+    reference: (inp) =>
+      gemvNormRef(
         inp.x as Float32Array,
         inp.norm_weight as Float32Array,
         inp.w as Float32Array,
         p,
         inp.y as Float32Array | undefined,
       ),
-    }),
-    tolerance: () => ({ atol: 1e-4, rtol: 1e-4 }),
-    bytes: (v) =>
-      n * k * (v.dtype === "f16" ? 2 : 4) + k * (v.dtype === "f16" ? 2 : 4) +
-      m * k * 4 + m * n * 4 * (accumulate ? 2 : 1),
+    moreBytes: (v) => k * es(v),
     flops: 2 * m * n * k + 4 * m * k,
-  };
-  return c;
+  });
 }
 
 export const cases = [

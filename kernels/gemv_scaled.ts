@@ -13,11 +13,10 @@
  * const y = gemvScaledRef(x, ssPart, w, p);
  * ```
  */
-import type { KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
 import { laneGroupVariants } from "./lane_group_variants.ts";
 import { defineParams, type ParamValues } from "./params.ts";
-import { laneGroupGrid, linearRef, ONE_ROW_FORMS } from "./gemv.ts";
+import { checkOneRowShape, laneGroupGrid, linearRef, ONE_ROW_FORMS, oneRowCase } from "./gemv.ts";
 
 /** `splits`: always 1 (gemv's body reads it); `parts`: block sums of squares a row. */
 const params = defineParams({
@@ -55,18 +54,10 @@ export function gemvScaledParams(
   },
   eps: number,
 ): ParamValues<typeof params.fields> {
-  for (const [name, v] of [["m", s.m], ["n", s.n]] as const) {
-    if (!Number.isInteger(v) || v < 0) {
-      throw new Error(`gemv_scaled: ${name} = ${v} must be a count`);
-    }
-  }
-  if (!Number.isInteger(s.k) || s.k < 4 || s.k % 4) {
-    throw new Error(`gemv_scaled: k = ${s.k} must be a positive multiple of 4`);
-  }
+  checkOneRowShape("gemv_scaled", s, eps);
   if (!Number.isInteger(s.parts) || s.parts < 1) {
     throw new Error(`gemv_scaled: parts = ${s.parts} must be a positive integer`);
   }
-  if (!(eps > 0)) throw new Error(`gemv_scaled: eps = ${eps} must be positive`);
   return {
     m: s.m,
     n: s.n,
@@ -100,36 +91,31 @@ export function gemvScaledRef(
 
 function scaledCase(m: number, n: number, k: number, parts: number, accumulate = false) {
   const p = gemvScaledParams({ m, n, k, parts, accumulate }, 1e-6);
-  const c: KernelCase<typeof params.fields> = {
-    label: `m=${m} n=${n} k=${k} parts=${parts}${accumulate ? " y+=" : ""}`,
+  return oneRowCase<typeof params.fields>({
+    label: `m=${m} n=${n} k=${k} parts=${parts}`,
     params: p,
+    m,
+    n,
+    k,
+    accumulate,
     // block sums of the squares of rows at different scales
-    inputs: (rng) => ({
-      x: rng.fillNormal(new Float32Array(m * k)),
+    more: (rng) => ({
       ss_part: Float32Array.from(
         { length: m * parts },
         () => (k / parts) * (0.25 + 4 * rng.float()),
       ),
-      w: rng.fillNormal(new Float32Array(n * k), 1 / Math.sqrt(k)),
-      ...(accumulate ? { y: rng.fillNormal(new Float32Array(m * n)) } : {}),
     }),
-    outputs: accumulate ? {} : { y: m * n },
-    reference: (inp) => ({
-      y: gemvScaledRef(
+    reference: (inp) =>
+      gemvScaledRef(
         inp.x as Float32Array,
         inp.ss_part as Float32Array,
         inp.w as Float32Array,
         p,
         inp.y as Float32Array | undefined,
       ),
-    }),
-    tolerance: () => ({ atol: 1e-4, rtol: 1e-4 }),
-    bytes: (v) =>
-      n * k * (v.dtype === "f16" ? 2 : 4) + m * (k + parts) * 4 +
-      m * n * 4 * (accumulate ? 2 : 1),
+    moreBytes: () => m * parts * 4,
     flops: 2 * m * n * k + m * parts,
-  };
-  return c;
+  });
 }
 
 export const cases = [

@@ -9,17 +9,9 @@
 //#include "lib/lane_group_dots.wgsl"
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/expert_tiles.wgsl"
+//#include "lib/moe_down_rows.wgsl"
 const CPW: u32 = (WG / LG) * GC; // output columns a workgroup owns
 const WC: u32 = GC; // weight rows a lane group reads
-
-// word kk (WV vec4s of weights) of the expert weight row at wo, row by row or in tiles
-fn w_index(wo: u32, kk: u32) -> u32 {
-  return wo + tile_unit(kk, WV);
-}
-
-fn row_in(i: u32) -> vec4<f32> {
-  return act[i];
-}
 
 @compute @workgroup_size(WG)
 fn main(
