@@ -687,6 +687,51 @@ test("given routerNorm, the one-pass router norms the residual rows itself, writ
   }
 });
 
+test("a batch-1 step that combines in the down GEMM leaves the next layer's input weighted by its norm weight and the residual's squares (normNext); other steps and a missing nextNorm are refused", async () => {
+  const { gpu, names } = await gemmVariants();
+  const d = gpu.device;
+  const gemm = names.find((n) => n.startsWith("f32-dec"))!;
+  const shape = blockShape(4, "f32");
+  const block = await MoeBlock.create(gpu, shape, { gemm });
+  assert.ok(block.combinesInDownAt(1), `${gemm}: the combine in the down GEMM at batch 1`);
+  assert.not.ok(block.combinesInDownAt(2));
+  assert.throws(() => block.setTokens(2, { normNext: true }), /does not run moe_gemm_down_combine/);
+  block.setTokens(1, { normNext: true });
+  const rng = Rng.fromSeed("moe block norm next");
+  const logits = makeLogits(rng, 1, "spread");
+  const x = rng.fillNormal(new Float32Array(H));
+  const layer = makeLayer(rng, "f32");
+  const residual = rng.fillNormal(new Float32Array(H));
+  const weight = Float32Array.from({ length: H }, () => rng.int(4, 17) / 8);
+  const made = layerBuffers(gpu, "f32", logits, x, layer, residual);
+  const [lg, xb, wgu, wdn, res] = made;
+  const parts = block.downCombineParts;
+  const h = uploadBuffer(d, "h", new Float32Array(H));
+  const ss = uploadBuffer(d, "ss_part", new Float32Array(parts));
+  const wb = uploadBuffer(d, "norm weight", weight);
+  made.push(h, ss, wb);
+  const io = { routerLogits: lg, x: xb, wGateUp: wgu, wDown: wdn, residual: res };
+  const enc = d.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  assert.throws(() => block.encode(pass, io), /no nextNorm/);
+  block.encode(pass, { ...io, nextNorm: { weight: wb, h, ssPart: ss } });
+  pass.end();
+  d.queue.submit([enc.finish()]);
+  const want = moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, 1);
+  assertClose(new Float32Array(await readBuffer(d, res, H * 4)), want, "residual");
+  assertClose(
+    new Float32Array(await readBuffer(d, h, H * 4)),
+    want.map((v, c) => v * weight[c]),
+    "h",
+  );
+  // the block sums add up to the new residual's sum of squares
+  const got = new Float32Array(await readBuffer(d, ss, parts * 4)).reduce((a, b) => a + b, 0);
+  const sq = want.reduce((a, v) => a + v * v, 0);
+  assert.ok(Math.abs(got - sq) <= 1e-4 * sq, `ss_part sums to ${got}, want ${sq}`);
+  block.destroy();
+  for (const b of made) b.destroy();
+});
+
 test("moe_router_norm adds the residual's split-K partial sums first where setTokens says it owes them; other routers refuse them", async () => {
   const gpu = await sharedGpu();
   const d = gpu.device;
