@@ -1439,6 +1439,13 @@ export class GpuModel implements ForwardModel {
               : ""
           }`
           : ""
+      }${
+        this.moe?.combinesInDownAt(1) && this.calls.qkvNorm
+          ? `; at 1 token the combine in the down GEMM, moe_gemm_down_combine, and the qkv GEMV ` +
+            `norming its input, gemv_norm${
+              this.calls.qkvScaled ? " (gemv_scaled after a MoE layer)" : ""
+            }`
+          : ""
       })`,
       gemm:
         `${this.calls.gemmVariant} (${this.calls.gemmSmallVariant} up to ${this.opts.gemmSmallMaxRows} rows)${

@@ -127,6 +127,10 @@ test("batch-1 steps norm each layer's input in the qkv GEMV and add the experts'
     const kernels = (await model.lastStepSpans()).map((s) => s.kernel ?? s.label);
     const count = (k: string) => kernels.filter((x) => x === k).length;
     const kinds = model.config.layerKinds;
+    assert.match(
+      model.linearVariants.gemv,
+      /the combine in the down GEMM, moe_gemm_down_combine, .*gemv_norm \(gemv_scaled after/,
+    );
     // the first layer and the one after the dense layer norm in gemv_norm; after a MoE layer the
     // down GEMM weighted the row and summed its squares, and gemv_scaled scales
     const afterMoe = kinds.filter((k, l) => l + 1 < kinds.length && k === "moe").length;
