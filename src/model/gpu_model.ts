@@ -1443,7 +1443,9 @@ export class GpuModel implements ForwardModel {
         this.moe?.combinesInDownAt(1) && this.calls.qkvNorm
           ? `; at 1 token the combine in the down GEMM, moe_gemm_down_combine, and the qkv GEMV ` +
             `norming its input, gemv_norm${
-              this.calls.qkvScaled ? " (gemv_scaled after a MoE layer)" : ""
+              this.calls.qkvScaled && this.config.hiddenSize % 8 === 0
+                ? " (gemv_scaled after a MoE layer)"
+                : ""
             }`
           : ""
       })`,
@@ -1722,7 +1724,8 @@ export class GpuModel implements ForwardModel {
     }
     // after a MoE layer whose down GEMM adds to the residual, that kernel weights the next
     // layer's input and sums its squares, and the qkv GEMV only scales (gemv_scaled)
-    const qkvScaled = qkvNorm && c.qkvScaled?.has(qkvForm.variant) &&
+    // (the down GEMM reads the norm weight in words of 8 values: hidden a multiple of 8)
+    const qkvScaled = qkvNorm && c.qkvScaled?.has(qkvForm.variant) && H % 8 === 0 &&
         (this.moe?.combinesInDownAt(T) ?? false)
       ? c.qkvScaled
       : null;
