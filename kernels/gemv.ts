@@ -139,7 +139,8 @@ export function laneGroupGrid(
   gpu: Gpu,
 ): [number, number, number] {
   const grid = grid1d(Math.ceil(p.n / laneGroupColumns(v)!), gpu);
-  const why = gemvSplitReason(v, p.k, p.splits);
+  // (this runs for every dispatch: the check only where k splits)
+  const why = p.splits === 1 ? null : gemvSplitReason(v, p.k, p.splits);
   if (why) throw new Error(`gemv/${v.name}: ${why}`);
   const z = v.consts?.RB === 1 ? Math.ceil(p.m / v.consts.RT) : p.splits;
   if (z > 65535) throw new Error(`gemv/${v.name}: ${p.m} rows need ${z} row blocks (> 65535)`);

@@ -454,6 +454,10 @@ export class MoeBlock {
   private normF16 = false;
   /** Whether this step's moe_gemm_down_combine leaves the next layer's input (nextNorm). */
   private normNext = false;
+  /** Whether this step combines in its down GEMM (combinesInDownAt, set by setTokens). */
+  private combinedStep = false;
+  /** combinesInDownAt's answers by tokens (the options and pipelines never change). */
+  private readonly combinesAt = new Map<number, boolean>();
   /** Bind groups by pipeline, then by MoeBlockIo.key. */
   private readonly bindGroups = new Map<Pipe, Map<string, GPUBindGroup>>();
   private gateUpName = "";
@@ -753,13 +757,13 @@ export class MoeBlock {
           `moe_router_logits with moe_gemm_down_combine, which add the residual's partial sums`,
       );
     }
-    // the params depend on these alone: a step like the last keeps them
-    if (normNext && !this.combinesInDownAt(tokens)) {
+    if (normNext && !this.leavesNextInputAt(tokens)) {
       throw new Error(
         `moe block: a step of ${tokens} tokens does not run moe_gemm_down_combine, which leaves ` +
-          "the next layer's input (normNext)",
+          "the next layer's input (normNext), or its hidden size is no whole words",
       );
     }
+    // the params depend on these alone: a step like the last keeps them
     if (
       tokens === this.tokens && residualPartials === this.residualPartials &&
       normF16 === this.normF16 && normNext === this.normNext
@@ -885,7 +889,8 @@ export class MoeBlock {
         }, dispatchShape),
       );
     }
-    if (this.combinesInDownAt(tokens)) {
+    this.combinedStep = this.combinesInDownAt(tokens);
+    if (this.combinedStep) {
       const dp = downCombine.moeGemmDownCombineParams({
         tokens,
         topK: s.topK,
@@ -995,13 +1000,30 @@ export class MoeBlock {
    * with the combine fused (moe_gemm_down_combine; MoeBlockOptions.downCombineMaxTokens).
    */
   combinesInDownAt(tokens: number): boolean {
-    const most = this.options.downCombineMaxTokens ?? MOE_DOWN_COMBINE_MAX_TOKENS;
-    if (this.pipes.downCombine === null || tokens < 1 || tokens > most) return false;
-    if (this.tensorCoreFor(tokens) !== null) return false;
-    // (a step whose down GEMM would take a form that is no lane-group form keeps it)
-    const names = [...this.pipes.down.keys()];
-    const form = decodeFormFor(this.shape, this.options, names, tokens, "down");
-    return laneGroupColumns(variantByName(down.spec, form)) !== null;
+    let known = this.combinesAt.get(tokens);
+    if (known === undefined) {
+      const most = this.options.downCombineMaxTokens ?? MOE_DOWN_COMBINE_MAX_TOKENS;
+      known = this.pipes.downCombine !== null && tokens >= 1 && tokens <= most &&
+        this.tensorCoreFor(tokens) === null &&
+        // (a step whose down GEMM would take a form that is no lane-group form keeps it)
+        laneGroupColumns(
+            variantByName(
+              down.spec,
+              decodeFormFor(this.shape, this.options, [...this.pipes.down.keys()], tokens, "down"),
+            ),
+          ) !== null;
+      this.combinesAt.set(tokens, known);
+    }
+    return known;
+  }
+
+  /**
+   * Whether a step of `tokens` tokens can leave the next layer's input (setTokens' normNext):
+   * it combines in the down GEMM, and the hidden size is whole words of the norm weight (8
+   * values), as moe_gemm_down_combine reads it.
+   */
+  leavesNextInputAt(tokens: number): boolean {
+    return this.shape.hidden % 8 === 0 && this.combinesInDownAt(tokens);
   }
 
   /**
@@ -1045,7 +1067,7 @@ export class MoeBlock {
     if (stage === "router" && this.encodingRouter) return this.encodingRouter;
     if (stage === "router" && this.routesAndDispatches) return "moe_route_dispatch";
     if (stage === "combine" && normed) return "moe_combine_norm";
-    if (stage === "down" && !normed && this.combinesInDownAt(this.tokens)) {
+    if (stage === "down" && !normed && this.combinedStep) {
       return downCombine.spec.name;
     }
     return MOE_STAGE_KERNEL[stage];
@@ -1127,7 +1149,7 @@ export class MoeBlock {
       : null;
     const owed = this.residualPartials > 0;
     // (batch 1 without the next layer's norm: the combine inside the down GEMM)
-    const fused = !io.norm && this.combinesInDownAt(this.tokens);
+    const fused = !io.norm && this.combinedStep;
     const owedInSplit = owed && split && fused;
     if (owed && !(wRouter && norm && norm.partials && (split ? fused : true))) {
       throw new Error(

@@ -750,9 +750,10 @@ const SAMPLE_STAGING = 4;
 /** The most split-K parts of the one-row o GEMV (GpuModelOptions.oSplitsOneRow). */
 const O_MAX_SPLITS = 16;
 /**
- * The one-row o GEMV's split-K parts by default (GpuModelOptions.oSplitsOneRow): session 37's lab
- * timing of that GEMV over 48 matrices on the H200 read o (2048 x 4096) at 9.66 us a layer and
- * the same bytes as 8192 x 1024 at 7.20.
+ * The one-row o GEMV's split-K parts by default (GpuModelOptions.oSplitsOneRow): unsplit. On the
+ * H200 (session 38, perf-decode GPU ms, two processes each) 1 x 1024 read 4.14-4.21 unsplit and
+ * 4.27-4.30 in 2 or 4 parts, 4.51-4.56 in 8: the router's reads of the partial sums cost more
+ * than the split GEMV saves.
  */
 const O_SPLITS_ONE_ROW = 1;
 /** Split-K of the tensor-core GEMM: steps of at most these rows, at most these splits. */
@@ -1443,7 +1444,7 @@ export class GpuModel implements ForwardModel {
         this.moe?.combinesInDownAt(1) && this.calls.qkvNorm
           ? `; at 1 token the combine in the down GEMM, moe_gemm_down_combine, and the qkv GEMV ` +
             `norming its input, gemv_norm${
-              this.calls.qkvScaled && this.config.hiddenSize % 8 === 0
+              this.calls.qkvScaled && this.moe.leavesNextInputAt(1)
                 ? " (gemv_scaled after a MoE layer)"
                 : ""
             }`
@@ -1724,9 +1725,8 @@ export class GpuModel implements ForwardModel {
     }
     // after a MoE layer whose down GEMM adds to the residual, that kernel weights the next
     // layer's input and sums its squares, and the qkv GEMV only scales (gemv_scaled)
-    // (the down GEMM reads the norm weight in words of 8 values: hidden a multiple of 8)
-    const qkvScaled = qkvNorm && c.qkvScaled?.has(qkvForm.variant) && H % 8 === 0 &&
-        (this.moe?.combinesInDownAt(T) ?? false)
+    const qkvScaled = qkvNorm && c.qkvScaled?.has(qkvForm.variant) &&
+        (this.moe?.leavesNextInputAt(T) ?? false)
       ? c.qkvScaled
       : null;
     if (qkvScaled) {
@@ -2007,7 +2007,6 @@ export class GpuModel implements ForwardModel {
     });
   }
 
-  /** The GEMV variant of `kind` for `rows` rows, or null when the GEMM takes them. */
   /**
    * The split-K parts of the MoE layers' o projection in a step of `rows` rows (1: unsplit):
    * oSplitsOneRow where the step's o runs the one-row GEMV (the split's own call, oSplit), its
@@ -2025,6 +2024,7 @@ export class GpuModel implements ForwardModel {
     return gemv.gemvSplitReason(v, this.calls.linear.o.k, splits) === null ? splits : 1;
   }
 
+  /** The GEMV variant of `kind` for `rows` rows, or null when the GEMM takes them. */
   private gemvFor(kind: LinearKind, rows: number): string | null {
     if (rows <= this.opts.gemvMaxRows) return this.calls.gemvVariant;
     const few = this.calls.fewRowsVariant;
