@@ -986,6 +986,11 @@ export class MoeBlock {
       tokens <= (this.options.splitRouterMaxTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS);
   }
 
+  /** moe_router_logits' form (`f16-w32`, ...), or null where the split router is off. */
+  get splitRouterForm(): string | null {
+    return this.pipes.routerLogits?.variant.name ?? null;
+  }
+
   /**
    * The block sums of squares a token's row leaves in MoeBlockIo.nextNorm.ssPart (normNext):
    * one a column block of moe_gemm_down_combine's form.
@@ -1447,7 +1452,12 @@ async function splitRouterPipe(
   }
   if (most === 0 || options.fusedRouterNorm === false) return null;
   if (shape.dtype !== "f16" || shape.hidden % 8 !== 0) return null;
-  return await optionalPipe(gpu, routerLogits.spec, routerLogits.variants[0], "the split router");
+  return await optionalPipe(
+    gpu,
+    routerLogits.spec,
+    routerLogits.moeRouterLogitsVariant(gpu),
+    "the split router",
+  );
 }
 
 /**

@@ -20,13 +20,24 @@
  * read 4.45-4.46 and 4.72-4.73, 1 expert 4.48 and 4.76 (its one subgroup writes the normed row
  * alone).
  *
+ * Where subgroups hold its lane groups the model takes the one-pass form (`f16-w32` on the H200,
+ * moe_router_logits_lanes.wgsl): each lane group sums the row's squares and its dot product with
+ * its expert's row from the same words, through subgroup shuffles, with no barrier, and
+ * workgroup 0 writes the normed row from the words its lanes hold. On the H200 (2026-12-04,
+ * perf-decode, the forms in turn three times each in one call, `call3` of session 39) 1 x 1024
+ * 3.95 / 4.02 / 3.96 ms against the tree form's 4.05 / 4.01 / 4.05, 1 x 8192 4.43 / 4.47 / 4.49
+ * against 4.55 / 4.53 / 4.50, 2 x 1024 and 2 x 8192 the same (6.74-6.88, 7.42-7.50). A first
+ * one-pass form whose workgroup 0 read the row again to write it normed was slower (`call2`: 1 x
+ * 1024 4.07-4.12 against 4.03-4.05): that write is the kernel's tail.
+ *
  * ```ts
  * const p = moeRouterLogitsParams({ tokens: 64, experts: 128, hidden: 2048 }, 1e-6);
  * const { out, logits } = moeRouterLogitsRef(x, normWeight, w, p);
  * ```
  */
 import type { KernelCase } from "./case.ts";
-import type { KernelSpec, Variant } from "./kernel.ts";
+import type { Gpu } from "../src/gpu/device.ts";
+import { type KernelSpec, unsupportedReason, type Variant } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
 import { routerNormCaseInputs, withPartials } from "./moe_router_norm.ts";
@@ -45,14 +56,37 @@ const LANES = 32;
 /** Tokens a workgroup (the shader takes TB of them; the forms of 2 and 4 were no faster). */
 const TB = 1;
 
-/** f16 router and norm weights, read as 16-byte words (8 f16). */
-export const variants: readonly Variant[] = [{
-  name: "f16",
-  dtype: "f16",
-  wideWords: true,
-  consts: { WG: EG * TB * LANES, EG, TB, LANES, UNR: 8 },
-  workgroupBytes: 4 * (EG * TB * LANES + TB),
-}];
+/**
+ * f16 router and norm weights, read as 16-byte words (8 f16): `f16` sums the row's squares
+ * first, in a tree of barriers, then the dot products; `f16-w32` and `f16-w8`
+ * (moe_router_logits_lanes.wgsl, where subgroups hold lane groups of 32 or 8) add up both in one
+ * pass over the words a lane reads, through subgroup shuffles.
+ */
+export const variants: readonly Variant[] = [
+  {
+    name: "f16",
+    dtype: "f16",
+    wideWords: true,
+    consts: { WG: EG * TB * LANES, EG, TB, LANES, UNR: 8 },
+    workgroupBytes: 4 * (EG * TB * LANES + TB),
+  },
+  ...[32, 8].map((lg) => ({
+    name: `f16-w${lg}`,
+    dtype: "f16" as const,
+    wideWords: true,
+    shader: "moe_router_logits_lanes.wgsl",
+    subgroups: true,
+    minSubgroupSize: lg,
+    // (LANES: the tree form's name for LG, unread here)
+    consts: { WG: EG * lg, EG, TB: 1, LG: lg, LANES: lg, UNR: 8 },
+  })),
+];
+
+/** The form the model takes here: the widest one-pass form that runs, else `f16`. */
+export function moeRouterLogitsVariant(gpu: Gpu): Variant {
+  return variants.find((v) => v.name !== "f16" && unsupportedReason(gpu, v) === null) ??
+    variants[0];
+}
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_router_logits",
@@ -194,4 +228,6 @@ export const cases = [
   // the o projection's split-K partial sums (batch 1: 4 of them at Qwen3-30B-A3B)
   logitsCase({ tokens: 3, experts: 8, hidden: 40 }, "ragged hidden", 3),
   logitsCase({ tokens: 1, experts: 128, hidden: 2048 }, "qwen3-30b-a3b", 4),
+  // rows longer than one round of a lane form's words (8 lanes of 8: the normed row read again)
+  logitsCase({ tokens: 2, experts: 5, hidden: 1048 }, "rows past one round", 2),
 ];

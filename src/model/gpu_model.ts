@@ -1430,7 +1430,7 @@ export class GpuModel implements ForwardModel {
           : ""
       }${
         this.moe?.splitsRouterAt(this.opts.moeSplitRouterMinTokens)
-          ? `; the MoE router's input RMSNorm and logits over the GPU, moe_router_logits, at ${this.opts.moeSplitRouterMinTokens}-${this.opts.moeSplitRouterTokens} tokens`
+          ? `; the MoE router's input RMSNorm and logits over the GPU, moe_router_logits ${this.moe.splitRouterForm}, at ${this.opts.moeSplitRouterMinTokens}-${this.opts.moeSplitRouterTokens} tokens`
           : ""
       }${
         this.moe?.routesAndDispatchesAt(1)
