@@ -18,19 +18,10 @@
 // writes no residual back (every workgroup reads it), so the kernel after it adds them too.
 // Bytes: E * hidden * 2 + hidden * 2 + tokens * (hidden * 8 + E * 4).
 //#include "lib/f16_words.wgsl"
+//#include "lib/residual_with_partials.wgsl"
 
 var<workgroup> part: array<f32, WG>;
 var<workgroup> scales: array<f32, TB>;
-
-// vec4 i of the residual rows: x, plus the o projection's partial sums where it left them
-fn xin(i: u32) -> vec4<f32> {
-  var v = x[i];
-  let stride = params.tokens * params.hidden / 4u;
-  for (var s = 0u; s < params.partials; s++) {
-    v += o_part[s * stride + i];
-  }
-  return v;
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

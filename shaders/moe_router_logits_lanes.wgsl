@@ -16,16 +16,7 @@
 // lanes of 8).
 //#include "lib/f16_words.wgsl"
 //#include "lib/lane_group_sum.wgsl"
-
-// vec4 i of the residual rows: x, plus the o projection's split-K partial sums where it left them
-fn xin(i: u32) -> vec4<f32> {
-  var v = x[i];
-  let stride = params.tokens * params.hidden / 4u;
-  for (var s = 0u; s < params.partials; s++) {
-    v += o_part[s * stride + i];
-  }
-  return v;
-}
+//#include "lib/residual_with_partials.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
