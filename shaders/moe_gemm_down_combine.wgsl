@@ -38,6 +38,23 @@ fn main(
   let g = lid / LG;
   let c0 = wid.x * GC;
   let rows = params.tokens * params.top_k;
+  // the residual (with the o projection's partial sums) and the next norm's weight of the
+  // column invocation lid < GC stores, read before the dot products: at the kernel's tail they
+  // would be one more round trip to L2 after the workgroup's sums meet
+  var res = 0.0;
+  var nw = 0.0;
+  if (lid < GC && c0 + lid < hidden) {
+    let at = t * hidden + c0 + lid;
+    res = residual[at];
+    for (var s = 0u; s < params.partials; s++) {
+      res += o_part[s * params.tokens * hidden + at];
+    }
+    if (params.norm_next != 0u) {
+      // (the norm weight as its words are read: 4 or 8 values a word)
+      let c = c0 + lid;
+      nw = tw(norm_next[c / (4u * WV)], (c / 4u) % WV)[c % 4u];
+    }
+  }
   // this lane's weighted share of each column's sum over the group's ranks
   var total = array<f32, GC>();
   for (var j = g; j < params.top_k; j += NG) {
@@ -75,16 +92,10 @@ fn main(
         sum += part[q * GC + lid];
       }
       let at = t * hidden + c0 + lid;
-      var v = residual[at];
-      for (var s = 0u; s < params.partials; s++) {
-        v += o_part[s * params.tokens * hidden + at];
-      }
-      v += sum;
+      let v = res + sum;
       residual[at] = v;
       if (params.norm_next != 0u) {
-        // (the norm weight as its words are read: 4 or 8 values a word)
-        let c = c0 + lid;
-        h[at] = v * tw(norm_next[c / (4u * WV)], (c / 4u) % WV)[c % 4u];
+        h[at] = v * nw;
         sq = v * v;
       }
     }

@@ -48,6 +48,18 @@ fn gemv_lane_groups(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
       xo[r] = (r0 + r) * k4 + split * ks * WV;
     }
     pass_begin(r0, lane);
+    // one-row forms adding to y read the values they add to first (at the tail they would be
+    // one more round trip to L2 after the dot products; with gemv_scaled's block sums and
+    // moe_gemm_down_combine's residual so read early, H200 batch-1 steps took 3.90-3.97 ms
+    // against 3.99-4.05 at 1 x 1024, four processes each in turn, session 39 call5)
+    var prev = array<f32, GC>();
+    if (RT == 1u && acc_y) {
+      for (var c = 0u; c < GC; c++) {
+        if (lane == c % LG && c0 + c < n) {
+          prev[c] = y[out0 + r0 * n + c0 + c];
+        }
+      }
+    }
     let acc = lane_group_dots(wo, xo, nr, ks, lane);
     let f = pass_factor(lane);
     for (var r = 0u; r < RT; r++) {
@@ -56,7 +68,11 @@ fn gemv_lane_groups(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
           let s = lane_group_sum(acc[r * GC + c]) * f;
           if (lane == (r * GC + c) % LG && c0 + c < n) {
             let at = out0 + (r0 + r) * n + c0 + c;
-            y[at] = select(s, y[at] + s, acc_y);
+            if (RT == 1u) {
+              y[at] = select(s, prev[c] + s, acc_y);
+            } else {
+              y[at] = select(s, y[at] + s, acc_y);
+            }
           }
         }
       }
