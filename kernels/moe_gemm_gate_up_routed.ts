@@ -69,7 +69,9 @@ export const spec: KernelSpec<typeof params.fields> = {
   variants: moeDecodeVariants("moe_gemm_gate_up_routed.wgsl").map((v) => ({
     ...v,
     consts: { ...v.consts, MAX_E: router.MOE_MAX_EXPERTS, MAX_K: router.MOE_MAX_TOPK },
-    workgroupBytes: (router.MOE_MAX_EXPERTS + 2 * router.MOE_MAX_TOPK) * 4,
+    // the logits, the ranks' experts and logits, and two rounds' subgroup winners
+    workgroupBytes: (router.MOE_MAX_EXPERTS + 2 * router.MOE_MAX_TOPK + 2 * (v.consts!.WG / 8)) *
+      4,
   })),
   grid: (p, v) => [Math.ceil(p.inter / moeColumnsPerWorkgroup(v, 64)), p.top_k, 1],
 };
