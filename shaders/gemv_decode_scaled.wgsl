@@ -4,7 +4,8 @@
 // them (norm_next), so the RMSNorm's scale is all that is left to apply (lib/gemv_lane_groups.wgsl's
 // lane groups; forms of one x row a pass, RT = 1). Where gemv_norm multiplies each x vec4 by the
 // norm weight and sums its squares as it reads it (about 0.18 ms of a batch-1 step on the H200),
-// this reads x as the plain GEMV does and each lane params.parts / LG block sums at the pass's start.
+// this reads x as the plain GEMV does, and each lane params.parts / LG block sums at the pass's
+// start.
 //#include "lib/gemv_lane_groups.wgsl"
 
 // this lane's share of the pass row's block sums, read at the pass's start (before the dot
