@@ -220,7 +220,7 @@ export const TENSOR_CORE_OPTIONS = {
     min: 1,
     help: "batch-1 steps whose qkv GEMV norms its input, of models of MoE layers alone, run the " +
       "o projection's GEMV in this many split-K parts, whose partial sums moe_router_logits and " +
-      "moe_gemm_down_combine add (default 4; 1: unsplit, at most 16)",
+      "moe_gemm_down_combine add (default 1, unsplit: 2, 4 and 8 parts measured slower on the H200; at most 16)",
   },
   qkvPartialsInRope: {
     type: "boolean",
