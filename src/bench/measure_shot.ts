@@ -4,9 +4,10 @@
  *
  * Decode: every request is put straight into running at `max(1, ctx - 1)` computed
  * tokens (fake KV, or a seeder's real KV); the admission step computes each request's
- * last prompt token in one submit and is not recorded; then `steady` steady steps run exactly as in
- * production (async scheduling: each is issued while the previous one runs) and each
- * is timed as the gap between its output's arrival and the previous step's.
+ * last prompt token in one submit and is not recorded (the first steady step is encoded
+ * before it is submitted, so the host waits idle for its output); then `steady` steady steps
+ * run exactly as in production (async scheduling: each is issued while the previous one
+ * runs) and each is timed as the gap between its output's arrival and the previous step's.
  *
  * Prefill: each request's prefix is seeded (fake prefix: injected and freed, left in
  * the cache), the requests are queued, and one step computes all of their new tokens,
@@ -181,9 +182,10 @@ export async function runDecodeShot(
     )
   );
   await beforeTimed();
-  // in one submit: the first steady step's gap starts at the admission's output arrival
-  // (Engine.step's oneSubmit)
-  const admission = await driver.step({ oneSubmit: true });
+  // the first steady step's gap starts at the admission's output arrival: the admission in one
+  // submit, and the first steady step encoded before it starts, so the host is idle when its
+  // output arrives (Engine.step's oneSubmit and withNext)
+  const admission = await driver.step({ oneSubmit: true, withNext: true });
   let problem = shapeMismatch("admission step", admission, {
     numPrefillRequests: B,
     sumPrefillTokens: B,

@@ -24,7 +24,7 @@
  */
 import type { KvCacheUsage } from "../kv/kv_cache_manager.ts";
 import { KvCacheManager } from "../kv/kv_cache_manager.ts";
-import type { ForwardModel } from "../model/step_batch.ts";
+import type { ForwardModel, PreparedStep, StepBatch, StepOutput } from "../model/step_batch.ts";
 import { type EngineConfig, engineConfig } from "./engine_config.ts";
 import { type GenerationParams, generationParams } from "./generation_params.ts";
 import { type OutputCallback, Request } from "./request.ts";
@@ -61,10 +61,27 @@ export interface StepOptions {
    * gap read 4-12% below its GPU time at batch 1-8 on the H200.
    */
   readonly oneSubmit?: boolean;
+  /**
+   * Async mode, with nothing in flight and a model that can prepare steps
+   * (ForwardModel.prepare): schedule and encode this step and the next before submitting either,
+   * then submit both. The host is then idle while they run, so the first step's output is seen
+   * when it arrives: the benchmark's decode admission, whose arrival starts the first timed
+   * step's gap. Encoded behind the admission's submit, that step (4-5 ms of host work at batch
+   * 1 on a slow host) outlasted the admission on the GPU (4.0 ms), and single-sample batch-1
+   * and -2 walls read 0.85-0.95x their GPU time on the H200 (session 39).
+   */
+  readonly withNext?: boolean;
 }
 
 /** Called with every completed step. */
 export type StepObserver = (observation: StepObservation) => void;
+
+interface ScheduledStep {
+  readonly output: SchedulerOutput;
+  readonly batch: StepBatch;
+  readonly sums: StepSums;
+  readonly scheduleEndMs: number;
+}
 
 interface InFlightStep {
   readonly output: SchedulerOutput;
@@ -283,7 +300,11 @@ export class Engine {
     if (this.#stepping) throw new Error("Engine.step() is already running: await it first");
     this.#stepping = true;
     try {
-      if (this.#inFlight.length === 0) this.#issue(options.oneSubmit ?? false);
+      if (this.#inFlight.length === 0) {
+        if (options.withNext && this.config.asyncScheduling && this.model.prepare) {
+          this.#issueWithNext(options.oneSubmit ?? false);
+        } else this.#issue(options.oneSubmit ?? false);
+      }
       if (this.config.asyncScheduling && this.#inFlight.length === 1) this.#issue();
       const oldest = this.#inFlight.shift();
       return oldest ? await this.#complete(oldest) : null;
@@ -317,14 +338,37 @@ export class Engine {
   }
 
   #issue(oneSubmit = false): void {
+    const scheduled = this.#schedule(oneSubmit);
+    if (scheduled) this.#launch(scheduled, this.model.forward(scheduled.batch));
+  }
+
+  /** Schedules and prepares two steps, then submits both (StepOptions.withNext). */
+  #issueWithNext(oneSubmit: boolean): void {
+    const first = this.#schedule(oneSubmit);
+    if (!first) return;
+    const prepared = this.model.prepare!(first.batch);
+    let next: ScheduledStep | null;
+    let nextPrepared: PreparedStep | null;
+    try {
+      next = this.#schedule(false);
+      nextPrepared = next && this.model.prepare!(next.batch);
+    } finally {
+      this.#launch(first, prepared.launch());
+    }
+    if (next && nextPrepared) this.#launch(next, nextPrepared.launch());
+  }
+
+  #schedule(oneSubmit: boolean): ScheduledStep | null {
     const output = this.scheduler.schedule();
     this.#deliver();
-    if (output === null) return;
+    if (output === null) return null;
     const built = buildStepBatch(output, this.kv);
     const batch = oneSubmit ? { ...built, oneSubmit } : built;
-    const sums = stepSums(output);
-    const scheduleEndMs = performance.now();
-    const forward = this.model.forward(batch);
+    return { output, batch, sums: stepSums(output), scheduleEndMs: performance.now() };
+  }
+
+  #launch(step: ScheduledStep, forward: StepOutput): void {
+    const { output, sums, scheduleEndMs } = step;
     const submittedMs = performance.now();
     const arrival = forward.sampled.then((s) => [s, performance.now()] as const);
     // Rejections surface when the step is completed; mark them handled until then.

@@ -28,6 +28,7 @@ export { buildStepBatch } from "./step_batch_builder.ts";
 export { type StepObservation, type StepSums, stepSums } from "./step_observation.ts";
 export type {
   ForwardModel,
+  PreparedStep,
   SamplingParams,
   StepBatch,
   StepOutput,

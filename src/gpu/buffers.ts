@@ -9,6 +9,7 @@
  */
 import { paced } from "./event_pacing.ts";
 import { BufferUsage, MapMode } from "./device.ts";
+import { holdWrite } from "./held_writes.ts";
 
 /** Usage of a buffer that kernels read and write and that may be copied either way. */
 export const STORAGE_USAGE = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST;
@@ -40,7 +41,10 @@ export function uploadBuffer(
   return buffer;
 }
 
-/** queue.writeBuffer with the 4-byte size rule handled (pads a copy when needed). */
+/**
+ * queue.writeBuffer with the 4-byte size rule handled (pads a copy when needed); held
+ * instead while the device's writes are held (src/gpu/held_writes.ts).
+ */
 export function writeBuffer(
   device: GPUDevice,
   buffer: GPUBuffer,
@@ -54,6 +58,7 @@ export function writeBuffer(
     padded.set(bytes);
     bytes = padded;
   }
+  if (holdWrite(device, buffer, offset, bytes)) return;
   device.queue.writeBuffer(buffer, offset, bytes as Uint8Array<ArrayBuffer>);
 }
 

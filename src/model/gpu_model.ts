@@ -29,6 +29,7 @@ import { paced } from "../gpu/event_pacing.ts";
 import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage, MapMode } from "../gpu/device.ts";
 import { createStorage, uploadBuffer, writeBuffer } from "../gpu/buffers.ts";
+import { type HeldWrite, holdWrites, makeWrites } from "../gpu/held_writes.ts";
 import { PassTimer } from "../gpu/timestamps.ts";
 import {
   type BufferArg,
@@ -79,7 +80,7 @@ import { GpuWeights, type StorageDtype } from "./gpu_weights.ts";
 import { ModelOptionError } from "./model_option_error.ts";
 import { kvBlockBytes, KvBuffers } from "./kv_buffers.ts";
 import { KernelCall } from "./kernel_call.ts";
-import type { ForwardModel, StepBatch, StepOutput } from "./step_batch.ts";
+import type { ForwardModel, PreparedStep, StepBatch, StepOutput } from "./step_batch.ts";
 import { type StepCost, stepCost, type StepForms, type StepShape } from "./step_cost.ts";
 
 /** How the model is built. */
@@ -969,6 +970,9 @@ export class GpuModel implements ForwardModel {
   private decodeSplitOfStep: DecodeSplitOfStep | null = null;
   /** Steps submitted whose sampled tokens have not arrived yet. */
   private stepsInFlight = 0;
+  /** Steps prepare() encoded, and those of them launched (they launch in order). */
+  private prepared = 0;
+  private launched = 0;
   /** Each linear kind's form in the step being encoded (setLinear). */
   private readonly linearForms = {} as Record<LinearKind, LinearForm>;
   private readonly timer: PassTimer;
@@ -1249,9 +1253,43 @@ export class GpuModel implements ForwardModel {
 
   /** Runs one step; returns at once (the promises settle when the GPU is done). */
   forward(batch: StepBatch): StepOutput {
+    if (this.prepared !== this.launched) {
+      throw new Error("forward: a prepared step has not been launched yet");
+    }
+    return this.encode(batch, false)([]);
+  }
+
+  /**
+   * Encodes a step in one submit without submitting it, its writes held (ForwardModel.prepare):
+   * the benchmark encodes its first timed step before the admission ahead of it starts, so
+   * that the host is idle when the admission's output arrives.
+   */
+  prepare(batch: StepBatch): PreparedStep {
+    const [launch, writes] = holdWrites(this.gpu.device, () => this.encode(batch, true));
+    const ticket = this.prepared++;
+    return {
+      launch: () => {
+        if (ticket !== this.launched) {
+          throw new Error(
+            `launch: prepared step ${ticket} launched before step ${this.launched} ahead of it`,
+          );
+        }
+        this.launched++;
+        return launch(writes);
+      },
+    };
+  }
+
+  /**
+   * Encodes a step; the function it returns makes the writes held while it encoded (`held`:
+   * the caller held them) and submits. Unheld, a step may submit its first layers in groups
+   * while it encodes the rest.
+   */
+  private encode(batch: StepBatch, held: boolean): (writes: readonly HeldWrite[]) => StepOutput {
     const t0 = performance.now();
     const plan = this.plan(batch);
     const parity = this.stepIndex++ % 2;
+    const stepIndex = this.stepIndex;
     const tInputs = performance.now();
     this.writeInputs(batch, plan);
     const first = this.gpu.device.createCommandEncoder({ label: `step ${this.stepIndex}` });
@@ -1262,9 +1300,10 @@ export class GpuModel implements ForwardModel {
     // Submitting in groups pays where the GPU would wait for this step's one submit: a step
     // with prefill tokens, or any step while none is in flight. Behind a step in flight the
     // GPU is busy, and each submit costs host time. A step the caller wants in one submit
-    // (StepBatch.oneSubmit) takes one.
-    const groups = !batch.oneSubmit && (!plan.decode || this.stepsInFlight === 0);
+    // (StepBatch.oneSubmit), or one encoded ahead of its submit, takes one.
+    const groups = !held && !batch.oneSubmit && (!plan.decode || this.stepsInFlight === 0);
     this.encodeStep(step, batch, plan, parity, groups ? this.opts.submitLayers : 0);
+    this.routingStep = null;
     step.end();
     const enc = step.encoder;
     const rows = plan.rows;
@@ -1286,53 +1325,57 @@ export class GpuModel implements ForwardModel {
     }
     this.timer.resolve(enc);
     const commands = enc.finish();
-    this.encodeMs = performance.now() - t0;
-    const tSubmit = performance.now();
-    this.gpu.device.queue.submit([commands]);
-    const submitMs = performance.now() - tSubmit;
-    this.submits = step.submits + 1;
-    if (routing) this.finishRoutingCapture(routing, plan.tokens);
-    const timing = this.timer.read(); // PassTimer.read paces its own wait
+    const encodeMs = performance.now() - t0;
     const labels = step.labels;
     const profiled = this.profile;
-    if (profiled) {
-      this.spans = timing.then((spans) =>
-        spans.map((s, i) => ({ ...s, kernel: labels[i]?.kernel ?? s.label }))
+    return (writes: readonly HeldWrite[]): StepOutput => {
+      const tLaunch = performance.now();
+      this.encodeMs = encodeMs;
+      makeWrites(this.gpu.device, writes);
+      const tSubmit = performance.now();
+      this.gpu.device.queue.submit([commands]);
+      const submitMs = performance.now() - tSubmit;
+      this.submits = step.submits + 1;
+      if (routing) this.finishRoutingCapture(routing, plan.tokens, stepIndex);
+      const timing = this.timer.read(); // PassTimer.read paces its own wait
+      if (profiled) {
+        this.spans = timing.then((spans) =>
+          spans.map((s, i) => ({ ...s, kernel: labels[i]?.kernel ?? s.label }))
+        );
+      }
+      this.stepsInFlight++;
+      const sampled = paced(staging.mapAsync(MapMode.READ)).finally(() => this.stepsInFlight--)
+        .then(() => {
+          const out = new Int32Array(
+            staging.getMappedRange(0, Math.max(4, rows * 4)).slice(0, rows * 4),
+          );
+          staging.unmap();
+          if (this.sampleStaging.length < SAMPLE_STAGING) this.sampleStaging.push(staging);
+          else staging.destroy();
+          return out;
+        });
+      const logits = logitsStaging
+        ? paced(logitsStaging.mapAsync(MapMode.READ)).then(() => {
+          const out = new Float32Array(
+            logitsStaging!.getMappedRange().slice(0, rows * this.vocabSize * 4),
+          );
+          logitsStaging!.destroy();
+          return out;
+        })
+        : undefined;
+      // the sum of the passes' spans: one pass a submit (or a dispatch, profiled), so a gap
+      // where the GPU waited for the host's next submit is not GPU time
+      const gpuMs = timing.then((spans) =>
+        spans.length === 0 ? null : spans.reduce((s, x) => s + x.us, 0) / 1000
       );
-    }
-    this.stepsInFlight++;
-    const sampled = paced(staging.mapAsync(MapMode.READ)).finally(() => this.stepsInFlight--).then(
-      () => {
-        const out = new Int32Array(
-          staging.getMappedRange(0, Math.max(4, rows * 4)).slice(0, rows * 4),
-        );
-        staging.unmap();
-        if (this.sampleStaging.length < SAMPLE_STAGING) this.sampleStaging.push(staging);
-        else staging.destroy();
-        return out;
-      },
-    );
-    const logits = logitsStaging
-      ? paced(logitsStaging.mapAsync(MapMode.READ)).then(() => {
-        const out = new Float32Array(
-          logitsStaging!.getMappedRange().slice(0, rows * this.vocabSize * 4),
-        );
-        logitsStaging!.destroy();
-        return out;
-      })
-      : undefined;
-    // the sum of the passes' spans: one pass a submit (or a dispatch, profiled), so a gap
-    // where the GPU waited for the host's next submit is not GPU time
-    const gpuMs = timing.then((spans) =>
-      spans.length === 0 ? null : spans.reduce((s, x) => s + x.us, 0) / 1000
-    );
-    this.encodeParts = {
-      inputsMs,
-      beginMs: step.beginMs,
-      submitMs,
-      forwardMs: performance.now() - t0,
+      this.encodeParts = {
+        inputsMs,
+        beginMs: step.beginMs,
+        submitMs,
+        forwardMs: encodeMs + performance.now() - tLaunch,
+      };
+      return { sampled, logits, gpuMs, submitCallMs: step.submitMs + submitMs };
     };
-    return { sampled, logits, gpuMs, submitCallMs: step.submitMs + submitMs };
   }
 
   /**
@@ -1525,12 +1568,10 @@ export class GpuModel implements ForwardModel {
     return buffer;
   }
 
-  private finishRoutingCapture(buffer: GPUBuffer, tokens: number): void {
+  private finishRoutingCapture(buffer: GPUBuffer, tokens: number, step: number): void {
     const observer = this.routingObserver!;
-    const step = this.stepIndex;
     const k = this.config.numExpertsPerTok;
     const moeLayers = this.config.layerKinds.flatMap((kind, l) => (kind === "moe" ? [l] : []));
-    this.routingStep = null;
     paced(buffer.mapAsync(MapMode.READ)).then(() => {
       const all = new Int32Array(buffer.getMappedRange().slice(0));
       buffer.destroy();

@@ -96,4 +96,18 @@ export interface ForwardModel {
   /** Most sequences one step may carry, if limited. */
   readonly maxNumSeqs?: number;
   forward(batch: StepBatch): StepOutput;
+  /**
+   * Encodes a step without submitting it (in one submit, as `oneSubmit`), so that a caller can
+   * encode the next step too before the GPU starts this one; `launch` makes its writes and
+   * submits it. Prepared steps launch in the order they were prepared, and no `forward` may
+   * come between a prepare and its launch. Optional: an engine whose model lacks it encodes
+   * each step when it issues it.
+   */
+  prepare?(batch: StepBatch): PreparedStep;
+}
+
+/** A step encoded by ForwardModel.prepare, not yet submitted. */
+export interface PreparedStep {
+  /** Makes the step's writes and submits it; the same as forward() would have returned. */
+  launch(): StepOutput;
 }

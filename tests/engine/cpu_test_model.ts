@@ -10,6 +10,7 @@
 import { setImmediate } from "node:timers";
 import type {
   ForwardModel,
+  PreparedStep,
   SamplingParams,
   StepBatch,
   StepOutput,
@@ -87,6 +88,27 @@ export class CpuTestModel implements ForwardModel {
     this.eosTokenIds = o.eosTokenIds ?? [0];
     this.kvTokens = new Int32Array(o.numBlocks * o.blockSize).fill(-1);
     this.#strict = o.strictKv ?? true;
+  }
+
+  /** prepare() and launch() calls in order ("prepare 0", "launch 0": batch indices). */
+  readonly preparedLog: string[] = [];
+  #prepared = 0;
+  #launched = 0;
+
+  /**
+   * ForwardModel.prepare: logs it; the step computes at launch (this model's KV writes are
+   * immediate, as a GPU step's are in submit order), and launches must come in order.
+   */
+  prepare(batch: StepBatch): PreparedStep {
+    const ticket = this.#prepared++;
+    this.preparedLog.push(`prepare ${ticket}`);
+    return {
+      launch: () => {
+        if (ticket !== this.#launched++) throw new Error(`step ${ticket} launched out of order`);
+        this.preparedLog.push(`launch ${ticket}`);
+        return this.forward(batch);
+      },
+    };
   }
 
   forward(batch: StepBatch): StepOutput {

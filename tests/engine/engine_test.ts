@@ -167,6 +167,30 @@ test("step's oneSubmit marks only the step it issues with nothing in flight", as
   assert.ok(model.batches.slice(1).every((b) => b.oneSubmit === undefined));
 });
 
+test("withNext prepares the step and the next before launching either; the tokens are the same", async () => {
+  const work = jobs("with-next", 6);
+  const cfg = { asyncScheduling: true, maxNumBatchedTokens: 20, maxNumSeqs: 6 };
+  const plain = setup({ numBlocks: 24 }, cfg);
+  const ahead = setup({ numBlocks: 24 }, cfg);
+  const plainOut = await serve(plain.engine, work);
+  const reqs = work.map((j) => ahead.engine.addRequest(j.prompt, j.params));
+  const first = await ahead.engine.step({ oneSubmit: true, withNext: true });
+  assert.equal(ahead.model.preparedLog, ["prepare 0", "prepare 1", "launch 0", "launch 1"]);
+  assert.is(first!.numScheduledTokens, ahead.model.batches[0].tokenIds.length, "the first step");
+  assert.is(ahead.model.batches[0].oneSubmit, true);
+  assert.is(ahead.model.batches[1].oneSubmit, undefined);
+  await ahead.engine.step({ withNext: true }); // a step in flight: issues one, as without
+  assert.is(ahead.model.preparedLog.length, 4, "nothing prepared behind a step in flight");
+  assert.is(ahead.model.batches.length, 3);
+  await ahead.engine.runUntilDone();
+  assert.equal(reqs.map((r) => r.outputTokenIds), plainOut);
+  assert.equal(plain.model.preparedLog, [], "without withNext the engine only forwards");
+  const sync = setup({}, { maxNumSeqs: 4 });
+  sync.engine.addRequest([1, 2, 3], { maxTokens: 3, ignoreEos: true });
+  await sync.engine.step({ withNext: true });
+  assert.equal(sync.model.preparedLog, [], "sync mode ignores withNext");
+});
+
 test("a step token budget above the config's schedules bigger steps until it is unset", async () => {
   const { model, engine } = setup({}, { maxNumBatchedTokens: 16 });
   engine.addRequest(Array.from({ length: 40 }, (_, i) => 1 + (i % 40)), { maxTokens: 1 });

@@ -317,4 +317,41 @@ test("a step records the host time it took before its submit (lastEncodeMs)", as
   }
 });
 
+test("a step prepared ahead of the step before it launches with its own inputs and params", async () => {
+  const gpu = await sharedGpu();
+  const model = await GpuModel.load(gpu, dirs["tiny-qwen3-moe"], {
+    dtype: "f32",
+    ...MODEL_OPTIONS,
+  });
+  try {
+    const steps = (table: number[]) => [
+      buildBatch(4, [{ tokens: prompt, start: 0, table, rows: "all" }]).batch,
+      buildBatch(4, [{ tokens: [{ ref: 7 }], start: 8, table, rows: "last" }]).batch,
+    ];
+    const direct = [];
+    for (const batch of steps([1, 2, 3])) {
+      const out = model.forward(batch);
+      direct.push(await Promise.all([out.sampled, out.logits!]));
+    }
+    // both encoded before either is submitted: the second step's writes (one token, its
+    // params) must not land before the first step runs
+    const [first, second] = steps([5, 6, 7]).map((batch) => model.prepare(batch));
+    assert.throws(
+      () => model.forward(steps([9, 10, 11])[0]),
+      /a prepared step has not been launched/,
+    );
+    assert.throws(() => second.launch(), /prepared step 1 launched before step 0/);
+    const outs = [first.launch(), second.launch()];
+    const ahead = await Promise.all(outs.map((o) => Promise.all([o.sampled, o.logits!])));
+    for (let i = 0; i < 2; i++) {
+      assert.equal(ahead[i][0], direct[i][0], `step ${i}: sampled ids`);
+      assert.is(maxAbsDiff(ahead[i][1], direct[i][1]), 0, `step ${i}: logits`);
+    }
+    const again = model.forward(steps([9, 10, 11])[0]);
+    assert.equal(await again.sampled, direct[0][0], "forward() works again once all launched");
+  } finally {
+    model.destroy();
+  }
+});
+
 test.run();
