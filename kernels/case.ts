@@ -39,7 +39,12 @@ export interface KernelCase<F extends ParamFields> {
   inputs(rng: Rng, variant: Variant): Record<string, HostArray>;
   /** Bindings the GPU writes, with element counts (allocated, poisoned with NaN/0xff). */
   readonly outputs: Readonly<Record<string, number>>;
-  /** The reference result of every compared binding, from the (rounded) inputs. */
+  /**
+   * The reference result of every compared binding, from the (rounded) inputs. It may depend
+   * on the variant only through its inputs kind (case_inputs.ts `inputsKind`: dtype and f32
+   * inputs): validation computes it once per case and kind and gives it to every such variant
+   * (a variant's own rounding belongs in its tolerance).
+   */
   reference(inputs: Record<string, HostArray>, variant: Variant): Record<string, HostArray>;
   tolerance(variant: Variant): Tolerance;
   /** Minimum bytes the kernel must move (each input read once, each output written once). */

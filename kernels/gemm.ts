@@ -10,7 +10,6 @@ import type { KernelCase } from "./case.ts";
 import type { KernelSpec } from "./kernel.ts";
 import { linearRef } from "./gemv.ts";
 import { defineParams } from "./params.ts";
-import { roundToF16InPlace } from "../src/util/f16.ts";
 
 const params = defineParams({ m: "u32", n: "u32", k: "u32", accumulate: "u32" });
 
@@ -57,22 +56,19 @@ function gemmCase(
       ...(accumulate ? { c: rng.fillNormal(new Float32Array(m * n)) } : {}),
     }),
     outputs: accumulate ? {} : { c: m * n },
-    reference: (inp, v) => {
-      // The subgroup-matrix variant rounds a to f16 on its way into the tensor cores.
-      const a = inp.a as Float32Array;
-      const left = v.subgroupMatrix ? roundCopy(a) : a;
+    // One reference for the variants of a storage type (validate caches it by inputsKind); the
+    // subgroup-matrix variant's rounding of a to f16 on its way into the tensor cores is covered
+    // by its tolerance, as in the MoE GEMMs'.
+    reference: (inp) => {
       const c0 = accumulate ? inp.c as Float32Array : undefined;
-      return { c: linearRef(left, inp.b as Float32Array, m, n, k, c0) };
+      return { c: linearRef(inp.a as Float32Array, inp.b as Float32Array, m, n, k, c0) };
     },
-    tolerance: () => ({ atol: 2e-4, rtol: 2e-4 }),
+    tolerance: (v) => v.subgroupMatrix ? { atol: 5e-3, rtol: 5e-3 } : { atol: 2e-4, rtol: 2e-4 },
     bytes: (v) => n * k * (v.dtype === "f16" ? 2 : 4) + m * k * 4 + m * n * 4,
     flops: 2 * m * n * k,
   };
 }
 
-function roundCopy(a: Float32Array): Float32Array {
-  return roundToF16InPlace(new Float32Array(a));
-}
 export const cases = [
   gemmCase(1, 5, 8),
   gemmCase(67, 131, 100),
