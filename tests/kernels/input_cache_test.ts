@@ -6,7 +6,9 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { caseInputs, fingerprint, InputCache, inputsKind } from "../../kernels/case_inputs.ts";
+import type { KernelCase, KernelModule } from "../../kernels/case.ts";
 import { kernelByName, KERNELS } from "../../kernels/index.ts";
+import type { ParamFields } from "../../kernels/params.ts";
 import { type Variant, variantByName } from "../../kernels/kernel.ts";
 import * as gemmTc from "../../kernels/gemm_tc.ts";
 import { roundToF16InPlace } from "../../src/util/f16.ts";
@@ -38,26 +40,40 @@ test("a take without expect draws fresh and holds nothing", () => {
   assert.is(cache.held, 0);
 });
 
-test("every kernel's small cases draw the same inputs for variants of one inputs kind", () => {
+/**
+ * Every kernel's cases of at most `maxBytes` with each inputs kind that two or more of its
+ * variants share: `check` gets them (the variants of that kind); returns how many it got.
+ */
+function eachSharedKind(
+  maxBytes: number,
+  check: (module: KernelModule, kcase: KernelCase<ParamFields>, variants: Variant[]) => void,
+): number {
   let compared = 0;
   for (const module of KERNELS) {
     const kinds = new Map<string, Variant[]>();
     for (const v of module.spec.variants) {
       kinds.set(inputsKind(v), [...(kinds.get(inputsKind(v)) ?? []), v]);
     }
-    for (const [kind, variants] of kinds) {
+    for (const variants of kinds.values()) {
       if (variants.length < 2) continue;
       for (const kcase of module.cases) {
-        if (kcase.bytes(variants[0]) > 2e6) continue;
-        const prints = variants.map((v) => fingerprint(caseInputs(module, kcase, v)));
-        assert.ok(
-          prints.every((p) => p === prints[0]),
-          `${module.spec.name} ${kcase.label} ${kind}: inputs depend on the variant`,
-        );
+        if (kcase.bytes(variants[0]) > maxBytes) continue;
+        check(module, kcase, variants);
         compared++;
       }
     }
   }
+  return compared;
+}
+
+test("every kernel's small cases draw the same inputs for variants of one inputs kind", () => {
+  const compared = eachSharedKind(2e6, (module, kcase, variants) => {
+    const prints = variants.map((v) => fingerprint(caseInputs(module, kcase, v)));
+    assert.ok(
+      prints.every((p) => p === prints[0]),
+      `${module.spec.name} ${kcase.label} ${inputsKind(variants[0])}: inputs depend on the variant`,
+    );
+  });
   assert.ok(compared > 50, `compared ${compared} cases`);
 });
 
@@ -65,28 +81,18 @@ test("every kernel's small cases give one reference to the variants of one input
   // validate computes a case's reference once per inputs kind and hands it to each of its
   // variants: gemm's reference once rounded a for its subgroup-matrix variant, which then
   // failed on the H200 against the plain f16 variant's cached reference
-  let compared = 0;
-  for (const module of KERNELS) {
-    const kinds = new Map<string, Variant[]>();
-    for (const v of module.spec.variants) {
-      kinds.set(inputsKind(v), [...(kinds.get(inputsKind(v)) ?? []), v]);
-    }
-    for (const [kind, variants] of kinds) {
-      if (variants.length < 2) continue;
-      for (const kcase of module.cases) {
-        if (kcase.bytes(variants[0]) > 2e5) continue;
-        const inputs = caseInputs(module, kcase, variants[0]);
-        const prints = variants.map((v) => fingerprint(kcase.reference(inputs, v)));
-        const odd = variants.filter((_, i) => prints[i] !== prints[0]).map((v) => v.name);
-        assert.equal(
-          odd,
-          [],
-          `${module.spec.name} ${kcase.label} ${kind}: reference differs for ${odd.join(", ")}`,
-        );
-        compared++;
-      }
-    }
-  }
+  const compared = eachSharedKind(2e5, (module, kcase, variants) => {
+    const inputs = caseInputs(module, kcase, variants[0]);
+    const prints = variants.map((v) => fingerprint(kcase.reference(inputs, v)));
+    const odd = variants.filter((_, i) => prints[i] !== prints[0]).map((v) => v.name);
+    assert.equal(
+      odd,
+      [],
+      `${module.spec.name} ${kcase.label} ${inputsKind(variants[0])}: reference differs for ${
+        odd.join(", ")
+      }`,
+    );
+  });
   assert.ok(compared > 50, `compared ${compared} cases`);
 });
 
