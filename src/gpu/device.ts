@@ -102,29 +102,44 @@ export interface OpenGpuOptions {
   noSubgroups?: boolean;
   /** Refuse subgroup matrices (tensor cores) only. Default: env WEBFPM_NO_SUBGROUP_MATRIX=1. */
   noSubgroupMatrix?: boolean;
+  /**
+   * Keep Dawn's validation on (without the `skip_validation` toggle): every misuse of the API is
+   * reported as an error, at some cost in host time a call. Default: env WEBFPM_DAWN_VALIDATION=1.
+   */
+  validation?: boolean;
 }
 
-let dawnInstance: GPU | undefined;
-function dawn(adapterName: string | undefined): GPU {
+/** The toggles a device opens with: ENABLED_TOGGLES, less `skip_validation` with validation. */
+function enabledToggles(validation: boolean): readonly string[] {
+  return validation ? ENABLED_TOGGLES.filter((t) => t !== "skip_validation") : ENABLED_TOGGLES;
+}
+
+const dawnInstances = new Map<string, GPU>();
+function dawn(adapterName: string | undefined, validation: boolean): GPU {
   if (!process.env.XDG_RUNTIME_DIR) process.env.XDG_RUNTIME_DIR = "/tmp";
-  if (dawnInstance && !adapterName) return dawnInstance;
+  const key = `${validation}`;
+  const cached = dawnInstances.get(key);
+  if (cached && !adapterName) return cached;
   const flags = [
     "backend=vulkan",
-    `enable-dawn-features=${ENABLED_TOGGLES.join(",")}`,
+    `enable-dawn-features=${enabledToggles(validation).join(",")}`,
     `disable-dawn-features=${DISABLED_TOGGLES.join(",")}`,
   ];
   if (adapterName) flags.push(`adapter=${adapterName}`);
   const instance = create(flags) as GPU;
-  if (!adapterName) dawnInstance = instance;
+  if (!adapterName) dawnInstances.set(key, instance);
   return instance;
 }
 
 /** Opens the device. Throws NoAdapterError when there is no adapter at all. */
 export async function openGpu(options: OpenGpuOptions = {}): Promise<Gpu> {
   const adapterName = options.adapterName ?? process.env.WEBFPM_ADAPTER;
+  const validation = options.validation ?? process.env.WEBFPM_DAWN_VALIDATION === "1";
   let adapter: GPUAdapter | null = null;
   try {
-    adapter = await dawn(adapterName).requestAdapter({ powerPreference: "high-performance" });
+    adapter = await dawn(adapterName, validation).requestAdapter({
+      powerPreference: "high-performance",
+    });
   } catch (err) {
     throw new NoAdapterError(String((err as Error).message ?? err));
   }
@@ -218,7 +233,7 @@ export async function openGpu(options: OpenGpuOptions = {}): Promise<Gpu> {
     subgroupMinSize: Number(infoRecord.subgroupMinSize ?? 0),
     subgroupMaxSize: Number(infoRecord.subgroupMaxSize ?? 0),
     subgroupMatrixConfigs: Object.freeze(configs),
-    toggles: { enabled: ENABLED_TOGGLES, disabled: DISABLED_TOGGLES },
+    toggles: { enabled: enabledToggles(validation), disabled: DISABLED_TOGGLES },
     destroy: () => device.destroy(),
   };
   return Object.freeze(gpu);

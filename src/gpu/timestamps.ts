@@ -23,6 +23,9 @@ export interface PassSpan {
   readonly startUs: number;
 }
 
+/** Most passes one PassTimer times: WebGPU's query sets hold at most 4096 queries, two a pass. */
+export const MAX_TIMED_PASSES = 2048;
+
 /** Timestamp query pairs for up to `capacity` passes per resolve. */
 export class PassTimer {
   private readonly querySet: GPUQuerySet | null;
@@ -31,6 +34,11 @@ export class PassTimer {
   private labels: string[] = [];
 
   constructor(private readonly gpu: Gpu, readonly capacity: number) {
+    if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_TIMED_PASSES) {
+      throw new Error(
+        `PassTimer: capacity ${capacity} must be an integer in 1..${MAX_TIMED_PASSES}`,
+      );
+    }
     if (!gpu.timestamps) {
       this.querySet = null;
       this.resolveBuffer = null;

@@ -30,7 +30,7 @@ import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage, MapMode } from "../gpu/device.ts";
 import { createStorage, uploadBuffer, writeBuffer } from "../gpu/buffers.ts";
 import { type HeldWrite, holdWrites, makeWrites } from "../gpu/held_writes.ts";
-import { PassTimer } from "../gpu/timestamps.ts";
+import { MAX_TIMED_PASSES, PassTimer } from "../gpu/timestamps.ts";
 import {
   type BufferArg,
   compiledVariants,
@@ -973,6 +973,8 @@ export class GpuModel implements ForwardModel {
   /** Steps prepare() encoded, and those of them launched (they launch in order). */
   private prepared = 0;
   private launched = 0;
+  /** Buffers replaced while prepared steps waited (retire). */
+  private readonly retired: GPUBuffer[] = [];
   /** Each linear kind's form in the step being encoded (setLinear). */
   private readonly linearForms = {} as Record<LinearKind, LinearForm>;
   private readonly timer: PassTimer;
@@ -1009,7 +1011,7 @@ export class GpuModel implements ForwardModel {
     this.maxNumTokens = opts.maxNumTokens;
     this.maxNumSeqs = opts.maxNumSeqs;
     this.maxLogitRows = buf.maxRows;
-    this.timer = new PassTimer(gpu, 4096);
+    this.timer = new PassTimer(gpu, MAX_TIMED_PASSES);
     this.profile = opts.profile;
   }
 
@@ -1335,6 +1337,7 @@ export class GpuModel implements ForwardModel {
       const tSubmit = performance.now();
       this.gpu.device.queue.submit([commands]);
       const submitMs = performance.now() - tSubmit;
+      if (this.retired.length > 0 && this.prepared === this.launched) this.destroyRetired();
       this.submits = step.submits + 1;
       if (routing) this.finishRoutingCapture(routing, plan.tokens, stepIndex);
       const timing = this.timer.read(); // PassTimer.read paces its own wait
@@ -1602,6 +1605,7 @@ export class GpuModel implements ForwardModel {
     for (const b of this.buf.all) b.destroy();
     this.partials?.o.destroy();
     this.partials?.lse.destroy();
+    this.destroyRetired();
     this.timer.destroy();
   }
 
@@ -1941,8 +1945,7 @@ export class GpuModel implements ForwardModel {
             part_o: this.partials!.o,
             part_lse: this.partials!.lse,
             out: b.attn,
-            // (not written without mergeF16: a second writable binding of out)
-            out16: mergeF16 ? this.buf.a16! : b.attn,
+            out16: mergeF16 ? this.buf.a16! : b.unused, // (not written without mergeF16)
           });
         }
       } else {
@@ -2202,12 +2205,26 @@ export class GpuModel implements ForwardModel {
     }
   }
 
+  /**
+   * Destroys buffers the model replaced, or, while prepared steps that may name them wait for
+   * their launch, once the last of those is submitted (a submit naming a destroyed buffer is an
+   * error, and with Dawn's validation skipped a read of freed memory).
+   */
+  private retire(...buffers: GPUBuffer[]): void {
+    this.retired.push(...buffers);
+    if (this.prepared === this.launched) this.destroyRetired();
+  }
+
+  private destroyRetired(): void {
+    for (const b of this.retired) b.destroy();
+    this.retired.length = 0;
+  }
+
   /** Split-K partials for `rows` (seq, head, split) rows; grows, never shrinks. */
   ensurePartials(rows: number): void {
     const elements = rows * this.config.headDim;
     if (this.partials && this.partials.elements >= elements) return;
-    this.partials?.o.destroy();
-    this.partials?.lse.destroy();
+    if (this.partials) this.retire(this.partials.o, this.partials.lse);
     const grow = Math.max(elements, (this.partials?.elements ?? 0) * 2);
     this.partials = {
       o: createStorage(this.gpu.device, "decode.part_o", grow * 4),
@@ -2873,6 +2890,9 @@ function createScratch(
     // the residual's squares in block sums the MoE down GEMM leaves a one-row qkv GEMV (one row,
     // at most a block a column)
     ssParts: f32("ss_parts", H),
+    // bound where a kernel's writable binding goes unwritten (WebGPU forbids binding one buffer
+    // twice where either binding is writable)
+    unused: f32("unused", 4),
   };
   return { ...bufs, all, maxRows };
 }

@@ -33,6 +33,7 @@ import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { ensureFixture } from "../../scripts/fixtures.ts";
 import { packSamplingRows, sampleRef } from "../../kernels/sample.ts";
+import { openGpu } from "../../src/gpu/device.ts";
 import { GpuModel } from "../../src/model/gpu_model.ts";
 import { ModelOptionError } from "../../src/model/model_option_error.ts";
 import type { StorageDtype } from "../../src/model/gpu_weights.ts";
@@ -351,6 +352,42 @@ test("a step prepared ahead of the step before it launches with its own inputs a
     assert.equal(await again.sampled, direct[0][0], "forward() works again once all launched");
   } finally {
     model.destroy();
+  }
+});
+
+test("split-K partials that grow while a prepared step waits stay alive until it is submitted", async () => {
+  // Dawn's validation on: the shared device skips it, and a submit naming a destroyed buffer
+  // then reads freed memory instead of failing
+  const gpu = await openGpu({ validation: true });
+  // splits of 4 keys: a decode step at 21 keys writes split-K partials
+  const model = await GpuModel.load(gpu, dirs["tiny-qwen3"], {
+    dtype: "f32",
+    ...MODEL_OPTIONS,
+    decodeSplit: { minTokens: 4 },
+  });
+  try {
+    const prefill = (table: number[]) =>
+      buildBatch(4, [{ tokens: [...prompt, ...prompt.slice(0, 4)], start: 0, table, rows: "last" }])
+        .batch;
+    const decode = (table: number[]) =>
+      buildBatch(4, [{ tokens: [{ ref: 0 }], start: 12, table, rows: "last" }]).batch;
+    await model.forward(prefill([1, 2, 3, 4])).sampled;
+    const want = model.forward(decode([1, 2, 3, 4]));
+    const [wantIds, wantLogits] = await Promise.all([want.sampled, want.logits!]);
+    await model.forward(prefill([5, 6, 7, 8])).sampled;
+    const step = model.prepare(decode([5, 6, 7, 8]));
+    assert.ok((model.lastDecodeSplit?.numSplits ?? 0) > 1, "the step writes split-K partials");
+    model.ensurePartials(1 << 16); // a later step's plan outgrows them: new buffers
+    gpu.device.pushErrorScope("validation");
+    const got = step.launch();
+    const error = await gpu.device.popErrorScope();
+    assert.is(error?.message ?? null, null, "the prepared step's submit is valid");
+    const [ids, logits] = await Promise.all([got.sampled, got.logits!]);
+    assert.equal(ids, wantIds);
+    assert.is(maxAbsDiff(logits, wantLogits), 0);
+  } finally {
+    model.destroy();
+    gpu.destroy();
   }
 });
 
