@@ -446,6 +446,8 @@ class PointState {
       blockTables: GPUBuffer;
       seqInfo: GPUBuffer;
       out: GPUBuffer;
+      /** Bound as the merge's out16, which it does not write (write_f16 0). */
+      unused: GPUBuffer;
     },
   ) {}
 
@@ -473,6 +475,7 @@ class PointState {
       blockTables: uploadBuffer(d, "perf-attention.block_tables", table),
       seqInfo: uploadBuffer(d, "perf-attention.seq_info", packSeqInfo(layout.seqs)),
       out: createStorage(d, "perf-attention.out", q.byteLength),
+      unused: createStorage(d, "perf-attention.unused", 16),
     };
     const oom = await d.popErrorScope();
     const state = new PointState(point, layout.seqs, maxBlocks, q, buffers);
@@ -754,8 +757,8 @@ async function benchVariant(
       part_o: partO,
       part_lse: partLse,
       out: b.out,
-      // not written (write_f16 0); a second writable binding of out is allowed
-      out16: b.out,
+      // not written (write_f16 0); WebGPU forbids binding out twice where either is writable
+      out16: b.unused,
     };
     const mergeVariant = decodeReduce.reduceVariant(splits);
     const encode = (pass: GPUComputePassEncoder, withMerge: boolean) => {
