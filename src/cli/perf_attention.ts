@@ -447,7 +447,7 @@ class PointState {
       seqInfo: GPUBuffer;
       out: GPUBuffer;
       /** Bound as the merge's out16, which it does not write (write_f16 0). */
-      unused: GPUBuffer;
+      placeholder: GPUBuffer;
     },
   ) {}
 
@@ -475,7 +475,7 @@ class PointState {
       blockTables: uploadBuffer(d, "perf-attention.block_tables", table),
       seqInfo: uploadBuffer(d, "perf-attention.seq_info", packSeqInfo(layout.seqs)),
       out: createStorage(d, "perf-attention.out", q.byteLength),
-      unused: createStorage(d, "perf-attention.unused", 16),
+      placeholder: createStorage(d, "perf-attention.placeholder", 16),
     };
     const oom = await d.popErrorScope();
     const state = new PointState(point, layout.seqs, maxBlocks, q, buffers);
@@ -758,7 +758,7 @@ async function benchVariant(
       part_lse: partLse,
       out: b.out,
       // not written (write_f16 0); WebGPU forbids binding out twice where either is writable
-      out16: b.unused,
+      out16: b.placeholder,
     };
     const mergeVariant = decodeReduce.reduceVariant(splits);
     const encode = (pass: GPUComputePassEncoder, withMerge: boolean) => {

@@ -114,11 +114,11 @@ function enabledToggles(validation: boolean): readonly string[] {
   return validation ? ENABLED_TOGGLES.filter((t) => t !== "skip_validation") : ENABLED_TOGGLES;
 }
 
-const dawnInstances = new Map<string, GPU>();
+/** One Dawn instance with validation and one without (a named adapter gets its own). */
+const dawnInstances = new Map<boolean, GPU>();
 function dawn(adapterName: string | undefined, validation: boolean): GPU {
   if (!process.env.XDG_RUNTIME_DIR) process.env.XDG_RUNTIME_DIR = "/tmp";
-  const key = `${validation}`;
-  const cached = dawnInstances.get(key);
+  const cached = dawnInstances.get(validation);
   if (cached && !adapterName) return cached;
   const flags = [
     "backend=vulkan",
@@ -127,7 +127,7 @@ function dawn(adapterName: string | undefined, validation: boolean): GPU {
   ];
   if (adapterName) flags.push(`adapter=${adapterName}`);
   const instance = create(flags) as GPU;
-  if (!adapterName) dawnInstances.set(key, instance);
+  if (!adapterName) dawnInstances.set(validation, instance);
   return instance;
 }
 

@@ -1945,7 +1945,7 @@ export class GpuModel implements ForwardModel {
             part_o: this.partials!.o,
             part_lse: this.partials!.lse,
             out: b.attn,
-            out16: mergeF16 ? this.buf.a16! : b.unused, // (not written without mergeF16)
+            out16: mergeF16 ? this.buf.a16! : b.placeholder, // (not written without mergeF16)
           });
         }
       } else {
@@ -2891,8 +2891,8 @@ function createScratch(
     // at most a block a column)
     ssParts: f32("ss_parts", H),
     // bound where a kernel's writable binding goes unwritten (WebGPU forbids binding one buffer
-    // twice where either binding is writable)
-    unused: f32("unused", 4),
+    // twice where either binding is writable), as the MoE block's scratch.placeholder
+    placeholder: f32("placeholder", 4),
   };
   return { ...bufs, all, maxRows };
 }

@@ -169,7 +169,7 @@ for (const variantName of ["f32", "f16"]) {
         const partLse = createStorage(device, "part_lse", part.partLse * 4);
         const decOut = createStorage(device, "decode out", outElems * 4);
         // the merge's out16, not written (write_f16 0): WebGPU forbids binding decOut twice
-        const unused = createStorage(device, "unused", 16);
+        const placeholder = createStorage(device, "placeholder", 16);
         await dispatch(gpu, decode.spec, variantName, {
           ...common2,
           split_tokens: plan.splitTokens,
@@ -195,7 +195,7 @@ for (const variantName of ["f32", "f16"]) {
           part_o: partO,
           part_lse: partLse,
           out: decOut,
-          out16: unused,
+          out16: placeholder,
         });
         const dec = await readF32(gpu, decOut, outElems);
         const decErr = maxAbsDiff(dec, want);

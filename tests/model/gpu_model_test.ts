@@ -356,8 +356,8 @@ test("a step prepared ahead of the step before it launches with its own inputs a
 });
 
 test("split-K partials that grow while a prepared step waits stay alive until it is submitted", async () => {
-  // Dawn's validation on: the shared device skips it, and a submit naming a destroyed buffer
-  // then reads freed memory instead of failing
+  // a device of its own with Dawn's validation on, whatever WEBFPM_DAWN_VALIDATION says: without
+  // it a submit naming a destroyed buffer reads freed memory instead of failing
   const gpu = await openGpu({ validation: true });
   // splits of 4 keys: a decode step at 21 keys writes split-K partials
   const model = await GpuModel.load(gpu, dirs["tiny-qwen3"], {
