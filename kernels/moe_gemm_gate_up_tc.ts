@@ -24,8 +24,8 @@ import { expertTilesFit, tiledVariant } from "./expert_tiles.ts";
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
 
 /**
- * The staged decode forms' (`f16-tcs`) 16 x 16 f32 sums on their way out, a slot of 256 floats
- * a workgroup (tileFloats): through a storage buffer instead of workgroup memory, since at
+ * The staged decode forms' (`f16-tcs`) f32 sums on their way out, a slot of 512 floats (a 16 x
+ * 32 tile) a workgroup (moeTcTileFloats): through a storage buffer instead of workgroup memory, since at
  * decode shapes a workgroup's bytes of workgroup memory bound how many workgroups an SM holds
  * (README, "Writing a tensor-core kernel"). The other forms bind it and leave it alone.
  */
@@ -33,12 +33,15 @@ export const MOE_TC_TILE: BindingSpec = Object.freeze({
   name: "tile",
   type: "f32",
   access: "read_write",
-  shape: "[grid x * max_items, 256] (f16-tcs: a workgroup's sums)",
+  shape: "[grid x * max_items, 512] (f16-tcs: a workgroup's sums)",
 });
+
+/** Floats of a workgroup's slot of `tile` (MOE_TC_SLOT in lib/moe_work_item.wgsl): a 16 x 32 tile. */
+export const MOE_TC_SLOT_FLOATS = 512;
 
 /** Floats of the `tile` binding a grid of `gridX` x `maxItems` workgroups takes. */
 export function moeTcTileFloats(gridX: number, maxItems: number): number {
-  return gridX * Math.max(1, maxItems) * 256;
+  return gridX * Math.max(1, maxItems) * MOE_TC_SLOT_FLOATS;
 }
 
 export const spec: KernelSpec<typeof params.fields> = {

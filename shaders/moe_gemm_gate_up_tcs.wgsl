@@ -46,12 +46,12 @@ fn main(
   let inter = params.inter;
   let h8 = params.hidden / 8u; // words a row
   let c0 = wid.x * CW;
-  // this workgroup's slot of `tile` (a storage buffer, see MOE_TC_TILE): the gate sums
-  // [16][16], then the up sums. Through workgroup memory, 1 KB for both in turn instead of 2
+  // this workgroup's slot of `tile` (a storage buffer, see MOE_TC_TILE; 512 floats): the gate
+  // and up sums [16][32]. Through workgroup memory, 1 KB for both in turn instead of 2
   // took 64 x 1024 decode steps from 36.9 to 34.9 ms and 128 x 1024 from 42.8 to 40.5 on the
   // H200 with the same in moe_gemm_down_tcs (2026-12-01): one subgroup a workgroup, so the
   // workgroup memory bounds how many an SM holds; the slot takes none.
-  let slot = moe_workgroup_index(wid, nwg) * 256u;
+  let slot = moe_workgroup_index(wid, nwg) * MOE_TC_SLOT;
   let lr = lid / 8u; // the row of 4 a load covers
   let lk = lid % 8u; // its word in the step's BK
   // weight row j = 4 i + lr of the 32: gate row c0 + j, then up row inter + c0 + j - 16
@@ -181,24 +181,18 @@ fn main(
         u = subgroupMatrixMultiplyAccumulate(b3, v3, u);
       }
     }
-    // the gate sums through the slot into registers (element lid + 32 i), then the up sums
-    subgroupMatrixStore<row_major>(&tile, slot, g, 16u);
+    // the gate and up sums through the slot as one 16 x 32 tile (gate its columns 0-15, up
+    // 16-31), one round trip: lane lid takes column lid % 16 of rows lid / 16, + 2, ... (see
+    // moe_gemm_down_tcs.wgsl: the gate sums, then the up sums, were slower)
+    subgroupMatrixStore<row_major>(&tile, slot, g, 32u);
+    subgroupMatrixStore<row_major>(&tile, slot + 16u, u, 32u);
     storageBarrier();
-    var gs = array<f32, 8>();
-    for (var i = 0u; i < 8u; i++) {
-      gs[i] = tile[slot + lid + 32u * i];
-    }
-    storageBarrier();
-    subgroupMatrixStore<row_major>(&tile, slot, u, 16u);
-    storageBarrier();
-    for (var i = 0u; i < 8u; i++) {
-      let q = lid + 32u * i;
-      let r = t0 + q / 16u;
-      if (r < r_end) {
-        // clamped to f16's largest finite value (an outlier stays finite)
-        let v = gs[i] / (1.0 + exp(-gs[i])) * tile[slot + q];
-        act[r * inter + c0 + q % 16u] = T(clamp(v, -65504.0, 65504.0));
-      }
+    let c = lid % 16u;
+    for (var q = lid / 16u; q < min(r_end - t0, 16u); q += 2u) {
+      let gv = tile[slot + q * 32u + c];
+      // clamped to f16's largest finite value (an outlier stays finite)
+      let v = gv / (1.0 + exp(-gv)) * tile[slot + q * 32u + 16u + c];
+      act[(t0 + q) * inter + c0 + c] = T(clamp(v, -65504.0, 65504.0));
     }
     // the next row tile's sums wait until every lane has read these
     storageBarrier();

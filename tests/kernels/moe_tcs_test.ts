@@ -119,7 +119,8 @@ test("their sums leave through a storage slot, and the block's slots cover every
     }
     assert.ok(taken > 0);
   }
-  // Qwen3-30B-A3B: 128 tokens at most (8 rows an expert), 143 items, down's 64 columns groups
+  // Qwen3-30B-A3B: 128 tokens at most (8 rows an expert), 143 items, down's 64 column groups, a
+  // 16 x 32 tile each
   assert.is(
     decodeTileFloats(
       { hidden: 2048, inter: 768, experts: 128, topK: 8, maxTokens: 256 },
@@ -128,7 +129,7 @@ test("their sums leave through a storage slot, and the block's slots cover every
       32,
       64,
     ),
-    64 * 143 * 256,
+    64 * 143 * 512,
   );
 });
 
