@@ -25,9 +25,9 @@ const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
 
 /**
  * The staged decode forms' (`f16-tcs`) f32 sums on their way out, a slot of 512 floats (a 16 x
- * 32 tile) a workgroup (moeTcTileFloats): through a storage buffer instead of workgroup memory, since at
- * decode shapes a workgroup's bytes of workgroup memory bound how many workgroups an SM holds
- * (README, "Writing a tensor-core kernel"). The other forms bind it and leave it alone.
+ * 32 tile) a workgroup (moeTcTileFloats): through a storage buffer instead of workgroup memory,
+ * since at decode shapes a workgroup's bytes of workgroup memory bound how many workgroups an SM
+ * holds (README, "Writing a tensor-core kernel"). The other forms bind it and leave it alone.
  */
 export const MOE_TC_TILE: BindingSpec = Object.freeze({
   name: "tile",
@@ -36,7 +36,7 @@ export const MOE_TC_TILE: BindingSpec = Object.freeze({
   shape: "[grid x * max_items, 512] (f16-tcs: a workgroup's sums)",
 });
 
-/** Floats of a workgroup's slot of `tile` (MOE_TC_SLOT in lib/moe_work_item.wgsl): a 16 x 32 tile. */
+/** Floats of a workgroup's slot of `tile` (MOE_TC_SLOT, lib/moe_work_item.wgsl): 16 x 32. */
 export const MOE_TC_SLOT_FLOATS = 512;
 
 /** Floats of the `tile` binding a grid of `gridX` x `maxItems` workgroups takes. */
