@@ -36,7 +36,7 @@ export const MOE_TC_TILE: BindingSpec = Object.freeze({
   shape: "[grid x * max_items, 512] (f16-tcs: a workgroup's sums)",
 });
 
-/** Floats of a workgroup's slot of `tile` (MOE_TC_SLOT, lib/moe_work_item.wgsl): 16 x 32. */
+/** Floats of a workgroup's slot of `tile`, a 16 x 32 tile (the staged forms' const SLOT). */
 export const MOE_TC_SLOT_FLOATS = 512;
 
 /** Floats of the `tile` binding a grid of `gridX` x `maxItems` workgroups takes. */
@@ -99,7 +99,7 @@ export function moeTcVariants(
       shader,
       wideWords: true,
       readWrite,
-      consts: { CW: columns },
+      consts: { CW: columns, SLOT: MOE_TC_SLOT_FLOATS },
     },
     prefill(1, 32),
     prefill(2, 32),

@@ -38,7 +38,7 @@ fn main(
   let i8 = params.inter / 8u; // words a row
   let n0 = wid.x * CW;
   // this workgroup's slot of `tile` (512 floats): the sums [16 rows][32 columns]
-  let slot = moe_workgroup_index(wid, nwg) * MOE_TC_SLOT;
+  let slot = moe_workgroup_index(wid, nwg) * SLOT;
   let lr = lid / 8u; // the row of 4 a load covers
   let lk = lid % 8u; // its word in the step's BK
   let zero = vec4<u32>(0u);

@@ -51,7 +51,7 @@ fn main(
   // took 64 x 1024 decode steps from 36.9 to 34.9 ms and 128 x 1024 from 42.8 to 40.5 on the
   // H200 with the same in moe_gemm_down_tcs (2026-12-01): one subgroup a workgroup, so the
   // workgroup memory bounds how many an SM holds; the slot takes none.
-  let slot = moe_workgroup_index(wid, nwg) * MOE_TC_SLOT;
+  let slot = moe_workgroup_index(wid, nwg) * SLOT;
   let lr = lid / 8u; // the row of 4 a load covers
   let lk = lid % 8u; // its word in the step's BK
   // weight row j = 4 i + lr of the 32: gate row c0 + j, then up row inter + c0 + j - 16

@@ -9,9 +9,6 @@ fn moe_item_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return wid.y + wid.z * nwg.y;
 }
 
-// Floats of a workgroup's slot of the staged decode forms' `tile` (MOE_TC_TILE): a 16 x 32 tile.
-const MOE_TC_SLOT: u32 = 512u;
-
 // This workgroup's index in the grid (x fastest, then its item): one slot each of a
 // per-workgroup scratch (the staged decode forms' `tile`, MOE_TC_TILE).
 fn moe_workgroup_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
