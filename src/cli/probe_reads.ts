@@ -48,7 +48,8 @@ const SPEC = {
     default: ["wg0k", "wg4k", "wg8k", "wg12k", "wg8k.w16", "wg8k.t3"],
     help: "configs: wgNk (a dummy workgroup array of N KB), w8 / w16 (words a lane a step), " +
       "tN (touch loads N steps ahead), sh / sw (each step's words staged through workgroup " +
-      "memory as 8 f16 or as one 16-byte word, then read back), joined by dots",
+      "memory as 8 f16 or as one 16-byte word, then read back), r2 (two register sets, each " +
+      "loaded two steps ahead), nb (no barriers), joined by dots",
   },
   experts: {
     type: "number",

@@ -10,7 +10,11 @@
  * each step's words written to workgroup memory and read back before they are folded in, as 8
  * f16 stores and loads a word (`sh`: how the staged kernels must write them, a subgroup matrix
  * loading only from an array of f16) or as one 16-byte store and load (`sw`), so that the
- * staging's cost can be told from the loads'.
+ * staging's cost can be told from the loads'. Two more knobs tell whether the barriers hold
+ * loads back: `r2` keeps two register sets of words (even and odd steps), each loaded again as
+ * soon as it is used, so that two steps' loads are in flight (the gate/up GEMM's form), and `nb`
+ * leaves out the barriers (one subgroup a workgroup: its lanes' staging stays in order in
+ * practice, though WGSL promises nothing without a barrier; a probe, not a kernel).
  *
  * Every word of the matrix is read exactly once without touch loads, so the XOR of all the
  * lanes' results equals the XOR of the buffer's words (readPatternXor): the check that a
@@ -130,41 +134,76 @@ export interface ReadConfig {
    * staged kernels' put8a / put8b), "sw" as one vec4<u32> a word, "" not at all.
    */
   readonly stage?: "" | "sh" | "sw";
+  /** Two register sets (even and odd steps), each loaded two steps ahead and never copied. */
+  readonly sets2?: boolean;
+  /** No barriers (one subgroup a workgroup). */
+  readonly noBarrier?: boolean;
 }
 
 export function configLabel(c: ReadConfig): string {
   return `wg${Math.round(c.workgroupBytes / 1024)}k.w${c.words}${c.touch ? `.t${c.touch}` : ""}${
     c.stage ? `.${c.stage}` : ""
-  }`;
+  }${c.sets2 ? ".r2" : ""}${c.noBarrier ? ".nb" : ""}`;
 }
 
 /**
  * Parses `wg8k.w16.t3`-style labels (each part optional; defaults wg0k, w8, no touch, no
- * staging; `sh` / `sw` stage the words).
+ * staging, one register set, barriers; `sh` / `sw` stage the words, `r2` and `nb` as
+ * ReadConfig says).
  */
 export function parseConfig(label: string): ReadConfig {
   let workgroupBytes = 0, words: 8 | 16 = 8, touch = 0;
   let stage: "" | "sh" | "sw" = "";
+  let sets2 = false, noBarrier = false;
   for (const part of label.split(".").filter((p) => p)) {
     let m: RegExpExecArray | null;
     if ((m = /^wg(\d+)k$/.exec(part))) workgroupBytes = Number(m[1]) * 1024;
     else if ((m = /^w(8|16)$/.exec(part))) words = Number(m[1]) as 8 | 16;
     else if ((m = /^t(\d+)$/.exec(part))) touch = Number(m[1]);
     else if (part === "sh" || part === "sw") stage = part;
-    else throw new Error(`read config '${label}': '${part}' is not wgNk, w8, w16, tN, sh or sw`);
+    else if (part === "r2") sets2 = true;
+    else if (part === "nb") noBarrier = true;
+    else {
+      throw new Error(
+        `read config '${label}': '${part}' is not wgNk, w8, w16, tN, sh, sw, r2 or nb`,
+      );
+    }
   }
   if (workgroupBytes > 40 * 1024) {
     throw new Error(`read config '${label}': at most 40 KB of workgroup array`);
   }
-  return stage ? { workgroupBytes, words, touch, stage } : { workgroupBytes, words, touch };
+  if (sets2 && touch) throw new Error(`read config '${label}': r2 takes no touch loads`);
+  return {
+    workgroupBytes,
+    words,
+    touch,
+    ...(stage ? { stage } : {}),
+    ...(sets2 ? { sets2 } : {}),
+    ...(noBarrier ? { noBarrier } : {}),
+  };
 }
 
-/** The WGSL that stages `cur` (c.words words a lane) and folds the words read back into acc. */
-function stageWgsl(c: ReadConfig): string {
+/** `workgroupBarrier();`, or nothing under `nb`. */
+function barrierWgsl(c: ReadConfig): string {
+  return c.noBarrier ? "" : "workgroupBarrier();";
+}
+
+/**
+ * The WGSL that folds the register set `set` (c.words words a lane) into acc, staged through
+ * workgroup memory first where the config says.
+ */
+function useWgsl(c: ReadConfig, set: string): string {
+  return c.stage
+    ? stageWgsl(c, set)
+    : `for (var i = 0u; i < ${c.words}u; i++) { acc ^= ${set}[i]; }`;
+}
+
+/** The WGSL that stages `set` (c.words words a lane) and folds the words read back into acc. */
+function stageWgsl(c: ReadConfig, set: string): string {
   const n = c.words;
   if (c.stage === "sw") {
-    return `for (var i = 0u; i < ${n}u; i++) { wg.sw[i * 32u + lid] = cur[i]; }
-    workgroupBarrier();
+    return `for (var i = 0u; i < ${n}u; i++) { wg.sw[i * 32u + lid] = ${set}[i]; }
+    ${barrierWgsl(c)}
     for (var i = 0u; i < ${n}u; i++) { acc ^= wg.sw[i * 32u + lid]; }`;
   }
   const put = [0, 1, 2, 3].map((j) => {
@@ -176,11 +215,11 @@ function stageWgsl(c: ReadConfig): string {
     `bitcast<u32>(vec2<f16>(wg.sh[b + ${2 * j}u], wg.sh[b + ${2 * j + 1}u]))`
   ).join(", ");
   return `for (var i = 0u; i < ${n}u; i++) {
-      let v = cur[i];
+      let v = ${set}[i];
       let b = 8u * (i * 32u + lid);
       ${put}
     }
-    workgroupBarrier();
+    ${barrierWgsl(c)}
     for (var i = 0u; i < ${n}u; i++) {
       let b = 8u * (i * 32u + lid);
       acc ^= vec4<u32>(${get});
@@ -217,7 +256,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let e = wid.y;
   let t = wid.x;
   ${pad ? "wg.pad[lid] = 0u;" : ""}
-  var cur = array<vec4<u32>, ${c.words}>();
+  ${c.sets2 ? sets2Loop(c, steps, load) : oneSetLoop(c, steps, load, touch)}
+  var r = acc.x ^ acc.y ^ acc.z ^ acc.w ^ tacc;
+  ${pad ? "r ^= wg.pad[(lid + 1u) % 32u];" : ""}
+  out[(e * ${tilesOf(m)}u + t) * 32u + lid] = r;
+}`;
+}
+
+/**
+ * The step loop with one register set: the next step's words loaded before this step's are
+ * used, then moved into `cur` after the barrier.
+ */
+function oneSetLoop(
+  c: ReadConfig,
+  steps: number,
+  load: (set: string, step: string) => string,
+  touch: string,
+): string {
+  return `var cur = array<vec4<u32>, ${c.words}>();
   var nx = array<vec4<u32>, ${c.words}>();
   ${load("cur", "0u")}
   var acc = vec4<u32>(0u);
@@ -228,14 +284,43 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (s + 1u < ${steps}u) {
       ${load("nx", "s + 1u")}
     }
-    ${c.stage ? stageWgsl(c) : `for (var i = 0u; i < ${c.words}u; i++) { acc ^= cur[i]; }`}
-    workgroupBarrier();
+    ${useWgsl(c, "cur")}
+    ${barrierWgsl(c)}
     cur = nx;
+  }`;
+}
+
+/**
+ * The step loop with two register sets (`r2`): set x holds the even steps, y the odd ones, and
+ * each is loaded again (two steps on) right after its words are used.
+ */
+function sets2Loop(
+  c: ReadConfig,
+  steps: number,
+  load: (set: string, step: string) => string,
+): string {
+  return `var x = array<vec4<u32>, ${c.words}>();
+  var y = array<vec4<u32>, ${c.words}>();
+  ${load("x", "0u")}
+  if (${steps}u > 1u) {
+    ${load("y", "1u")}
   }
-  var r = acc.x ^ acc.y ^ acc.z ^ acc.w ^ tacc;
-  ${pad ? "r ^= wg.pad[(lid + 1u) % 32u];" : ""}
-  out[(e * ${tilesOf(m)}u + t) * 32u + lid] = r;
-}`;
+  var acc = vec4<u32>(0u);
+  let tacc = 0u;
+  for (var s = 0u; s < ${steps}u; s += 2u) {
+    ${useWgsl(c, "x")}
+    ${barrierWgsl(c)}
+    if (s + 2u < ${steps}u) {
+      ${load("x", "s + 2u")}
+    }
+    if (s + 1u < ${steps}u) {
+      ${useWgsl(c, "y")}
+      ${barrierWgsl(c)}
+      if (s + 3u < ${steps}u) {
+        ${load("y", "s + 3u")}
+      }
+    }
+  }`;
 }
 
 /** A compiled pattern: its pipeline and grid. */

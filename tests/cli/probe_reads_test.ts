@@ -32,7 +32,7 @@ test("probe-reads times each pattern and finds every word read once", () => {
     "--patterns",
     "gu.tiles,dn.rows",
     "--configs",
-    "wg8k.w16,wg0k.t2,wg4k.sh,sw",
+    "wg8k.w16,wg0k.t2,wg4k.sh,sw,wg4k.sh.r2,w16.r2.nb",
     "--json",
     out,
   ]);
@@ -49,10 +49,14 @@ test("probe-reads times each pattern and finds every word read once", () => {
       ["gu.tiles", "wg0k.w8.t2", "-"],
       ["gu.tiles", "wg4k.w8.sh", "yes"],
       ["gu.tiles", "wg0k.w8.sw", "yes"],
+      ["gu.tiles", "wg4k.w8.sh.r2", "yes"],
+      ["gu.tiles", "wg0k.w16.r2.nb", "yes"],
       ["dn.rows", "wg8k.w16", "yes"],
       ["dn.rows", "wg0k.w8.t2", "-"],
       ["dn.rows", "wg4k.w8.sh", "yes"],
       ["dn.rows", "wg0k.w8.sw", "yes"],
+      ["dn.rows", "wg4k.w8.sh.r2", "yes"],
+      ["dn.rows", "wg0k.w16.r2.nb", "yes"],
     ],
   );
   for (const x of rows) assert.ok(x.us > 0, JSON.stringify(x));
@@ -101,7 +105,16 @@ test("configs parse from their labels and bad ones are refused by name", () => {
   assert.is(configLabel(parseConfig("")), "wg0k.w8");
   assert.equal(parseConfig("w16.sh"), { workgroupBytes: 0, words: 16, touch: 0, stage: "sh" });
   assert.is(configLabel(parseConfig("sw.wg4k")), "wg4k.w8.sw");
-  assert.throws(() => parseConfig("wg8k.w12"), /'w12' is not wgNk, w8, w16, tN, sh or sw/);
+  assert.equal(parseConfig("wg8k.r2.nb"), {
+    workgroupBytes: 8192,
+    words: 8,
+    touch: 0,
+    sets2: true,
+    noBarrier: true,
+  });
+  assert.is(configLabel(parseConfig("nb.sh.r2")), "wg0k.w8.sh.r2.nb");
+  assert.throws(() => parseConfig("wg8k.w12"), /'w12' is not wgNk, w8, w16, tN, sh, sw, r2 or nb/);
+  assert.throws(() => parseConfig("r2.t3"), /r2 takes no touch loads/);
   assert.throws(() => parseConfig("wg64k"), /at most 40 KB/);
   const r = runTask("probe_reads", ["--patterns", "gu.nope"]);
   assert.is(r.code, 2);
