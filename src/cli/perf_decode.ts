@@ -19,6 +19,7 @@ import { GPU_MD_DECODE } from "../model/peer_reference.ts";
 import { readRoof } from "./bandwidth_roof.ts";
 import { SyntheticDecode } from "../perf/synthetic_steps.ts";
 import { reportStepProfile } from "../perf/kernel_profile.ts";
+import { formatStageCosts, measureStageCosts, stageCostsJson } from "../perf/stage_costs.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
@@ -142,6 +143,13 @@ const SPEC = {
     type: "string",
     help: "write the profile as JSON (several points: FILE-BxC.json each)",
   },
+  stageCosts: {
+    type: "string",
+    help: "also measure what each stage costs inside the step at BATCHxCTX points (e.g. " +
+      "8x1024,64x1024): the step timed with each stage's dispatches issued twice in turn, less " +
+      "the step as it is (src/perf/stage_costs.ts says how to read them); in --json as " +
+      "stage_costs",
+  },
 } as const;
 
 /** `kind=form` pairs of --many-by-kind. */
@@ -174,6 +182,9 @@ await runCli(async () => {
   const batches = intList("--batch", o.batch);
   // the profile points, checked before minutes of GPU work
   const profilePoints = o.profile ? sizePairs("--profile", o.profile.split(","), "BATCHxCTX") : [];
+  const stagePoints = o.stageCosts
+    ? sizePairs("--stage-costs", o.stageCosts.split(","), "BATCHxCTX")
+    : [];
   const ctxs = intList("--ctx", o.ctx);
   const peer: PeerPoint[] = o.peer ? readPeer(userPath(o.peer)) : [];
   const gpu = await openGpu();
@@ -184,8 +195,9 @@ await runCli(async () => {
 
   const maxSteps = o.warmup + o.steps + 1;
   // the engine holds the sweep's points and the profiled ones
-  const maxBatch = Math.max(...batches, ...profilePoints.map(([b]) => b));
-  const maxCtx = Math.max(...ctxs, ...profilePoints.map(([, c]) => c));
+  const extraPoints = [...profilePoints, ...stagePoints];
+  const maxBatch = Math.max(...batches, ...extraPoints.map(([b]) => b));
+  const maxCtx = Math.max(...ctxs, ...extraPoints.map(([, c]) => c));
   const model0 = await GpuModel.load(gpu, o.model, {
     dtype: o.dtype as "f16" | "f32" | undefined,
     kvCacheBytes: o.kvCacheGb ? o.kvCacheGb * 2 ** 30 : undefined,
@@ -340,6 +352,29 @@ await runCli(async () => {
         : undefined,
     );
   }
+  const stageCostRows: Record<string, unknown>[] = [];
+  for (const [sb, sc] of stagePoints) {
+    const costs = await measureStageCosts(model, async () => {
+      const steps = new SyntheticDecode(model, sb, sc, maxSteps);
+      return (await timeDecode(model, steps, o.warmup, o.steps)).gpuMs;
+    });
+    const cost = model.stepCost({
+      seqs: Array.from({ length: sb }, () => ({ queryLen: 1, contextLen: sc })),
+      sampledRows: sb,
+    });
+    const layers = model.config.numLayers;
+    console.log("");
+    console.log(
+      `stage costs at ${sb} x ${sc} (each stage's dispatches issued twice, less the step as it ` +
+        `is: ${costs.baseMs.map((m) => m.toFixed(3)).join(" / ")} ms before / after)`,
+    );
+    console.log(formatStageCosts(costs, cost, bw.bytesPerSecond, layers));
+    stageCostRows.push({
+      batch: sb,
+      ctx: sc,
+      ...stageCostsJson(costs, cost, bw.bytesPerSecond, layers),
+    });
+  }
   if (o.json) {
     writeJsonAtomic(userPath(o.json), {
       ...runRecord(gpu),
@@ -353,6 +388,7 @@ await runCli(async () => {
         moe: "per point",
       },
       points,
+      ...(stageCostRows.length ? { stage_costs: stageCostRows } : {}),
     });
   }
   model.destroy();

@@ -24,6 +24,7 @@
  * const tokens = await out.sampled;
  * ```
  */
+import { repeatedDispatches } from "../gpu/repeated_dispatches.ts";
 import process from "node:process";
 import { paced } from "../gpu/event_pacing.ts";
 import type { Gpu } from "../gpu/device.ts";
@@ -983,8 +984,15 @@ export class GpuModel implements ForwardModel {
   /** Spans of the last profiled step. */
   private spans: Promise<KernelSpan[]> | null = null;
   private oSplitsOfStep = 1;
+  private stageUsesOfStep: ReadonlyMap<string, number> = new Map();
   /** Time every dispatch of the following steps in its own pass (slower; for profiles). */
   profile: boolean;
+  /**
+   * Issue each dispatch of this stage (a pass label: `linear qkv`, `moe down`, ...) twice in
+   * the following steps (perf-decode --stage-costs; null: none). A stage that adds to what it
+   * reads (the residual) adds twice: its outputs differ, its work does not.
+   */
+  repeatStage: string | null = null;
   /**
    * Debug: when set, every step copies each MoE layer's top-k expert ids out of the GPU
    * (the step's compute pass is split after each MoE layer for the copy) and calls this
@@ -1298,7 +1306,13 @@ export class GpuModel implements ForwardModel {
     const inputsMs = performance.now() - tInputs;
     if (batch.blockZeros?.length) this.encodeBlockZeros(first, batch.blockZeros);
     const routing = this.beginRoutingCapture(plan.tokens);
-    const step = new StepPasses(this.gpu.device, first, this.timer, this.profile);
+    const step = new StepPasses(
+      this.gpu.device,
+      first,
+      this.timer,
+      this.profile,
+      this.profile ? null : this.repeatStage,
+    );
     // Submitting in groups pays where the GPU would wait for this step's one submit: a step
     // with prefill tokens, or any step while none is in flight. Behind a step in flight the
     // GPU is busy, and each submit costs host time. A step the caller wants in one submit
@@ -1307,6 +1321,7 @@ export class GpuModel implements ForwardModel {
     this.encodeStep(step, batch, plan, parity, groups ? this.opts.submitLayers : 0);
     this.routingStep = null;
     step.end();
+    this.stageUsesOfStep = step.stageUses;
     const enc = step.encoder;
     const rows = plan.rows;
     const staging = this.sampleStaging.pop() ?? this.gpu.device.createBuffer({
@@ -1589,6 +1604,14 @@ export class GpuModel implements ForwardModel {
         })),
       });
     });
+  }
+
+  /**
+   * The stages (pass labels) the last step encoded, in order of first use, with the passes
+   * asked for under each (a dispatch each, or a few for the MoE stages).
+   */
+  get lastStepStageUses(): ReadonlyMap<string, number> {
+    return this.stageUsesOfStep;
   }
 
   /** Per-dispatch GPU times of the last step (profile mode only). */
@@ -2250,12 +2273,18 @@ class StepPasses {
   submits = 0;
   /** Host ms spent in those submits' queue.submit calls. */
   submitMs = 0;
+  /** The stages (pass labels) asked for, in order of first use, and how often. */
+  readonly stageUses = new Map<string, number>();
+  /** The step's pass with `repeat`'s dispatches issued twice (made on its first use). */
+  private repeated: GPUComputePassEncoder | null = null;
 
   constructor(
     private readonly device: GPUDevice,
     private enc: GPUCommandEncoder,
     private readonly timer: PassTimer,
     private readonly profile: boolean,
+    /** A stage whose dispatches go in twice (GpuModel.repeatStage; never while profiling). */
+    private readonly repeat: string | null = null,
   ) {}
 
   /** The encoder the step's next commands go into. */
@@ -2275,6 +2304,14 @@ class StepPasses {
   }
 
   pass(label: string, kernel = label): GPUComputePassEncoder {
+    this.stageUses.set(label, (this.stageUses.get(label) ?? 0) + 1);
+    const pass = this.passFor(label, kernel);
+    if (label !== this.repeat) return pass;
+    if (this.repeated === null) this.repeated = repeatedDispatches(pass);
+    return this.repeated;
+  }
+
+  private passFor(label: string, kernel: string): GPUComputePassEncoder {
     if (this.current && !this.profile) return this.current;
     const t0 = performance.now();
     this.current?.end();
@@ -2291,6 +2328,7 @@ class StepPasses {
   end(): void {
     this.current?.end();
     this.current = null;
+    this.repeated = null;
   }
 
   /** Ends the current pass and copies `bytes` of `src` (from 0) into `dst` at `dstOffset`. */

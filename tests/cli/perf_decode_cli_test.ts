@@ -50,4 +50,42 @@ test("perf-decode times each point, names its attention's split plan and labels 
   }
 });
 
+test("perf-decode --stage-costs times the step with each of its stages repeated in turn", () => {
+  const { dir } = ensureFixture("tiny-qwen3-moe");
+  const out = mkdtempSync(join(tmpdir(), "perf-decode-"));
+  try {
+    const json = join(out, "decode.json");
+    const r = runTask("perf_decode", [
+      ...["--model", dir, "--batch", "2", "--ctx", "16", "--steps", "3", "--warmup", "1"],
+      ...["--warmup-s", "0", "--json", json, "--stage-costs", "2x24"],
+    ]);
+    assert.is(r.code, 0, r.stderr);
+    assert.match(r.stdout, /stage costs at 2 x 24 \(each stage's dispatches issued twice/);
+    assert.match(r.stdout, /^linear qkv +\d+ +-?[\d.]+ +-?[\d.]+ +-?[\d.]+%/m);
+    const [sc] = JSON.parse(readFileSync(json, "utf8")).stage_costs;
+    assert.equal([sc.batch, sc.ctx], [2, 24]);
+    assert.is(sc.base_gpu_ms.length, 2);
+    const stages = sc.stages.map((s: { stage: string }) => s.stage);
+    for (const s of ["linear qkv", "paged_attention_decode", "moe gate_up", "sample"]) {
+      assert.ok(stages.includes(s), `${s} in ${stages}`);
+    }
+    for (const s of sc.stages) {
+      assert.ok(s.gpu_ms > 0 && Number.isFinite(s.us_step), JSON.stringify(s));
+    }
+    // a stage of every layer (one dispatch each) has its figure a layer; the sampler's is a
+    // step's alone (lavapipe's times are noise: only the arithmetic is checked)
+    const qkv = sc.stages.find((s: { stage: string }) => s.stage === "linear qkv");
+    assert.ok(Math.abs(qkv.us_layer * qkv.dispatches - qkv.us_step) < 1e-2, JSON.stringify(qkv));
+    assert.is(sc.stages.find((s: { stage: string }) => s.stage === "sample").us_layer, null);
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
+
+test("perf-decode refuses a --stage-costs point that is not BATCHxCTX", () => {
+  const r = runTask("perf_decode", ["--stage-costs", "8by1024"]);
+  assert.is(r.code, 2);
+  assert.match(r.stderr, /--stage-costs/);
+});
+
 test.run();

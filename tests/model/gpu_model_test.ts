@@ -318,6 +318,45 @@ test("a step records the host time it took before its submit (lastEncodeMs)", as
   }
 });
 
+test("a stage repeated in the step (repeatStage) gives the same outputs where it is idempotent, and the step names its stages", async () => {
+  const gpu = await sharedGpu();
+  const model = await GpuModel.load(gpu, dirs["tiny-qwen3-moe"], {
+    dtype: "f32",
+    ...MODEL_OPTIONS,
+  });
+  try {
+    const decode = () =>
+      buildBatch(4, [
+        { tokens: prompt.slice(0, 3), start: 0, table: [1], rows: "last" },
+        { tokens: prompt.slice(2, 6), start: 0, table: [2], rows: "last" },
+      ]).batch;
+    const step = async () => {
+      const out = model.forward(decode());
+      return await Promise.all([out.sampled, out.logits!]);
+    };
+    const [ids, logits] = await step();
+    const uses = model.lastStepStageUses;
+    const layers = model.config.numLayers;
+    assert.is(uses.get("linear qkv"), layers, [...uses].join(" "));
+    assert.ok(uses.has("moe down") && uses.has("sample"), [...uses].join(" "));
+    // the qkv projection writes what it reads from nothing it writes: twice gives the same step
+    model.repeatStage = "linear qkv";
+    const [ids2, logits2] = await step();
+    assert.equal(ids2, ids);
+    assert.is(maxAbsDiff(logits2, logits), 0);
+    // the combine adds the experts' rows to the residual: twice, the residual differs
+    model.repeatStage = "moe combine";
+    const [, logits3] = await step();
+    assert.ok(maxAbsDiff(logits3, logits) > 1e-3, "the repeat reached the step");
+    model.repeatStage = null;
+    const [ids4, logits4] = await step();
+    assert.equal(ids4, ids);
+    assert.is(maxAbsDiff(logits4, logits), 0);
+  } finally {
+    model.destroy();
+  }
+});
+
 test("a step prepared ahead of the step before it launches with its own inputs and params", async () => {
   const gpu = await sharedGpu();
   const model = await GpuModel.load(gpu, dirs["tiny-qwen3-moe"], {

@@ -1,0 +1,129 @@
+/**
+ * What each stage of a decode step costs inside the step: the step's GPU time with one stage's
+ * dispatches issued twice in a row (GpuModel.repeatStage), less its time as it is. The profile
+ * (kernel_profile.ts) times each dispatch in a pass of its own, so every kernel there also pays
+ * a pass's start: on the H200 about 8 µs a dispatch, most of what a small kernel reads there
+ * (session 42: `moe dispatch` 11.1 µs a layer in the 8 x 1024 profile, 4.3 in the step).
+ *
+ * Two things to know when reading the figures:
+ * - The repeat reads what the stage read a moment before, so weights that fit in the GPU's L2
+ *   (a layer's qkv or o projection, the router) come from there the second time: for those the
+ *   figure is a lower bound of the stage's first, cold run.
+ * - A stage that adds to what it reads (the residual: `moe router` where it adds the o
+ *   projection's partial sums, `moe combine`, batch 1's `moe down` and one-row `linear o`)
+ *   adds twice, so the step's values change (and with them, at later layers, the routing);
+ *   its work does not.
+ *
+ * ```ts
+ * const costs = await measureStageCosts(model, () => time(new SyntheticDecode(model, 8, 1024, 14)));
+ * console.log(formatStageCosts(costs, cost, bw, model.config.numLayers));
+ * ```
+ */
+import type { GpuModel } from "../model/gpu_model.ts";
+import type { StepCost } from "../model/step_cost.ts";
+import { formatTable } from "../util/table.ts";
+import { round3 } from "../util/sample_stats.ts";
+
+/** One stage: the step's GPU ms with it repeated. */
+export interface StageCost {
+  readonly stage: string;
+  /** Dispatches of the stage a step (passes asked for under its label). */
+  readonly uses: number;
+  readonly gpuMs: number;
+  /** What the stage adds to a step: gpuMs less the step's own (mean of its two runs). */
+  readonly usStep: number;
+}
+
+export interface StageCosts {
+  /** The step as it is, timed before the stages and after them. */
+  readonly baseMs: readonly [number, number];
+  readonly stages: readonly StageCost[];
+}
+
+/**
+ * Times the step as it is, then with each stage the step encodes repeated in turn (in the
+ * order the step first uses them), then as it is again. `timeSteps` runs a fresh set of steps
+ * of the point and returns their GPU ms a step.
+ */
+export async function measureStageCosts(
+  model: GpuModel,
+  timeSteps: () => Promise<number>,
+): Promise<StageCosts> {
+  model.repeatStage = null;
+  const first = await timeSteps();
+  const uses = model.lastStepStageUses;
+  const measured: { stage: string; uses: number; gpuMs: number }[] = [];
+  try {
+    for (const [stage, n] of uses) {
+      model.repeatStage = stage;
+      measured.push({ stage, uses: n, gpuMs: await timeSteps() });
+    }
+  } finally {
+    model.repeatStage = null;
+  }
+  const second = await timeSteps();
+  const base = (first + second) / 2;
+  return {
+    baseMs: [first, second],
+    stages: measured.map((m) => ({ ...m, usStep: (m.gpuMs - base) * 1e3 })),
+  };
+}
+
+/**
+ * The stages as a table, largest first: µs a step; µs a layer where the stage runs in every
+ * layer (at least `layers` dispatches a step); its share of the step; and against the bytes
+ * the step cost model gives it, its time at the read roof and how many times that it takes.
+ */
+export function formatStageCosts(
+  costs: StageCosts,
+  cost: StepCost | null,
+  bytesPerSecond: number,
+  layers: number,
+): string {
+  const base = (costs.baseMs[0] + costs.baseMs[1]) / 2;
+  const rows = [...costs.stages].sort((a, b) => b.usStep - a.usStep).map((s) => {
+    const roofUs = roofUsOf(s.stage, cost, bytesPerSecond);
+    return [
+      s.stage,
+      String(s.uses),
+      s.usStep.toFixed(1),
+      s.uses >= layers ? (s.usStep / layers).toFixed(1) : "-",
+      ((s.usStep / (base * 1e3)) * 100).toFixed(1) + "%",
+      roofUs === null ? "-" : roofUs.toFixed(1),
+      roofUs ? (s.usStep / roofUs).toFixed(2) + "x" : "-",
+    ];
+  });
+  return formatTable(
+    ["stage", "dispatches", "µs a step", "µs a layer", "share", "roof µs", "× roof"],
+    rows,
+  );
+}
+
+/** The stages as JSON fields (µs rounded to 0.001). */
+export function stageCostsJson(
+  costs: StageCosts,
+  cost: StepCost | null,
+  bytesPerSecond: number,
+  layers: number,
+): Record<string, unknown> {
+  return {
+    base_gpu_ms: costs.baseMs.map(round3),
+    stages: costs.stages.map((s) => {
+      const roofUs = roofUsOf(s.stage, cost, bytesPerSecond);
+      return {
+        stage: s.stage,
+        dispatches: s.uses,
+        gpu_ms: round3(s.gpuMs),
+        us_step: round3(s.usStep),
+        us_layer: s.uses >= layers ? round3(s.usStep / layers) : null,
+        roof_us: roofUs === null ? null : round3(roofUs),
+      };
+    }),
+  };
+}
+
+/** The stage's bytes at the read roof, in µs a step (null where the cost model has none). */
+function roofUsOf(stage: string, cost: StepCost | null, bytesPerSecond: number): number | null {
+  const c = cost?.byLabel.get(stage);
+  return c && c.bytes > 0 ? (c.bytes / bytesPerSecond) * 1e6 : null;
+}
