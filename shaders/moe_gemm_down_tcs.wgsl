@@ -4,9 +4,10 @@
 // subgroup of 32) takes CW = 32 output columns (32 weight rows) of a work item and walks its rows
 // 16 at a time; each step covers BK = 64 of inter, so each weight row is read in 128-byte runs
 // (64 output columns with 64-byte runs moved the down weights at 1.9 TB/s on the H200, this form
-// 2.2). The forms whose weights lie in tiles (EXPERT_TILES, `-t16`: inter a multiple of 64) walk
-// the steps through two register sets, as moe_gemm_gate_up_tcs.wgsl does; the row-by-row forms
-// take any inter that is a multiple of 16, stage the words past it as zeros and keep one set.
+// 2.2). The forms whose weights lie in tiles (EXPERT_TILES, `-t16`: inter a multiple of 64)
+// walk the steps through three register sets (moe_gemm_gate_up_tcs.wgsl takes two); the
+// row-by-row forms take any inter that is a multiple of 16, stage the words past it as zeros
+// and keep one set.
 // A row tile's sums go through the workgroup's slot of `tile` (a storage buffer: see
 // MOE_TC_TILE) and only the item's rows are stored. hidden must be a multiple of 32; act holds
 // 64 rows past the last item (the gate/up GEMM's padding).
@@ -59,25 +60,29 @@ fn main(
     var y0 = subgroup_matrix_result<f32, 16, 16>();
     var y1 = subgroup_matrix_result<f32, 16, 16>();
     if (EXPERT_TILES) {
-      // two register sets of words, x the even steps and y the odd ones, each loaded again as
-      // soon as it is staged (inter a multiple of 64: no word past it, no masking; past the
-      // last step the loads take the last step's words again, in cache, never used). On the
-      // H200 (session 42, three processes each in turn against the one-set form below) 64 x
-      // 1024 decode steps took 25.76-25.80 ms against 26.03-26.06, 48 x 1024 24.74-24.82
-      // against 25.03-25.05 and 128 x 1024 31.07-31.12 against 31.41-31.43; two sets with the
-      // one-set form's masking (the select and clamp of every word) were slower than one set
-      // (64 x 1024 26.37-26.43 against 26.02-26.05, sessions 26 and 42)
+      // three register sets of words, x, y and z taking the steps in turn, each loaded again as
+      // soon as it is staged, three steps before its products (inter a multiple of 64: no word
+      // past it, no masking; past the last step the loads take the last step's words again, in
+      // cache, never used). On the H200 (session 42, three processes each in turn) two sets took
+      // 64 x 1024 decode steps from the one-set form's 25.97-25.98 ms to 25.48-25.50 (48 x 1024
+      // 24.94-24.97 -> 24.45-24.46, 128 x 1024 31.23-31.28 -> 30.77-30.80), and three from two
+      // sets' 25.59-25.60 to 25.40-25.46 (48 x 1024 24.59-24.64 -> 24.46-24.52, 128 x 1024
+      // 30.84-30.98 -> 30.71-30.72). Two sets with the one-set form's masking (the select and
+      // clamp of every word) were slower than one set (64 x 1024 26.37-26.43 against 26.02-26.05,
+      // sessions 26 and 42)
       let last = i8 - BK / 8u; // the last step's first word
       var wx = array<vec4<u32>, 8>();
       var ax = array<vec4<u32>, 4>();
       var wy = array<vec4<u32>, 8>();
       var ay = array<vec4<u32>, 4>();
+      var wz = array<vec4<u32>, 8>();
+      var az = array<vec4<u32>, 4>();
       for (var i = 0u; i < 8u; i++) {
-        wx[i] = w[w_at[i] + tile_word(lk)];
+        wx[i] = w[w_at[i] + tile_word(min(0u, last) + lk)];
       }
       for (var i = 0u; i < 4u; i++) {
         if (a_live[i]) {
-          ax[i] = act[a_at[i] + lk];
+          ax[i] = act[a_at[i] + min(0u, last) + lk];
         }
       }
       for (var i = 0u; i < 8u; i++) {
@@ -88,7 +93,15 @@ fn main(
           ay[i] = act[a_at[i] + min(BK / 8u, last) + lk];
         }
       }
-      for (var k8 = 0u; k8 < i8; k8 += 2u * (BK / 8u)) {
+      for (var i = 0u; i < 8u; i++) {
+        wz[i] = w[w_at[i] + tile_word(min(2u * (BK / 8u), last) + lk)];
+      }
+      for (var i = 0u; i < 4u; i++) {
+        if (a_live[i]) {
+          az[i] = act[a_at[i] + min(2u * (BK / 8u), last) + lk];
+        }
+      }
+      for (var k8 = 0u; k8 < i8; k8 += 3u * (BK / 8u)) {
         // the previous step's matrices are loaded: stage this step's words (set x)
         workgroupBarrier();
         for (var i = 0u; i < 8u; i++) {
@@ -101,11 +114,11 @@ fn main(
         }
         workgroupBarrier();
         for (var i = 0u; i < 8u; i++) {
-          wx[i] = w[w_at[i] + tile_word(min(k8 + 2u * (BK / 8u), last) + lk)];
+          wx[i] = w[w_at[i] + tile_word(min(k8 + 3u * (BK / 8u), last) + lk)];
         }
         for (var i = 0u; i < 4u; i++) {
           if (a_live[i]) {
-            ax[i] = act[a_at[i] + min(k8 + 2u * (BK / 8u), last) + lk];
+            ax[i] = act[a_at[i] + min(k8 + 3u * (BK / 8u), last) + lk];
           }
         }
         let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);
@@ -128,7 +141,7 @@ fn main(
         let q3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 48u, LD);
         y0 = subgroupMatrixMultiplyAccumulate(a3, p3, y0);
         y1 = subgroupMatrixMultiplyAccumulate(a3, q3, y1);
-        // the odd step (set y), where there is one: a uniform branch, the same in every lane
+        // the next two steps (sets y and z), where there are: uniform branches
         if (k8 + BK / 8u < i8) {
           workgroupBarrier();
           for (var i = 0u; i < 8u; i++) {
@@ -141,11 +154,51 @@ fn main(
           }
           workgroupBarrier();
           for (var i = 0u; i < 8u; i++) {
-            wy[i] = w[w_at[i] + tile_word(min(k8 + 3u * (BK / 8u), last) + lk)];
+            wy[i] = w[w_at[i] + tile_word(min(k8 + 4u * (BK / 8u), last) + lk)];
           }
           for (var i = 0u; i < 4u; i++) {
             if (a_live[i]) {
-              ay[i] = act[a_at[i] + min(k8 + 3u * (BK / 8u), last) + lk];
+              ay[i] = act[a_at[i] + min(k8 + 4u * (BK / 8u), last) + lk];
+            }
+          }
+          let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);
+          let p0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 0u, LD);
+          let q0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 0u, LD);
+          y0 = subgroupMatrixMultiplyAccumulate(a0, p0, y0);
+          y1 = subgroupMatrixMultiplyAccumulate(a0, q0, y1);
+          let a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 16u, LD);
+          let p1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u, LD);
+          let q1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 16u, LD);
+          y0 = subgroupMatrixMultiplyAccumulate(a1, p1, y0);
+          y1 = subgroupMatrixMultiplyAccumulate(a1, q1, y1);
+          let a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 32u, LD);
+          let p2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 32u, LD);
+          let q2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 32u, LD);
+          y0 = subgroupMatrixMultiplyAccumulate(a2, p2, y0);
+          y1 = subgroupMatrixMultiplyAccumulate(a2, q2, y1);
+          let a3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 48u, LD);
+          let p3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 48u, LD);
+          let q3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.b, 16u * LD + 48u, LD);
+          y0 = subgroupMatrixMultiplyAccumulate(a3, p3, y0);
+          y1 = subgroupMatrixMultiplyAccumulate(a3, q3, y1);
+        }
+        if (k8 + 2u * (BK / 8u) < i8) {
+          workgroupBarrier();
+          for (var i = 0u; i < 8u; i++) {
+            put8b((4u * i + lr) * LD + 8u * lk, wz[i]);
+          }
+          for (var i = 0u; i < 4u; i++) {
+            if (a_live[i]) {
+              put8a((4u * i + lr) * LD + 8u * lk, az[i]);
+            }
+          }
+          workgroupBarrier();
+          for (var i = 0u; i < 8u; i++) {
+            wz[i] = w[w_at[i] + tile_word(min(k8 + 5u * (BK / 8u), last) + lk)];
+          }
+          for (var i = 0u; i < 4u; i++) {
+            if (a_live[i]) {
+              az[i] = act[a_at[i] + min(k8 + 5u * (BK / 8u), last) + lk];
             }
           }
           let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, 0u, LD);

@@ -14,7 +14,7 @@
 // (one set, loaded a step ahead) to 13.4, and at 128 x 1024 from 14.3 to 13.9 in one call. The
 // same in moe_gemm_down_tcs, with the select and clamp that stage its words past inter as zeros,
 // made that kernel slower (8.4 -> 8.7 ms at 128 x 1024); its tiled forms, whose inter needs no
-// masking, take two sets since session 42. hidden must be a multiple of 64, inter of 16.
+// masking, take three sets since session 42. hidden must be a multiple of 64, inter of 16.
 // 128 of hidden a step (256-byte runs of each weight row, twice the bytes in flight, 15.1 KB of
 // workgroup memory against 9.0) took 64 x 1024 decode steps from 36.8 to 38.5 ms on the H200
 // (both expert GEMMs so staged, 2026-12-01).
