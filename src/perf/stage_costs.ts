@@ -93,10 +93,18 @@ export function formatStageCosts(
       roofUs ? (s.usStep / roofUs).toFixed(2) + "x" : "-",
     ];
   });
+  const sum = stagesSumUs(costs);
   return formatTable(
     ["stage", "dispatches", "µs a step", "µs a layer", "share", "roof µs", "× roof"],
     rows,
-  );
+  ) +
+    `\nthe stages add up to ${(sum / 1e3).toFixed(3)} of the step's ${base.toFixed(3)} ms ` +
+    `(${((sum / (base * 1e3)) * 100).toFixed(0)}%): the rest no stage's repeat shows`;
+}
+
+/** The stages' figures added up, µs a step. */
+export function stagesSumUs(costs: StageCosts): number {
+  return costs.stages.reduce((a, s) => a + s.usStep, 0);
 }
 
 /** The stages as JSON fields (µs rounded to 0.001). */
@@ -108,6 +116,7 @@ export function stageCostsJson(
 ): Record<string, unknown> {
   return {
     base_gpu_ms: costs.baseMs.map(round3),
+    stages_sum_us: round3(stagesSumUs(costs)),
     stages: costs.stages.map((s) => {
       const roofUs = roofUsOf(s.stage, cost, bytesPerSecond);
       return {

@@ -65,6 +65,9 @@ test("perf-decode --stage-costs times the step with each of its stages repeated 
     const [sc] = JSON.parse(readFileSync(json, "utf8")).stage_costs;
     assert.equal([sc.batch, sc.ctx], [2, 24]);
     assert.is(sc.base_gpu_ms.length, 2);
+    const sum = sc.stages.reduce((a: number, s: { us_step: number }) => a + s.us_step, 0);
+    assert.ok(Math.abs(sc.stages_sum_us - sum) < 0.01 * sc.stages.length, `${sc.stages_sum_us}`);
+    assert.match(r.stdout, /the stages add up to -?[\d.]+ of the step's [\d.]+ ms \(-?\d+%\)/);
     const stages = sc.stages.map((s: { stage: string }) => s.stage);
     for (const s of ["linear qkv", "paged_attention_decode", "moe gate_up", "sample"]) {
       assert.ok(stages.includes(s), `${s} in ${stages}`);
