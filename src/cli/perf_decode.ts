@@ -255,10 +255,7 @@ await runCli(async () => {
       const r = await timeDecode(model, steps, o.warmup, o.steps);
       // the decode attention's variant and split plan of the point's last timed step
       const split = model.lastDecodeSplit;
-      const cost = model.stepCost({
-        seqs: Array.from({ length: batch }, () => ({ queryLen: 1, contextLen: ctx })),
-        sampledRows: batch,
-      });
+      const cost = decodeStepCost(model, batch, ctx);
       const roofMs = (rooflineBytes(cost) / bw.bytesPerSecond) * 1e3;
       const ref = GPU_MD_DECODE.find((p) => p.batch === batch && p.ctx === ctx);
       const measuredPeer = peer.find((p) => p.batch === batch && p.ctx === ctx);
@@ -333,10 +330,7 @@ await runCli(async () => {
     await model.forward(steps.next()).sampled;
     model.profile = false;
     const spans = await model.lastStepSpans();
-    const cost = model.stepCost({
-      seqs: Array.from({ length: pb }, () => ({ queryLen: 1, contextLen: pc + 2 })),
-      sampledRows: pb,
-    });
+    const cost = decodeStepCost(model, pb, pc + 2);
     reportStepProfile(
       spans,
       cost,
@@ -358,10 +352,7 @@ await runCli(async () => {
       const steps = new SyntheticDecode(model, sb, sc, maxSteps);
       return (await timeDecode(model, steps, o.warmup, o.steps)).gpuMs;
     });
-    const cost = model.stepCost({
-      seqs: Array.from({ length: sb }, () => ({ queryLen: 1, contextLen: sc })),
-      sampledRows: sb,
-    });
+    const cost = decodeStepCost(model, sb, sc);
     const layers = model.config.numLayers;
     console.log("");
     console.log(
@@ -447,6 +438,14 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
     submitMs: upperMedian(submit),
     forwardMs: upperMedian(forward),
   };
+}
+
+/** What a decode step of `batch` sequences at `ctx` keys touches (the step cost model). */
+function decodeStepCost(model: GpuModel, batch: number, ctx: number) {
+  return model.stepCost({
+    seqs: Array.from({ length: batch }, () => ({ queryLen: 1, contextLen: ctx })),
+    sampledRows: batch,
+  });
 }
 
 function readPeer(path: string): PeerPoint[] {

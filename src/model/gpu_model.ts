@@ -24,9 +24,9 @@
  * const tokens = await out.sampled;
  * ```
  */
-import { repeatedDispatches } from "../gpu/repeated_dispatches.ts";
 import process from "node:process";
 import { paced } from "../gpu/event_pacing.ts";
+import { repeatedDispatches } from "../gpu/repeated_dispatches.ts";
 import type { Gpu } from "../gpu/device.ts";
 import { BufferUsage, MapMode } from "../gpu/device.ts";
 import { createStorage, uploadBuffer, writeBuffer } from "../gpu/buffers.ts";

@@ -62,17 +62,55 @@ export async function measureStageCosts(
     model.repeatStage = null;
   }
   const second = await timeSteps();
-  const base = (first + second) / 2;
+  const base = (first + second) / 2; // stepMs of the result
   return {
     baseMs: [first, second],
     stages: measured.map((m) => ({ ...m, usStep: (m.gpuMs - base) * 1e3 })),
   };
 }
 
+/** The step's own GPU ms: the mean of its two runs. */
+function stepMs(costs: StageCosts): number {
+  return (costs.baseMs[0] + costs.baseMs[1]) / 2;
+}
+
+/** One stage's figures as the table and the JSON give them. */
+interface StageRow extends StageCost {
+  /** µs a layer where the stage runs in every layer (at least `layers` dispatches a step). */
+  readonly usLayer: number | null;
+  /** Its share of the step's own time. */
+  readonly share: number;
+  /** Its bytes at the read roof, µs a step (null where the cost model has none). */
+  readonly roofUs: number | null;
+}
+
+function stageRows(
+  costs: StageCosts,
+  cost: StepCost | null,
+  bytesPerSecond: number,
+  layers: number,
+): StageRow[] {
+  const baseUs = stepMs(costs) * 1e3;
+  return costs.stages.map((s) => {
+    const c = cost?.byLabel.get(s.stage);
+    return {
+      ...s,
+      usLayer: s.uses >= layers ? s.usStep / layers : null,
+      share: s.usStep / baseUs,
+      roofUs: c && c.bytes > 0 ? (c.bytes / bytesPerSecond) * 1e6 : null,
+    };
+  });
+}
+
+/** The stages' figures added up, µs a step. */
+export function stagesSumUs(costs: StageCosts): number {
+  return costs.stages.reduce((a, s) => a + s.usStep, 0);
+}
+
 /**
  * The stages as a table, largest first: µs a step; µs a layer where the stage runs in every
- * layer (at least `layers` dispatches a step); its share of the step; and against the bytes
- * the step cost model gives it, its time at the read roof and how many times that it takes.
+ * layer; its share of the step; and against the bytes the step cost model gives it, its time at
+ * the read roof and how many times that it takes. Then how much of the step they add up to.
  */
 export function formatStageCosts(
   costs: StageCosts,
@@ -80,19 +118,18 @@ export function formatStageCosts(
   bytesPerSecond: number,
   layers: number,
 ): string {
-  const base = (costs.baseMs[0] + costs.baseMs[1]) / 2;
-  const rows = [...costs.stages].sort((a, b) => b.usStep - a.usStep).map((s) => {
-    const roofUs = roofUsOf(s.stage, cost, bytesPerSecond);
-    return [
-      s.stage,
-      String(s.uses),
-      s.usStep.toFixed(1),
-      s.uses >= layers ? (s.usStep / layers).toFixed(1) : "-",
-      ((s.usStep / (base * 1e3)) * 100).toFixed(1) + "%",
-      roofUs === null ? "-" : roofUs.toFixed(1),
-      roofUs ? (s.usStep / roofUs).toFixed(2) + "x" : "-",
-    ];
-  });
+  const base = stepMs(costs);
+  const rows = stageRows(costs, cost, bytesPerSecond, layers)
+    .sort((a, b) => b.usStep - a.usStep)
+    .map((r) => [
+      r.stage,
+      String(r.uses),
+      r.usStep.toFixed(1),
+      r.usLayer === null ? "-" : r.usLayer.toFixed(1),
+      (r.share * 100).toFixed(1) + "%",
+      r.roofUs === null ? "-" : r.roofUs.toFixed(1),
+      r.roofUs ? (r.usStep / r.roofUs).toFixed(2) + "x" : "-",
+    ]);
   const sum = stagesSumUs(costs);
   return formatTable(
     ["stage", "dispatches", "µs a step", "µs a layer", "share", "roof µs", "× roof"],
@@ -100,11 +137,6 @@ export function formatStageCosts(
   ) +
     `\nthe stages add up to ${(sum / 1e3).toFixed(3)} of the step's ${base.toFixed(3)} ms ` +
     `(${((sum / (base * 1e3)) * 100).toFixed(0)}%): the rest no stage's repeat shows`;
-}
-
-/** The stages' figures added up, µs a step. */
-export function stagesSumUs(costs: StageCosts): number {
-  return costs.stages.reduce((a, s) => a + s.usStep, 0);
 }
 
 /** The stages as JSON fields (µs rounded to 0.001). */
@@ -117,22 +149,13 @@ export function stageCostsJson(
   return {
     base_gpu_ms: costs.baseMs.map(round3),
     stages_sum_us: round3(stagesSumUs(costs)),
-    stages: costs.stages.map((s) => {
-      const roofUs = roofUsOf(s.stage, cost, bytesPerSecond);
-      return {
-        stage: s.stage,
-        dispatches: s.uses,
-        gpu_ms: round3(s.gpuMs),
-        us_step: round3(s.usStep),
-        us_layer: s.uses >= layers ? round3(s.usStep / layers) : null,
-        roof_us: roofUs === null ? null : round3(roofUs),
-      };
-    }),
+    stages: stageRows(costs, cost, bytesPerSecond, layers).map((r) => ({
+      stage: r.stage,
+      dispatches: r.uses,
+      gpu_ms: round3(r.gpuMs),
+      us_step: round3(r.usStep),
+      us_layer: r.usLayer === null ? null : round3(r.usLayer),
+      roof_us: r.roofUs === null ? null : round3(r.roofUs),
+    })),
   };
-}
-
-/** The stage's bytes at the read roof, in µs a step (null where the cost model has none). */
-function roofUsOf(stage: string, cost: StepCost | null, bytesPerSecond: number): number | null {
-  const c = cost?.byLabel.get(stage);
-  return c && c.bytes > 0 ? (c.bytes / bytesPerSecond) * 1e6 : null;
 }
