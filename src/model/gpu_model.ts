@@ -984,7 +984,8 @@ export class GpuModel implements ForwardModel {
   /** Spans of the last profiled step. */
   private spans: Promise<KernelSpan[]> | null = null;
   private oSplitsOfStep = 1;
-  private stageUsesOfStep: ReadonlyMap<string, number> = new Map();
+  /** The pass labels the last step asked for, one a dispatch (lastStepStageUses counts them). */
+  private stageLabelsOfStep: readonly string[] = [];
   /** Time every dispatch of the following steps in its own pass (slower; for profiles). */
   profile: boolean;
   /**
@@ -1321,7 +1322,7 @@ export class GpuModel implements ForwardModel {
     this.encodeStep(step, batch, plan, parity, groups ? this.opts.submitLayers : 0);
     this.routingStep = null;
     step.end();
-    this.stageUsesOfStep = step.stageUses;
+    this.stageLabelsOfStep = step.stageLabels;
     const enc = step.encoder;
     const rows = plan.rows;
     const staging = this.sampleStaging.pop() ?? this.gpu.device.createBuffer({
@@ -1611,7 +1612,9 @@ export class GpuModel implements ForwardModel {
    * asked for under each (a dispatch each, or a few for the MoE stages).
    */
   get lastStepStageUses(): ReadonlyMap<string, number> {
-    return this.stageUsesOfStep;
+    const uses = new Map<string, number>();
+    for (const label of this.stageLabelsOfStep) uses.set(label, (uses.get(label) ?? 0) + 1);
+    return uses;
   }
 
   /** Per-dispatch GPU times of the last step (profile mode only). */
@@ -2273,8 +2276,8 @@ class StepPasses {
   submits = 0;
   /** Host ms spent in those submits' queue.submit calls. */
   submitMs = 0;
-  /** The stages (pass labels) asked for, in order of first use, and how often. */
-  readonly stageUses = new Map<string, number>();
+  /** The stages (pass labels) asked for, one a call, in order (counted only where asked). */
+  readonly stageLabels: string[] = [];
   /** The step's pass with `repeat`'s dispatches issued twice (made on its first use). */
   private repeated: GPUComputePassEncoder | null = null;
 
@@ -2304,7 +2307,7 @@ class StepPasses {
   }
 
   pass(label: string, kernel = label): GPUComputePassEncoder {
-    this.stageUses.set(label, (this.stageUses.get(label) ?? 0) + 1);
+    this.stageLabels.push(label);
     const pass = this.passFor(label, kernel);
     if (label !== this.repeat) return pass;
     if (this.repeated === null) this.repeated = repeatedDispatches(pass);
