@@ -2,8 +2,8 @@
  * What each stage of a decode step costs inside the step: the step's GPU time with one stage's
  * dispatches issued twice in a row (GpuModel.repeatStage), less its time as it is. The profile
  * (kernel_profile.ts) times each dispatch in a pass of its own, so every kernel there also pays
- * a pass's start: on the H200 about 8 µs a dispatch, most of what a small kernel reads there
- * (session 42: `moe dispatch` 11.1 µs a layer in the 8 x 1024 profile, 4.3 in the step).
+ * a pass's start, most of what a small kernel reads there (H200, session 42, 64 x 1024: the
+ * MoE dispatch 11.6 µs a layer in the profile, 5.0 in the step).
  *
  * Two things to know when reading the figures:
  * - The repeat reads what the stage read a moment before, so weights that fit in the GPU's L2
