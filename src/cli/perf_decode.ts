@@ -19,7 +19,13 @@ import { GPU_MD_DECODE } from "../model/peer_reference.ts";
 import { readRoof } from "./bandwidth_roof.ts";
 import { SyntheticDecode } from "../perf/synthetic_steps.ts";
 import { reportStepProfile } from "../perf/kernel_profile.ts";
-import { formatStageCosts, measureStageCosts, stageCostsJson } from "../perf/stage_costs.ts";
+import {
+  formatStageCosts,
+  measureStageCosts,
+  STAGE_METHODS,
+  stageCostsJson,
+  type StageMethod,
+} from "../perf/stage_costs.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
@@ -149,6 +155,13 @@ const SPEC = {
       "8x1024,64x1024): the step timed with each stage's dispatches issued twice in turn, less " +
       "the step as it is (src/perf/stage_costs.ts says how to read them); in --json as " +
       "stage_costs",
+  },
+  stageMethod: {
+    type: "string",
+    default: "repeat",
+    values: [...STAGE_METHODS, "both"],
+    help: "how --stage-costs takes a stage's cost: its dispatches twice (repeat), the step " +
+      "without them (drop), or both in turn",
   },
 } as const;
 
@@ -347,24 +360,33 @@ await runCli(async () => {
     );
   }
   const stageCostRows: Record<string, unknown>[] = [];
+  const methods: readonly StageMethod[] = o.stageMethod === "both"
+    ? STAGE_METHODS
+    : [o.stageMethod as StageMethod];
   for (const [sb, sc] of stagePoints) {
-    const costs = await measureStageCosts(model, async () => {
-      const steps = new SyntheticDecode(model, sb, sc, maxSteps);
-      return (await timeDecode(model, steps, o.warmup, o.steps)).gpuMs;
-    });
-    const cost = decodeStepCost(model, sb, sc);
-    const layers = model.config.numLayers;
-    console.log("");
-    console.log(
-      `stage costs at ${sb} x ${sc} (each stage's dispatches issued twice, less the step as it ` +
-        `is: ${costs.baseMs.map((m) => m.toFixed(3)).join(" / ")} ms before / after)`,
-    );
-    console.log(formatStageCosts(costs, cost, bw.bytesPerSecond, layers));
-    stageCostRows.push({
-      batch: sb,
-      ctx: sc,
-      ...stageCostsJson(costs, cost, bw.bytesPerSecond, layers),
-    });
+    for (const method of methods) {
+      const costs = await measureStageCosts(model, async () => {
+        const steps = new SyntheticDecode(model, sb, sc, maxSteps);
+        return (await timeDecode(model, steps, o.warmup, o.steps)).gpuMs;
+      }, method);
+      const cost = decodeStepCost(model, sb, sc);
+      const layers = model.config.numLayers;
+      const how = method === "repeat"
+        ? "each stage's dispatches issued twice, less the step as it is"
+        : "the step as it is, less the step without each stage's dispatches";
+      console.log("");
+      console.log(
+        `stage costs at ${sb} x ${sc} (${how}: ${
+          costs.baseMs.map((m) => m.toFixed(3)).join(" / ")
+        } ms before / after)`,
+      );
+      console.log(formatStageCosts(costs, cost, bw.bytesPerSecond, layers));
+      stageCostRows.push({
+        batch: sb,
+        ctx: sc,
+        ...stageCostsJson(costs, cost, bw.bytesPerSecond, layers),
+      });
+    }
   }
   if (o.json) {
     writeJsonAtomic(userPath(o.json), {

@@ -685,6 +685,14 @@ function lanesDecodeVariant(gpu: Gpu, dtype: StorageDtype): string {
 }
 
 /** One dispatch's GPU time, when the model runs with `profile`. */
+/** A stage of the step whose dispatches go in `times` times (GpuModel.stageEdit). */
+export interface StageEdit {
+  /** A pass label: `linear qkv`, `moe down`, ... */
+  readonly stage: string;
+  /** 2: each dispatch twice in a row; 0: none of them. */
+  readonly times: 0 | 2;
+}
+
 export interface KernelSpan {
   readonly label: string;
   readonly kernel: string;
@@ -989,11 +997,12 @@ export class GpuModel implements ForwardModel {
   /** Time every dispatch of the following steps in its own pass (slower; for profiles). */
   profile: boolean;
   /**
-   * Issue each dispatch of this stage (a pass label: `linear qkv`, `moe down`, ...) twice in
-   * the following steps (perf-decode --stage-costs; null: none). A stage that adds to what it
-   * reads (the residual) adds twice: its outputs differ, its work does not.
+   * Issue each dispatch of this stage (a pass label: `linear qkv`, `moe down`, ...) `times`
+   * times in the following steps: 2, twice; 0, not at all (perf-decode --stage-costs; null:
+   * each once). A stage that adds to what it reads (the residual) adds twice, or not at all:
+   * its outputs differ, and with them the later stages' values, not their work.
    */
-  repeatStage: string | null = null;
+  stageEdit: StageEdit | null = null;
   /**
    * Debug: when set, every step copies each MoE layer's top-k expert ids out of the GPU
    * (the step's compute pass is split after each MoE layer for the copy) and calls this
@@ -1312,7 +1321,7 @@ export class GpuModel implements ForwardModel {
       first,
       this.timer,
       this.profile,
-      this.profile ? null : this.repeatStage,
+      this.profile ? null : this.stageEdit,
     );
     // Submitting in groups pays where the GPU would wait for this step's one submit: a step
     // with prefill tokens, or any step while none is in flight. Behind a step in flight the
@@ -2278,7 +2287,7 @@ class StepPasses {
   submitMs = 0;
   /** The stages (pass labels) asked for, one a call, in order (counted only where asked). */
   readonly stageLabels: string[] = [];
-  /** The step's pass with `repeat`'s dispatches issued twice (made on its first use). */
+  /** The step's pass with `edit`'s dispatches issued its times (made on its first use). */
   private repeated: GPUComputePassEncoder | null = null;
 
   constructor(
@@ -2286,8 +2295,8 @@ class StepPasses {
     private enc: GPUCommandEncoder,
     private readonly timer: PassTimer,
     private readonly profile: boolean,
-    /** A stage whose dispatches go in twice (GpuModel.repeatStage; never while profiling). */
-    private readonly repeat: string | null = null,
+    /** A stage whose dispatches go in twice or not at all (GpuModel.stageEdit; never while profiling). */
+    private readonly edit: StageEdit | null = null,
   ) {}
 
   /** The encoder the step's next commands go into. */
@@ -2309,8 +2318,8 @@ class StepPasses {
   pass(label: string, kernel = label): GPUComputePassEncoder {
     this.stageLabels.push(label);
     const pass = this.passFor(label, kernel);
-    if (label !== this.repeat) return pass;
-    if (this.repeated === null) this.repeated = repeatedDispatches(pass);
+    if (label !== this.edit?.stage) return pass;
+    if (this.repeated === null) this.repeated = repeatedDispatches(pass, this.edit.times);
     return this.repeated;
   }
 

@@ -1,21 +1,27 @@
 /**
- * What each stage of a decode step costs inside the step: the step's GPU time with one stage's
- * dispatches issued twice in a row (GpuModel.repeatStage), less its time as it is. The profile
- * (kernel_profile.ts) times each dispatch in a pass of its own, so every kernel there also pays
- * a pass's start, most of what a small kernel reads there (H200, session 42, 64 x 1024: the
- * MoE dispatch 11.6 µs a layer in the profile, 5.0 in the step).
+ * What each stage of a decode step costs inside the step, measured two ways (GpuModel.stageEdit):
+ * `repeat`, the step's GPU time with one stage's dispatches issued twice in a row, less its time
+ * as it is; `drop`, its time as it is less the step with that stage's dispatches left out. The
+ * profile (kernel_profile.ts) times each dispatch in a pass of its own, so every kernel there
+ * also pays a pass's start, most of what a small kernel reads there (H200, session 42, 64 x
+ * 1024: the MoE dispatch 11.6 µs a layer in the profile, 5.0 in the step).
  *
- * Two things to know when reading the figures:
+ * Things to know when reading the figures:
  * - The repeat reads what the stage read a moment before, so weights that fit in the GPU's L2
  *   (a layer's qkv or o projection, the router) come from there the second time: for those the
- *   figure is a lower bound of the stage's first, cold run.
+ *   figure is a lower bound of the stage's first, cold run. The drop has no such bias: it takes
+ *   away the stage's first run itself. But the stage after a dropped one may find in L2 what the
+ *   dropped one would have evicted, and start without waiting for it: its figure can read high.
+ * - At 64 x 1024 (H200, session 42, e9e3f8d) the repeats add up to 21.2 of the step's 25.5 ms.
  * - A stage that adds to what it reads (the residual: `moe router` where it adds the o
  *   projection's partial sums, `moe combine`, batch 1's `moe down` and one-row `linear o`)
- *   adds twice, so the step's values change (and with them, at later layers, the routing);
- *   its work does not.
+ *   adds twice, or not at all, so the step's values change (and with them, at later layers,
+ *   the routing); its work does not. A dropped stage leaves the stages after it reading what
+ *   its buffers held before: the same sizes, other values.
  *
  * ```ts
- * const costs = await measureStageCosts(model, () => time(new SyntheticDecode(model, 8, 1024, 14)));
+ * const time = () => timeSteps(new SyntheticDecode(model, 8, 1024, 14));
+ * const costs = await measureStageCosts(model, time, "drop");
  * console.log(formatStageCosts(costs, cost, bw, model.config.numLayers));
  * ```
  */
@@ -24,48 +30,60 @@ import type { StepCost } from "../model/step_cost.ts";
 import { formatTable } from "../util/table.ts";
 import { round3 } from "../util/sample_stats.ts";
 
-/** One stage: the step's GPU ms with it repeated. */
+/** How a stage's cost is taken: its dispatches twice, or none of them. */
+export type StageMethod = "repeat" | "drop";
+
+export const STAGE_METHODS: readonly StageMethod[] = ["repeat", "drop"];
+
+/** One stage: the step's GPU ms with it repeated or left out. */
 export interface StageCost {
   readonly stage: string;
   /** Dispatches of the stage a step (passes asked for under its label). */
   readonly uses: number;
   readonly gpuMs: number;
-  /** What the stage adds to a step: gpuMs less the step's own (mean of its two runs). */
+  /**
+   * What the stage adds to a step: gpuMs less the step's own (mean of its two runs) where
+   * repeated, the step's own less gpuMs where left out.
+   */
   readonly usStep: number;
 }
 
 export interface StageCosts {
+  readonly method: StageMethod;
   /** The step as it is, timed before the stages and after them. */
   readonly baseMs: readonly [number, number];
   readonly stages: readonly StageCost[];
 }
 
 /**
- * Times the step as it is, then with each stage the step encodes repeated in turn (in the
- * order the step first uses them), then as it is again. `timeSteps` runs a fresh set of steps
- * of the point and returns their GPU ms a step.
+ * Times the step as it is, then with each stage the step encodes repeated (or left out) in
+ * turn (in the order the step first uses them), then as it is again. `timeSteps` runs a fresh
+ * set of steps of the point and returns their GPU ms a step.
  */
 export async function measureStageCosts(
   model: GpuModel,
   timeSteps: () => Promise<number>,
+  method: StageMethod = "repeat",
 ): Promise<StageCosts> {
-  model.repeatStage = null;
+  model.stageEdit = null;
   const first = await timeSteps();
   const uses = model.lastStepStageUses;
   const measured: { stage: string; uses: number; gpuMs: number }[] = [];
   try {
     for (const [stage, n] of uses) {
-      model.repeatStage = stage;
+      model.stageEdit = { stage, times: method === "repeat" ? 2 : 0 };
       measured.push({ stage, uses: n, gpuMs: await timeSteps() });
     }
   } finally {
-    model.repeatStage = null;
+    model.stageEdit = null;
   }
   const second = await timeSteps();
   const base = (first + second) / 2; // stepMs of the result
+  const sign = method === "repeat" ? 1 : -1;
   return {
+    method,
     baseMs: [first, second],
-    stages: measured.map((m) => ({ ...m, usStep: (m.gpuMs - base) * 1e3 })),
+    stages: measured.map((m) => ({ ...m, usStep: sign * (m.gpuMs - base) * 1e3 })),
   };
 }
 
@@ -136,7 +154,9 @@ export function formatStageCosts(
     rows,
   ) +
     `\nthe stages add up to ${(sum / 1e3).toFixed(3)} of the step's ${base.toFixed(3)} ms ` +
-    `(${((sum / (base * 1e3)) * 100).toFixed(0)}%): the rest no stage's repeat shows`;
+    `(${((sum / (base * 1e3)) * 100).toFixed(0)}%): the rest no stage's ${
+      costs.method === "repeat" ? "repeat" : "absence"
+    } shows`;
 }
 
 /** The stages as JSON fields (µs rounded to 0.001). */
@@ -147,6 +167,7 @@ export function stageCostsJson(
   layers: number,
 ): Record<string, unknown> {
   return {
+    method: costs.method,
     base_gpu_ms: costs.baseMs.map(round3),
     stages_sum_us: round3(stagesSumUs(costs)),
     stages: stageRows(costs, cost, bytesPerSecond, layers).map((r) => ({

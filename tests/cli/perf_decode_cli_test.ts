@@ -80,6 +80,39 @@ test("perf-decode --stage-costs times the step with each of its stages repeated 
     const qkv = sc.stages.find((s: { stage: string }) => s.stage === "linear qkv");
     assert.ok(Math.abs(qkv.us_layer * qkv.dispatches - qkv.us_step) < 1e-2, JSON.stringify(qkv));
     assert.is(sc.stages.find((s: { stage: string }) => s.stage === "sample").us_layer, null);
+    assert.is(sc.method, "repeat");
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
+
+test("perf-decode --stage-method both times the step without each stage too", () => {
+  const { dir } = ensureFixture("tiny-qwen3-moe");
+  const out = mkdtempSync(join(tmpdir(), "perf-decode-"));
+  try {
+    const json = join(out, "decode.json");
+    const r = runTask("perf_decode", [
+      ...["--model", dir, "--batch", "2", "--ctx", "16", "--steps", "3", "--warmup", "1"],
+      ...["--warmup-s", "0", "--json", json, "--stage-costs", "2x16", "--stage-method", "both"],
+    ]);
+    assert.is(r.code, 0, r.stderr);
+    assert.match(r.stdout, /stage costs at 2 x 16 \(the step as it is, less the step without/);
+    assert.match(r.stdout, /the rest no stage's absence shows/);
+    const rows = JSON.parse(readFileSync(json, "utf8")).stage_costs;
+    assert.equal(rows.map((x: { method: string }) => x.method), ["repeat", "drop"]);
+    const [repeat, drop] = rows;
+    assert.equal(
+      drop.stages.map((s: { stage: string }) => s.stage),
+      repeat.stages.map((s: { stage: string }) => s.stage),
+    );
+    // a dropped stage's step is the step less its time: us_step = (base - gpu_ms) x 1000
+    const base = (drop.base_gpu_ms[0] + drop.base_gpu_ms[1]) / 2;
+    for (const s of drop.stages) {
+      assert.ok(Math.abs((base - s.gpu_ms) * 1e3 - s.us_step) < 2, JSON.stringify(s));
+    }
+    const bad = runTask("perf_decode", ["--stage-method", "twice"]);
+    assert.is(bad.code, 2);
+    assert.match(bad.stderr, /--stage-method/);
   } finally {
     rmSync(out, { recursive: true, force: true });
   }

@@ -318,7 +318,7 @@ test("a step records the host time it took before its submit (lastEncodeMs)", as
   }
 });
 
-test("a stage repeated in the step (repeatStage) gives the same outputs where it is idempotent, and the step names its stages", async () => {
+test("a stage repeated in the step (stageEdit) gives the same outputs where it is idempotent, left out does not, and the step names its stages", async () => {
   const gpu = await sharedGpu();
   const model = await GpuModel.load(gpu, dirs["tiny-qwen3-moe"], {
     dtype: "f32",
@@ -340,15 +340,20 @@ test("a stage repeated in the step (repeatStage) gives the same outputs where it
     assert.is(uses.get("linear qkv"), layers, [...uses].join(" "));
     assert.ok(uses.has("moe down") && uses.has("sample"), [...uses].join(" "));
     // the qkv projection writes what it reads from nothing it writes: twice gives the same step
-    model.repeatStage = "linear qkv";
+    model.stageEdit = { stage: "linear qkv", times: 2 };
     const [ids2, logits2] = await step();
     assert.equal(ids2, ids);
     assert.is(maxAbsDiff(logits2, logits), 0);
     // the combine adds the experts' rows to the residual: twice, the residual differs
-    model.repeatStage = "moe combine";
+    model.stageEdit = { stage: "moe combine", times: 2 };
     const [, logits3] = await step();
     assert.ok(maxAbsDiff(logits3, logits) > 1e-3, "the repeat reached the step");
-    model.repeatStage = null;
+    // and left out, the residual misses the experts' rows
+    model.stageEdit = { stage: "moe combine", times: 0 };
+    const [, logits5] = await step();
+    assert.ok(maxAbsDiff(logits5, logits) > 1e-3, "the drop reached the step");
+    assert.ok(maxAbsDiff(logits5, logits3) > 1e-3);
+    model.stageEdit = null;
     const [ids4, logits4] = await step();
     assert.equal(ids4, ids);
     assert.is(maxAbsDiff(logits4, logits), 0);
