@@ -14,13 +14,15 @@
  *
  * ```sh
  * deno task probe-reads --patterns gu.rows,gu.tiles --configs wg0k,wg8k,wg8k.w16 --json r.json
+ * deno task probe-reads --patterns gu.tiles --configs wg8k.r2 --layers 48 --pretouch 64
  * ```
  */
 import process from "node:process";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { createStorage, readBuffer, uploadBuffer } from "../gpu/buffers.ts";
-import { PassTimer } from "../gpu/timestamps.ts";
+import { MAX_TIMED_PASSES, PassTimer } from "../gpu/timestamps.ts";
 import {
+  compilePretouch,
   compileReadPattern,
   configLabel,
   parseConfig,
@@ -49,7 +51,8 @@ const SPEC = {
     help: "configs: wgNk (a dummy workgroup array of N KB), w8 / w16 (words a lane a step), " +
       "tN (touch loads N steps ahead), sh / sw (each step's words staged through workgroup " +
       "memory as 8 f16 or as one 16-byte word, then read back), r2 (two register sets, each " +
-      "loaded two steps ahead), nb (no barriers), joined by dots",
+      "loaded two steps ahead), nb (no barriers), aN (each workgroup first loads a few words of the " +
+      "workgroup N places on: their address translations walked early), joined by dots",
   },
   experts: {
     type: "number",
@@ -57,7 +60,30 @@ const SPEC = {
     min: 1,
     help: "experts in the layer (default 128 on a GPU, 2 on a CPU adapter)",
   },
-  reps: { type: "number", integer: true, min: 1, default: 7, help: "timed dispatches" },
+  reps: {
+    type: "number",
+    integer: true,
+    min: 1,
+    default: 7,
+    help: "timed dispatches (rounds over the layers, with --layers)",
+  },
+  layers: {
+    type: "number",
+    integer: true,
+    min: 1,
+    default: 1,
+    help: "copies of the layer's weights, each in a buffer of its own, read in turn: past 1 " +
+      "each read finds its buffer untouched since as many reads before, as a decode step " +
+      "finds a layer's weights (1: the buffer just read)",
+  },
+  pretouch: {
+    type: "number",
+    integer: true,
+    min: 0,
+    default: 0,
+    help: "KB between the 4-byte loads of a dispatch that touches the weights just before " +
+      "each timed read (0: none)",
+  },
   json: { type: "string", help: "write the rows as JSON" },
 } as const;
 
@@ -80,6 +106,13 @@ await runCli(async () => {
       throw new UsageError(`--configs: ${(err as Error).message}`);
     }
   });
+  if (1 + opts.reps * opts.layers > MAX_TIMED_PASSES) {
+    throw new UsageError(
+      `--reps ${opts.reps} x --layers ${opts.layers}: at most ${
+        MAX_TIMED_PASSES - 1
+      } timed dispatches`,
+    );
+  }
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
   if (!gpu.f16 && configs.some((c) => c.stage === "sh")) {
@@ -102,34 +135,71 @@ await runCli(async () => {
       words[i] = ((Math.imul(i + 1, 0x9e3779b1) & 0xbfffbfff) | 0x04000400) >>> 0;
     }
     const expected = readPatternXor(words);
-    const w = uploadBuffer(d, `probe-reads.${matrix}`, words);
+    const layers = [uploadBuffer(d, `probe-reads.${matrix}`, words)];
+    const fill = d.createCommandEncoder();
+    for (let k = 1; k < opts.layers; k++) {
+      layers.push(createStorage(d, `probe-reads.${matrix}.${k}`, words.byteLength));
+      fill.copyBufferToBuffer(layers[0], 0, layers[k], 0, words.byteLength);
+    }
+    d.queue.submit([fill.finish()]);
+    const pretouch = opts.pretouch > 0
+      ? await compilePretouch(gpu, words.byteLength, opts.pretouch * 1024)
+      : null;
+    const touchOut = createStorage(d, "probe-reads.pretouch", 16);
+    const touchBinds = pretouch
+      ? layers.map((w) =>
+        d.createBindGroup({
+          layout: pretouch.pipeline.getBindGroupLayout(0),
+          entries: [{ binding: 0, resource: { buffer: w } }, {
+            binding: 1,
+            resource: { buffer: touchOut },
+          }],
+        })
+      )
+      : [];
+    // the first dispatch (layer 0) untimed; then reps rounds over the layers
+    const dispatches = 1 + opts.reps * opts.layers;
     for (const p of ps) {
       for (const c of configs) {
         const label = `${p.name}.${configLabel(c)}`;
         const rp = await compileReadPattern(gpu, p, m, c);
         const out = createStorage(d, "probe-reads.out", rp.lanes * 4);
-        const bind = d.createBindGroup({
-          layout: rp.pipeline.getBindGroupLayout(0),
-          entries: [{ binding: 0, resource: { buffer: w } }, {
-            binding: 1,
-            resource: { buffer: out },
-          }],
-        });
-        const timer = new PassTimer(gpu, opts.reps + 1);
+        const binds = layers.map((w) =>
+          d.createBindGroup({
+            layout: rp.pipeline.getBindGroupLayout(0),
+            entries: [{ binding: 0, resource: { buffer: w } }, {
+              binding: 1,
+              resource: { buffer: out },
+            }],
+          })
+        );
+        const timer = new PassTimer(gpu, dispatches);
+        const touchTimer = pretouch ? new PassTimer(gpu, dispatches) : null;
         const enc = d.createCommandEncoder();
-        for (let r = 0; r <= opts.reps; r++) {
+        for (let r = 0; r < dispatches; r++) {
+          const layer = r % layers.length;
+          if (pretouch && touchTimer) {
+            const pass = enc.beginComputePass({ timestampWrites: touchTimer.next("pretouch") });
+            pass.setPipeline(pretouch.pipeline);
+            pass.setBindGroup(0, touchBinds[layer]);
+            pass.dispatchWorkgroups(pretouch.grid[0], pretouch.grid[1]);
+            pass.end();
+          }
           const pass = enc.beginComputePass({ timestampWrites: timer.next(label) });
           pass.setPipeline(rp.pipeline);
-          pass.setBindGroup(0, bind);
+          pass.setBindGroup(0, binds[layer]);
           pass.dispatchWorkgroups(rp.grid[0], rp.grid[1]);
           pass.end();
         }
         timer.resolve(enc);
+        touchTimer?.resolve(enc);
         d.queue.submit([enc.finish()]);
         const spans = (await timer.read()).slice(1).map((s) => s.us);
+        const touchSpans = touchTimer ? (await touchTimer.read()).slice(1).map((s) => s.us) : [];
         const lanes = new Uint32Array(await readBuffer(d, out, rp.lanes * 4));
         out.destroy();
         timer.destroy();
+        touchTimer?.destroy();
         const covered = c.touch ? null : readPatternXor(lanes) === expected;
         const us = spans.length ? upperMedian(spans) : null;
         const gbps = us ? rp.bytes / (us * 1e-6) / 1e9 : null;
@@ -142,16 +212,22 @@ await runCli(async () => {
             ? Math.round((gbps * 1e9 / roof.bytesPerSecond) * 1000) / 1000
             : null,
           covered: covered === null ? "-" : covered ? "yes" : "NO",
+          layers: layers.length,
+          pretouch_kb: opts.pretouch,
+          pretouch_us: touchSpans.length ? Math.round(upperMedian(touchSpans) * 10) / 10 : null,
         });
       }
     }
-    w.destroy();
+    for (const w of layers) w.destroy();
+    touchOut.destroy();
   }
   console.log(formatTable(
-    ["pattern", "config", "µs", "GB/s", "% of roof", "every word once"],
+    ["pattern", "config", "layers", "pretouch µs", "µs", "GB/s", "% of roof", "every word once"],
     rows.map((r) => [
       String(r.pattern),
       String(r.config),
+      String(r.layers),
+      r.pretouch_us === null ? "-" : `${r.pretouch_us} (${r.pretouch_kb} KB)`,
       r.us === null ? "-" : String(r.us),
       r.gbps === null ? "-" : String(r.gbps),
       r.roof_share === null ? "-" : `${(Number(r.roof_share) * 100).toFixed(1)}%`,

@@ -14,7 +14,9 @@
  * loads back: `r2` keeps two register sets of words (even and odd steps), each loaded again as
  * soon as it is used, so that two steps' loads are in flight (the gate/up GEMM's form), and `nb`
  * leaves out the barriers (one subgroup a workgroup: its lanes' staging stays in order in
- * practice, though WGSL promises nothing without a barrier; a probe, not a kernel).
+ * practice, though WGSL promises nothing without a barrier; a probe, not a kernel). `aN` has each
+ * workgroup first load a few words of the workgroup N places on, so that the address
+ * translations of a buffer read cold (probe-reads --layers) are walked before they are needed.
  *
  * Every word of the matrix is read exactly once without touch loads, so the XOR of all the
  * lanes' results equals the XOR of the buffer's words (readPatternXor): the check that a
@@ -138,12 +140,19 @@ export interface ReadConfig {
   readonly sets2?: boolean;
   /** No barriers (one subgroup a workgroup). */
   readonly noBarrier?: boolean;
+  /**
+   * Workgroups ahead (0: none): at its start each workgroup loads the first and last words of
+   * each of its 8 load slots for the workgroup this many places on in the grid's linear order,
+   * folded in where they cannot change the result (the matrix's words are never 0), so that
+   * the address translations of what that workgroup reads are walked before it starts.
+   */
+  readonly ahead?: number;
 }
 
 export function configLabel(c: ReadConfig): string {
   return `wg${Math.round(c.workgroupBytes / 1024)}k.w${c.words}${c.touch ? `.t${c.touch}` : ""}${
     c.stage ? `.${c.stage}` : ""
-  }${c.sets2 ? ".r2" : ""}${c.noBarrier ? ".nb" : ""}`;
+  }${c.sets2 ? ".r2" : ""}${c.noBarrier ? ".nb" : ""}${c.ahead ? `.a${c.ahead}` : ""}`;
 }
 
 /**
@@ -154,7 +163,7 @@ export function configLabel(c: ReadConfig): string {
 export function parseConfig(label: string): ReadConfig {
   let workgroupBytes = 0, words: 8 | 16 = 8, touch = 0;
   let stage: "" | "sh" | "sw" = "";
-  let sets2 = false, noBarrier = false;
+  let sets2 = false, noBarrier = false, ahead = 0;
   for (const part of label.split(".").filter((p) => p)) {
     let m: RegExpExecArray | null;
     if ((m = /^wg(\d+)k$/.exec(part))) workgroupBytes = Number(m[1]) * 1024;
@@ -163,9 +172,10 @@ export function parseConfig(label: string): ReadConfig {
     else if (part === "sh" || part === "sw") stage = part;
     else if (part === "r2") sets2 = true;
     else if (part === "nb") noBarrier = true;
+    else if ((m = /^a(\d+)$/.exec(part))) ahead = Number(m[1]);
     else {
       throw new Error(
-        `read config '${label}': '${part}' is not wgNk, w8, w16, tN, sh, sw, r2 or nb`,
+        `read config '${label}': '${part}' is not wgNk, w8, w16, tN, sh, sw, r2, nb or aN`,
       );
     }
   }
@@ -180,6 +190,7 @@ export function parseConfig(label: string): ReadConfig {
     ...(stage ? { stage } : {}),
     ...(sets2 ? { sets2 } : {}),
     ...(noBarrier ? { noBarrier } : {}),
+    ...(ahead ? { ahead } : {}),
   };
 }
 
@@ -256,11 +267,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let e = wid.y;
   let t = wid.x;
   ${pad ? "wg.pad[lid] = 0u;" : ""}
+  ${aheadWgsl(c, m, steps)}
   ${c.sets2 ? sets2Loop(c, steps, load) : oneSetLoop(c, steps, load, touch)}
   var r = acc.x ^ acc.y ^ acc.z ^ acc.w ^ tacc;
+  ${c.ahead ? "r ^= select(0u, 1u, ahead_word == 0u);" : ""}
   ${pad ? "r ^= wg.pad[(lid + 1u) % 32u];" : ""}
   out[(e * ${tilesOf(m)}u + t) * 32u + lid] = r;
 }`;
+}
+
+/**
+ * The `aN` loads: lanes 0-7 the first word of load slot `lid` of the workgroup c.ahead places on
+ * (x fastest), lanes 8-15 that slot's word of the last step; the others none.
+ */
+function aheadWgsl(c: ReadConfig, m: ExpertMatrix, steps: number): string {
+  if (!c.ahead) return "";
+  const tiles = tilesOf(m);
+  return `var ahead_word = 1u;
+  let ahead = e * ${tiles}u + t + ${c.ahead}u;
+  if (lid < 16u && ahead < ${tiles * m.experts}u) {
+    let slot = lid % 8u;
+    let step = select(0u, ${steps * (c.words / 8) - 1}u, lid >= 8u);
+    ahead_word = w[at(ahead / ${tiles}u, ahead % ${tiles}u, 0u, slot, step)].x;
+  }`;
 }
 
 /**
@@ -364,4 +393,48 @@ export function readPatternXor(words: Uint32Array): number {
   let x = 0;
   for (let i = 0; i < words.length; i++) x ^= words[i];
   return x >>> 0;
+}
+
+/**
+ * A pretouch: one 4-byte load every `strideBytes` of a `bytes`-long weights buffer, one lane a
+ * load, written nowhere unless it equals a value no word holds. Run just before a pattern reads
+ * the buffer, it tells whether the pattern's first read of a buffer it has not touched for a
+ * while pays for something a sparse touch brings in (address translations: one load a page),
+ * against the same read of a buffer it has just read.
+ */
+export interface Pretouch {
+  readonly pipeline: GPUComputePipeline;
+  readonly grid: readonly [number, number];
+  readonly loads: number;
+}
+
+export async function compilePretouch(
+  gpu: Gpu,
+  bytes: number,
+  strideBytes: number,
+): Promise<Pretouch> {
+  if (!Number.isInteger(strideBytes) || strideBytes < 4 || strideBytes % 4 !== 0) {
+    throw new Error(`pretouch stride ${strideBytes} bytes must be a positive multiple of 4`);
+  }
+  const loads = Math.ceil(bytes / strideBytes);
+  const label = `pretouch.${strideBytes}`;
+  const text = `@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let n = g.x + g.y * 65535u * 64u;
+  if (n < ${loads}u) {
+    let v = w[n * ${strideBytes / 4}u];
+    // (the words readPatternWgsl's buffers hold have both halves' exponents nonzero)
+    if (v == 0u) { out[0] = n; }
+  }
+}`;
+  const module = await compileWgsl(gpu.device, assembleWgsl([{ file: label, text }]), label);
+  const pipeline = gpu.device.createComputePipeline({
+    label,
+    layout: "auto",
+    compute: { module, entryPoint: "main" },
+  });
+  const workgroups = Math.ceil(loads / 64);
+  return { pipeline, grid: [Math.min(workgroups, 65535), Math.ceil(workgroups / 65535)], loads };
 }
