@@ -12,7 +12,8 @@
  *   figure is a lower bound of the stage's first, cold run. The drop has no such bias: it takes
  *   away the stage's first run itself. But the stage after a dropped one may find in L2 what the
  *   dropped one would have evicted, and start without waiting for it: its figure can read high.
- * - At 64 x 1024 (H200, session 42, e9e3f8d) the repeats add up to 21.2 of the step's 25.5 ms.
+ * - At 64 x 1024 on the H200 the repeats add up to 21.2 of the step's 25.4 ms and the drops to
+ *   26.8 (session 43, b13e7dd): the expert GEMMs and attention 34-36 µs a layer apart.
  * - A stage that adds to what it reads (the residual: `moe router` where it adds the o
  *   projection's partial sums, `moe combine`, batch 1's `moe down` and one-row `linear o`)
  *   adds twice, or not at all, so the step's values change (and with them, at later layers,
