@@ -37,7 +37,7 @@
  */
 import type { KernelCase } from "./case.ts";
 import type { Gpu } from "../src/gpu/device.ts";
-import { type KernelSpec, unsupportedReason, type Variant } from "./kernel.ts";
+import { type KernelSpec, unsupportedReason, type Variant, variantByName } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
 import { routerNormCaseInputs, withPartials } from "./moe_router_norm.ts";
@@ -53,6 +53,8 @@ const params = defineParams({
 /** Experts a workgroup, and invocations an (expert, token) pair. */
 const EG = 4;
 const LANES = 32;
+/** Largest hidden size of the staged forms (the row sits in workgroup memory, f32). */
+export const STAGED_MAX_HIDDEN = 4096;
 /** Tokens a workgroup (the shader takes TB of them; the forms of 2 and 4 were no faster). */
 const TB = 1;
 
@@ -80,13 +82,35 @@ export const variants: readonly Variant[] = [
     // (LANES: the tree form's name for LG, unread here)
     consts: { WG: EG * lg, EG, TB: 1, LG: lg, LANES: lg, UNR: 8 },
   })),
+  ...[32, 16].map((eg) => ({
+    name: `f16-s${eg}`,
+    dtype: "f16" as const,
+    wideWords: true,
+    shader: "moe_router_logits_staged.wgsl",
+    // (LANES and UNR: the tree form's names, unread here)
+    consts: { WG: 256, EG: eg, TB: 1, MAX_H: STAGED_MAX_HIDDEN, LANES: 256 / eg, UNR: 8 },
+    // the row, the experts' partial sums and the mean square's tree
+    workgroupBytes: 4 * (STAGED_MAX_HIDDEN + 2 * 256),
+  })),
 ];
 
 /** The form the model takes here: the widest one-pass form that runs, else `f16`. */
 export function moeRouterLogitsVariant(gpu: Gpu): Variant {
-  return variants.find((v) => v.name !== "f16" && unsupportedReason(gpu, v) === null) ??
+  return variants.find((v) => v.name.startsWith("f16-w") && unsupportedReason(gpu, v) === null) ??
     variants[0];
 }
+
+/**
+ * The staged form for a step of `tokens` tokens (at least STAGED_ROUTER_MIN_TOKENS): 16 experts a
+ * workgroup up to 16 tokens, 32 past them. On the H200 (session 43, per-kernel profile with the
+ * forms in turn) 13.7 µs a call against 15.7 at 8 x 1024, 19.9 against 17.2 at 64 x 1024.
+ */
+export function stagedRouterLogitsVariant(tokens: number): Variant {
+  return variantByName(spec, tokens <= 16 ? "f16-s16" : "f16-s32");
+}
+
+/** The fewest tokens of a step the model gives the staged forms (the lane forms below). */
+export const STAGED_ROUTER_MIN_TOKENS = 3;
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_router_logits",
