@@ -10,8 +10,15 @@ import type { Rng } from "../src/util/rng.ts";
 import { type BindingSpec, grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { MOE_NO_ROW, moeDispatchParams, moeDispatchRef, sampleRouting } from "./moe_dispatch.ts";
+import { withPartials } from "./moe_router_norm.ts";
 
-const params = defineParams({ tokens: "u32", hidden: "u32", top_k: "u32" });
+const params = defineParams({
+  tokens: "u32",
+  hidden: "u32",
+  top_k: "u32",
+  /** Split-K partial sums of the o projection the residual still owes (0: none, o_part unread). */
+  partials: "u32",
+});
 const WG = 256;
 
 /** The combine's bindings (moe_combine_norm's first four too). */
@@ -20,6 +27,12 @@ export const COMBINE_BINDINGS: readonly BindingSpec[] = [
   { name: "row_of", type: "u32", access: "read", shape: "[tokens, top_k] -> row of y" },
   { name: "topk_weights", type: "f32", access: "read", shape: "[tokens, top_k]" },
   { name: "residual", type: "vec4<f32>", access: "read_write", shape: "[tokens, hidden/4]" },
+  {
+    name: "o_part",
+    type: "vec4<f32>",
+    access: "read",
+    shape: "[partials, tokens, hidden/4] (the residual's split-K partial sums; any buffer at 0)",
+  },
 ];
 
 export const spec: KernelSpec<typeof params.fields> = {
@@ -36,25 +49,33 @@ export function moeCombineParams(
   tokens: number,
   hidden: number,
   topK: number,
+  partials = 0,
 ): ParamValues<typeof params.fields> {
   if (!Number.isInteger(hidden) || hidden < 4 || hidden % 4) {
     throw new Error(`moe_combine: hidden = ${hidden} must be a positive multiple of 4`);
   }
   if (!Number.isInteger(topK) || topK < 1) throw new Error(`moe_combine: top_k = ${topK}`);
   if (!Number.isInteger(tokens) || tokens < 0) throw new Error(`moe_combine: tokens = ${tokens}`);
-  return { tokens, hidden, top_k: topK };
+  if (!Number.isInteger(partials) || partials < 0) {
+    throw new Error(`moe_combine: partials = ${partials} must be a count`);
+  }
+  return { tokens, hidden, top_k: topK, partials };
 }
 
-/** CPU reference: the new residual `[tokens, hidden]` (f64 sum over j, then one f32 add). */
+/**
+ * CPU reference: the new residual `[tokens, hidden]` (with p.partials > 0 and `part`, the partial
+ * sums added to it first, in order in f32; then the f64 sum over j, in one f32 add).
+ */
 export function moeCombineRef(
   residual: Float32Array,
   y: Float32Array,
   rowOf: Uint32Array,
   weights: Float32Array,
-  p: ParamValues<typeof params.fields>,
+  p: { tokens: number; hidden: number; top_k: number; partials?: number },
+  part?: Float32Array,
 ): Float32Array {
   const { tokens, hidden, top_k: k } = p;
-  const out = new Float32Array(residual.subarray(0, tokens * hidden));
+  const out = withPartials(residual, part, part ? p.partials ?? 0 : 0, tokens * hidden);
   for (let t = 0; t < tokens; t++) {
     for (let h = 0; h < hidden; h++) {
       let s = 0;
@@ -77,20 +98,28 @@ export interface CombineCaseShape {
   readonly note?: string;
   /** The last assignment dropped (as moe_dispatch drops an expert id out of range). */
   readonly dropOne?: boolean;
+  /** Split-K partial sums the residual still owes (the o projection's; default 0). */
+  readonly partials?: number;
 }
 
 /** The label of a combine case. */
 export function combineCaseLabel(c: CombineCaseShape): string {
   return `tokens=${c.tokens} hidden=${c.hidden} E=${c.experts} k=${c.topK}${
     c.dropOne ? " one dropped" : ""
-  } ${c.note ?? ""}`.trim();
+  }${c.partials ? ` + ${c.partials} partial sums` : ""} ${c.note ?? ""}`.trim();
 }
 
 /** The inputs of a combine case: y, row_of (from moe_dispatchRef), topk_weights, residual. */
 export function combineCaseInputs(
   rng: Rng,
   c: CombineCaseShape,
-): { y: Float32Array; row_of: Uint32Array; topk_weights: Float32Array; residual: Float32Array } {
+): {
+  y: Float32Array;
+  row_of: Uint32Array;
+  topk_weights: Float32Array;
+  residual: Float32Array;
+  o_part: Float32Array;
+} {
   const { tokens, hidden, experts, topK } = c;
   const rows = tokens * topK;
   const ids = sampleRouting(rng, tokens, experts, topK, "spread");
@@ -105,12 +134,14 @@ export function combineCaseInputs(
     row_of: d.rowOf,
     topk_weights: rng.fillUniform(new Float32Array(rows), 0, 1),
     residual: rng.fillNormal(new Float32Array(tokens * hidden)),
+    // (16 bytes, unread, without partials)
+    o_part: rng.fillNormal(new Float32Array(Math.max(4, (c.partials ?? 0) * tokens * hidden))),
   };
 }
 
 function combineCase(shape: CombineCaseShape): KernelCase<typeof params.fields> {
   const { tokens, hidden, topK } = shape;
-  const p = moeCombineParams(tokens, hidden, topK);
+  const p = moeCombineParams(tokens, hidden, topK, shape.partials ?? 0);
   const rows = tokens * topK;
   return {
     label: combineCaseLabel(shape),
@@ -124,10 +155,11 @@ function combineCase(shape: CombineCaseShape): KernelCase<typeof params.fields> 
         inp.row_of as Uint32Array,
         inp.topk_weights as Float32Array,
         p,
+        inp.o_part as Float32Array,
       ),
     }),
     tolerance: () => ({ atol: 1e-5, rtol: 1e-5 }),
-    bytes: () => tokens * hidden * (8 + 4 * topK) + rows * 8,
+    bytes: () => tokens * hidden * (8 + 4 * topK + 4 * p.partials) + rows * 8,
     flops: rows * hidden * 2,
   };
 }
@@ -142,6 +174,8 @@ export const COMBINE_CASE_SHAPES: readonly CombineCaseShape[] = [
   { tokens: 1024, hidden: 2048, experts: 128, topK: 8, note: "qwen3-30b-a3b" },
   { tokens: 1, hidden: 4096, experts: 8, topK: 2, note: "mixtral-8x7b" },
   { tokens: 1024, hidden: 4096, experts: 8, topK: 2, note: "mixtral-8x7b" },
+  { tokens: 5, hidden: 68, experts: 8, topK: 3, dropOne: true, partials: 3 },
+  { tokens: 8, hidden: 2048, experts: 128, topK: 8, partials: 8, note: "qwen3-30b-a3b" },
 ];
 
 export const cases = COMBINE_CASE_SHAPES.map(combineCase);

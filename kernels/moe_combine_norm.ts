@@ -39,6 +39,8 @@ const params = defineParams({
   top_k: "u32",
   eps: "f32",
   write_f16: "u32",
+  /** Split-K partial sums of the o projection the residual still owes (0: none, o_part unread). */
+  partials: "u32",
 });
 
 export const spec: KernelSpec<typeof params.fields> = {
@@ -72,13 +74,14 @@ export function moeCombineNormParams(
   topK: number,
   eps: number,
   writeF16 = false,
+  partials = 0,
 ): ParamValues<typeof params.fields> {
-  moeCombineParams(tokens, hidden, topK);
+  moeCombineParams(tokens, hidden, topK, partials);
   if (!(eps > 0)) throw new Error(`moe_combine_norm: eps = ${eps} must be positive`);
-  return { tokens, hidden, top_k: topK, eps, write_f16: writeF16 ? 1 : 0 };
+  return { tokens, hidden, top_k: topK, eps, write_f16: writeF16 ? 1 : 0, partials };
 }
 
-/** CPU reference: moeCombineRef's new residual, then rmsnormRef of it. */
+/** CPU reference: moeCombineRef's new residual (the partial sums in it), then rmsnormRef of it. */
 export function moeCombineNormRef(
   residual: Float32Array,
   y: Float32Array,
@@ -86,8 +89,9 @@ export function moeCombineNormRef(
   weights: Float32Array,
   normWeight: Float32Array,
   p: ParamValues<typeof params.fields>,
+  part?: Float32Array,
 ): { residual: Float32Array; out: Float32Array } {
-  const next = moeCombineRef(residual, y, rowOf, weights, p);
+  const next = moeCombineRef(residual, y, rowOf, weights, p, part);
   return { residual: next, out: rmsnormRef(next, normWeight, p.tokens, p.hidden, p.eps) };
 }
 
@@ -96,7 +100,7 @@ function combineNormCase(
   writeF16 = false,
 ): KernelCase<typeof params.fields> {
   const { tokens, hidden, topK } = shape;
-  const p = moeCombineNormParams(tokens, hidden, topK, 1e-6, writeF16);
+  const p = moeCombineNormParams(tokens, hidden, topK, 1e-6, writeF16, shape.partials ?? 0);
   const rows = tokens * topK;
   return {
     label: `${combineCaseLabel(shape)}${writeF16 ? " +f16 rows" : ""}`,
@@ -116,6 +120,7 @@ function combineNormCase(
         inp.topk_weights as Float32Array,
         inp.weight as Float32Array,
         p,
+        inp.o_part as Float32Array,
       );
       return writeF16 ? { ...r, out16: r.out } : r;
     },
@@ -123,7 +128,8 @@ function combineNormCase(
     tolerance: (v) =>
       writeF16 && v.dtype === "f16" ? { atol: 1e-5, rtol: 1e-3 } : { atol: 1e-5, rtol: 1e-4 },
     bytes: (v) =>
-      tokens * hidden * (12 + 4 * topK) + rows * 8 + hidden * (v.dtype === "f16" ? 2 : 4),
+      tokens * hidden * (12 + 4 * topK + 4 * p.partials) + rows * 8 +
+      hidden * (v.dtype === "f16" ? 2 : 4),
     flops: rows * hidden * 2 + tokens * hidden * 4,
   };
 }

@@ -2,8 +2,10 @@
 //   residual[t, :] += sum_j topk_weights[t, j] * y[row_of[t, j], :]
 // One invocation per (token, vec4 of hidden); the k expert rows are summed in j order,
 // so the result is deterministic (no float atomics). A row_of outside the rows (an
-// assignment moe_dispatch dropped) adds nothing.
-// Bytes: tokens * hidden * (8 + 4 * k) + tokens * k * 8.
+// assignment moe_dispatch dropped) adds nothing. With params.partials > 0 the residual first
+// takes the o projection's split-K partial sums (o_part, in order: splitk_reduce's), which the
+// split router read without writing them back.
+// Bytes: tokens * hidden * (8 + 4 * k + 4 * partials) + tokens * k * 8.
 @compute @workgroup_size(WG)
 fn main(
   @builtin(global_invocation_id) gid: vec3<u32>,
@@ -24,5 +26,9 @@ fn main(
       acc += topk_weights[t * params.top_k + j] * y[row * h4 + c];
     }
   }
-  residual[idx] += acc;
+  var v = residual[idx];
+  for (var s = 0u; s < params.partials; s++) {
+    v += o_part[s * params.tokens * h4 + idx];
+  }
+  residual[idx] = v + acc;
 }

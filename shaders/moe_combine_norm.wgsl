@@ -6,6 +6,8 @@
 // moe_combine and rmsnorm, and the new residual row is read back from cache, not memory.
 // With write_f16 the normed row also goes to out16 as f16 (clamped to f16's range, as
 // cast_f16 writes it): the next layer's tensor-core qkv GEMM reads it with no cast dispatch.
+// With params.partials > 0 the residual first takes the o projection's split-K partial sums
+// (o_part, in order: splitk_reduce's), which the split router read without writing them back.
 // Bytes: tokens * hidden * (12 + 4 * k) + tokens * k * 8 + hidden * sizeof(T).
 //#include "lib/workgroup_sum.wgsl"
 //#include "lib/clamp_f16.wgsl"
@@ -31,7 +33,11 @@ fn main(
         acc += topk_weights[t * params.top_k + j] * y[row * h4 + c];
       }
     }
-    let v = residual[t * h4 + c] + acc;
+    var r = residual[t * h4 + c];
+    for (var s = 0u; s < params.partials; s++) {
+      r += o_part[s * params.tokens * h4 + t * h4 + c];
+    }
+    let v = r + acc;
     residual[t * h4 + c] = v;
     ss += dot(v, v);
   }
