@@ -219,17 +219,18 @@ export interface MoeBlockOptions {
   /**
    * Steps of 1 to this many tokens that do not route in one pass take moe_route_dispatch: the
    * router's top-k and the dispatch in one workgroup, one dispatch where moe_router and
-   * moe_dispatch take two; 0: never. Default MOE_ROUTE_DISPATCH_MAX_TOKENS (2: batch-1 and
-   * batch-2 decode).
+   * moe_dispatch take two; 0: never. Default MOE_ROUTE_DISPATCH_MAX_TOKENS (16: the steps that
+   * split their router).
    */
   readonly routeDispatchMaxTokens?: number;
   /**
    * f16 steps of splitRouterMinTokens to this many tokens, given MoeBlockIo.wRouter and
    * routerNorm, take the layer's input RMSNorm and the router logits over the GPU
-   * (moe_router_logits: 4 experts by a block of tokens a workgroup), then the top-k in
+   * (moe_router_logits: a group of experts by a token a workgroup), then the top-k in
    * moe_router (with the dispatch in moe_route_dispatch where routeDispatchMaxTokens takes the
    * step), where the one-pass routers give a token one workgroup that reads the whole router
-   * weight; 0: never. Off with fusedRouterNorm false. Default MOE_SPLIT_ROUTER_MAX_TOKENS.
+   * weight; 0: never. The o projection's split-K partial sums then go to the router's logits
+   * and the combine. Off with fusedRouterNorm false. Default MOE_SPLIT_ROUTER_MAX_TOKENS.
    */
   readonly splitRouterMaxTokens?: number;
   /** The fewest tokens of a step that splits its router (default MOE_SPLIT_ROUTER_MIN_TOKENS). */
@@ -274,9 +275,17 @@ export const MOE_FUSED_ROUTER_MIN_TOKENS = 2;
 
 /**
  * Tokens from which and up to which a step splits its router by default (moe_router_logits):
- * batch-1 and batch-2 decode (the batch-1 H200 figures are in kernels/moe_router_logits.ts).
- * Batch 2 then routes in moe_route_dispatch (MOE_ROUTE_DISPATCH_MAX_TOKENS) and owes a
- * splitk_reduce of the o projection where moe_router_norm added its partial sums. H200,
+ * 1-16 tokens (the batch-1 H200 figures are in kernels/moe_router_logits.ts). From 3 tokens the
+ * staged forms take the logits (f16-s16 / f16-s32: the residual row read once a workgroup into
+ * workgroup memory, 16 or 32 experts a workgroup), moe_route_dispatch's subgroup form ranks them
+ * (f32-sg, a subgroup a token) and the MoE combine adds the o projection's split-K partial sums,
+ * so no splitk_reduce runs. H200, Qwen3-30B-A3B, session 43 (`call9`), perf-decode GPU ms, two
+ * processes each, moe_router_norm with moe_dispatch -> the split router up to 16 tokens: 4 x 1024
+ * 8.64 / 8.65 -> 8.35 / 8.30, 8 x 1024 11.38 / 11.39 -> 11.10 / 11.06, 16 x 1024 15.79 / 15.76 ->
+ * 15.65 / 15.64; up to 64 or 128 tokens slower past 16 (32 x 1024 21.55-21.60 -> 21.92-21.96, 64 x
+ * 1024 25.39-25.40 -> 26.81-26.86: one workgroup ranking 64 tokens, 49 µs a call in the profile).
+ * Before those forms (the lane form at every batch, moe_router_logits reading the residual row
+ * in every expert group, the o projection's reduce, and the one-invocation-a-pair ranking): H200,
  * Qwen3-30B-A3B, 2026-12-03, perf-decode GPU ms, the one-pass router -> split, two processes
  * each in each of two calls: 2 x 1024 6.94-6.98 -> 6.75-6.82, 2 x 8192 7.73-7.76 -> 7.59-7.68;
  * at 3 and 4 tokens no faster (3 x 1024 7.92 -> 7.92-8.00, 3 x 8192 8.87-8.90 -> 8.94-9.01,
@@ -285,7 +294,7 @@ export const MOE_FUSED_ROUTER_MIN_TOKENS = 2;
  * moe_router_norm with moe_dispatch).
  */
 export const MOE_SPLIT_ROUTER_MIN_TOKENS = 1;
-export const MOE_SPLIT_ROUTER_MAX_TOKENS = 2;
+export const MOE_SPLIT_ROUTER_MAX_TOKENS = 16;
 export const MOE_FUSED_ROUTER_MAX_TOKENS = 128;
 
 /**
@@ -464,6 +473,8 @@ export class MoeBlock {
   private downName = "";
   private routerGrid: readonly number[] = [];
   private routerLogitsGrid: readonly number[] = [];
+  /** The split router's pipeline for the step set by setTokens (lane or staged form). */
+  private splitPipe: Pipe | null = null;
   private combineGrid: readonly number[] = [];
   private combineNormGrid: readonly number[] = [];
   private downCombineGrid: readonly number[] = [];
@@ -494,6 +505,11 @@ export class MoeBlock {
       routerNorm: Pipe | null;
       /** moe_router_logits; null where the split router is off or did not compile. */
       routerLogits: Pipe | null;
+      /**
+       * moe_router_logits' staged forms (`f16-s16`, `f16-s32`; stagedRouterLogitsVariant) for
+       * split steps of STAGED_ROUTER_MIN_TOKENS tokens or more; empty where they do not apply.
+       */
+      routerLogitsStaged: ReadonlyMap<string, Pipe>;
       dispatch: Pipe;
       /** moe_route_dispatch; null where it is off or did not compile. */
       routeDispatch: Pipe | null;
@@ -631,6 +647,7 @@ export class MoeBlock {
       fusedRouter,
       routerPipe,
       routerLogitsPipe,
+      routerLogitsStagedPipes,
       dispatchPipe,
       routeDispatchPipe_,
       combinePipe,
@@ -641,6 +658,7 @@ export class MoeBlock {
       fusedRouterPipe(gpu, shape, options),
       pipe(router.spec, "f32"),
       splitRouterPipe(gpu, shape, options),
+      stagedRouterPipes(gpu, shape, options),
       pipe(dispatch.spec, "f32"),
       routeDispatchPipe(gpu, options),
       pipe(combine.spec, "f32"),
@@ -655,6 +673,7 @@ export class MoeBlock {
       routerFused: fusedRouter,
       routerNorm: routerNormPipe_,
       routerLogits: routerLogitsPipe,
+      routerLogitsStaged: routerLogitsStagedPipes,
       dispatch: dispatchPipe,
       routeDispatch: routeDispatchPipe_,
       gateUp: gateUpPipes,
@@ -821,7 +840,10 @@ export class MoeBlock {
       topK: s.topK,
       normTopk: s.normTopk,
     });
-    const cp = combine.moeCombineParams(tokens, s.hidden, s.topK);
+    // the split router reads the residual's partial sums without writing them back: the combine
+    // adds them (moe_gemm_down_combine where the step combines in the down GEMM)
+    const combinePartials = this.splitsRouterAt(tokens) ? residualPartials : 0;
+    const cp = combine.moeCombineParams(tokens, s.hidden, s.topK, combinePartials);
     if (this.routesInOnePassAt(tokens)) {
       const fusedShape = {
         tokens,
@@ -850,11 +872,11 @@ export class MoeBlock {
         residualPartials,
       );
       write(this.params.routerLogits, routerLogits.spec.params, lp);
-      this.routerLogitsGrid = routerLogits.spec.grid(
-        lp,
-        this.pipes.routerLogits!.variant,
-        this.gpu,
-      );
+      const staged = tokens >= routerLogits.STAGED_ROUTER_MIN_TOKENS
+        ? this.pipes.routerLogitsStaged.get(routerLogits.stagedRouterLogitsVariant(tokens).name)
+        : undefined;
+      this.splitPipe = staged ?? this.pipes.routerLogits!;
+      this.routerLogitsGrid = routerLogits.spec.grid(lp, this.splitPipe.variant, this.gpu);
     }
     write(this.params.router, router.spec.params, rp);
     const dispatchShape = {
@@ -909,6 +931,7 @@ export class MoeBlock {
       s.topK,
       s.rmsNormEps ?? 1e-6,
       normF16,
+      combinePartials,
     );
     write(this.params.combineNorm, combineNorm.spec.params, np);
     this.combineNormGrid = combineNorm.spec.grid(np, this.pipes.combineNorm.variant, this.gpu);
@@ -953,12 +976,13 @@ export class MoeBlock {
   }
 
   /**
-   * Whether a step of `tokens` tokens, encoded without MoeBlockIo.norm, takes the residual's
-   * split-K partial sums (setTokens; MoeBlockIo.routerNorm.partials) in moe_router_logits, which
-   * norms the residual with them, and moe_gemm_down_combine, which adds them to it.
+   * Whether a step of `tokens` tokens takes the residual's split-K partial sums (setTokens;
+   * MoeBlockIo.routerNorm.partials) in moe_router_logits, which norms the residual with them,
+   * and adds them to it in its combine (moe_gemm_down_combine, moe_combine or
+   * moe_combine_norm).
    */
   takesSplitPartialsAt(tokens: number): boolean {
-    return this.splitsRouterAt(tokens) && this.combinesInDownAt(tokens);
+    return this.splitsRouterAt(tokens);
   }
 
   /**
@@ -986,9 +1010,17 @@ export class MoeBlock {
       tokens <= (this.options.splitRouterMaxTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS);
   }
 
-  /** moe_router_logits' form (`f16-w32`, ...), or null where the split router is off. */
+  /**
+   * moe_router_logits' forms (`f16-w32`, and `f16-s16 / f16-s32 from 3 tokens` where the staged
+   * forms run), or null where the split router is off.
+   */
   get splitRouterForm(): string | null {
-    return this.pipes.routerLogits?.variant.name ?? null;
+    const lanes = this.pipes.routerLogits?.variant.name;
+    if (!lanes) return null;
+    const staged = [...this.pipes.routerLogitsStaged.keys()];
+    return staged.length
+      ? `${lanes} (${staged.join(" / ")} from ${routerLogits.STAGED_ROUTER_MIN_TOKENS} tokens)`
+      : lanes;
   }
 
   /**
@@ -1155,18 +1187,19 @@ export class MoeBlock {
     const owed = this.residualPartials > 0;
     // (batch 1 without the next layer's norm: the combine inside the down GEMM)
     const fused = !io.norm && this.combinedStep;
-    const owedInSplit = owed && split && fused;
-    if (owed && !(wRouter && norm && norm.partials && (split ? fused : true))) {
+    // (the split router reads them; its combine adds them to the residual)
+    const owedInSplit = owed && split;
+    const owedInCombine = owedInSplit && !fused;
+    if (owed && !(wRouter && norm && norm.partials)) {
       throw new Error(
-        "moe block: the residual owes partial sums (setTokens) but encode runs no " +
-          "moe_router_norm, nor moe_router_logits with moe_gemm_down_combine, given " +
-          "routerNorm.partials",
+        "moe block: the residual owes partial sums (setTokens) but encode runs neither " +
+          "moe_router_norm nor moe_router_logits, given routerNorm.partials",
       );
     }
     if (split) {
       run(
         "router",
-        pipes.routerLogits!,
+        this.splitPipe!,
         params.routerLogits,
         {
           x: norm.input,
@@ -1321,20 +1354,31 @@ export class MoeBlock {
           row_of: sc.rowOf,
           topk_weights: sc.topkWeights,
           residual: io.residual,
+          // (unread without partials: y, read-only here already)
+          o_part: owedInCombine ? norm!.partials! : sc.y,
           weight: io.norm.weight,
           out: io.norm.out,
           out16: this.normF16 ? io.norm.out16! : sc.placeholder,
         },
         this.combineNormGrid,
-        this.normF16 ? "h" : "",
+        `${this.normF16 ? "h" : ""}${owedInCombine ? "p" : ""}`,
       );
     } else {
-      run("combine", pipes.combine, params.combine, {
-        y: sc.y,
-        row_of: sc.rowOf,
-        topk_weights: sc.topkWeights,
-        residual: io.residual,
-      }, this.combineGrid);
+      run(
+        "combine",
+        pipes.combine,
+        params.combine,
+        {
+          y: sc.y,
+          row_of: sc.rowOf,
+          topk_weights: sc.topkWeights,
+          residual: io.residual,
+          // (unread without partials: y, read-only here already)
+          o_part: owedInCombine ? norm!.partials! : sc.y,
+        },
+        this.combineGrid,
+        owedInCombine ? "p" : "",
+      );
     }
   }
 
@@ -1405,10 +1449,12 @@ async function routeDispatchPipe(gpu: Gpu, options: MoeBlockOptions): Promise<Pi
     );
   }
   if (most === 0) return null;
+  // the subgroup form where it runs (a subgroup a token: k rounds of two reductions), else f32
+  const sg = variantByName(routeDispatch.spec, "f32-sg");
   return await optionalPipe(
     gpu,
     routeDispatch.spec,
-    routeDispatch.spec.variants[0],
+    unsupportedReason(gpu, sg) === null ? sg : routeDispatch.spec.variants[0],
     "routing and dispatch in one workgroup",
   );
 }
@@ -1458,6 +1504,36 @@ async function splitRouterPipe(
     routerLogits.moeRouterLogitsVariant(gpu),
     "the split router",
   );
+}
+
+/**
+ * moe_router_logits' staged forms by name (`f16-s16`, `f16-s32`), or none where the split router
+ * is off, the block is not f16, its rows do not fit their workgroup memory (hidden past
+ * STAGED_MAX_HIDDEN) or they do not compile here (said once).
+ */
+async function stagedRouterPipes(
+  gpu: Gpu,
+  shape: MoeBlockShape,
+  options: MoeBlockOptions,
+): Promise<ReadonlyMap<string, Pipe>> {
+  const most = options.splitRouterMaxTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS;
+  const out = new Map<string, Pipe>();
+  if (
+    most < routerLogits.STAGED_ROUTER_MIN_TOKENS || options.fusedRouterNorm === false ||
+    shape.dtype !== "f16" || shape.hidden % 8 !== 0 || shape.hidden > routerLogits.STAGED_MAX_HIDDEN
+  ) {
+    return out;
+  }
+  for (const name of ["f16-s16", "f16-s32"]) {
+    const p = await optionalPipe(
+      gpu,
+      routerLogits.spec,
+      variantByName(routerLogits.spec, name),
+      "the staged split router",
+    );
+    if (p) out.set(name, p);
+  }
+  return out;
 }
 
 /**

@@ -155,7 +155,7 @@ export const TENSOR_CORE_OPTIONS = {
     min: 0,
     help: "MoE steps of 1 to this many tokens that do not route in one pass take the router's " +
       "top-k and the dispatch in one workgroup, where moe_router and moe_dispatch take two " +
-      "(default 2, at most 64; 0 never)",
+      "(default 16, at most 64; 0 never)",
   },
   moeRoutedGateUp: {
     type: "boolean",
@@ -168,10 +168,10 @@ export const TENSOR_CORE_OPTIONS = {
     integer: true,
     min: 0,
     help: "f16 MoE steps of --moe-split-router-min-tokens (1) to this many tokens take the " +
-      "layer's input RMSNorm and the router logits over the GPU (moe_router_logits: 4 experts " +
-      "by a block of tokens a workgroup), then the top-k in moe_route_dispatch (moe_router past " +
+      "layer's input RMSNorm and the router logits over the GPU (moe_router_logits: a group of " +
+      "experts by a token a workgroup), then the top-k in moe_route_dispatch (moe_router past " +
       "--moe-route-dispatch-tokens), where moe_router_norm takes one workgroup a token (default " +
-      "2; 0 never)",
+      "16; 0 never)",
   },
   moeSplitRouterMinTokens: {
     type: "number",

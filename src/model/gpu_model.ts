@@ -346,7 +346,7 @@ export interface GpuModelOptions {
   /**
    * MoE steps of 1 to this many tokens that do not route in one pass take the router's top-k
    * and the dispatch in one workgroup (moe_route_dispatch; MoeBlockOptions.routeDispatchMaxTokens;
-   * default MOE_ROUTE_DISPATCH_MAX_TOKENS = 2, 0 never: moe_router and moe_dispatch).
+   * default MOE_ROUTE_DISPATCH_MAX_TOKENS = 16, 0 never: moe_router and moe_dispatch).
    */
   readonly moeRouteDispatchTokens?: number;
   /**
@@ -1848,10 +1848,12 @@ export class GpuModel implements ForwardModel {
         qkv_split_stride: qkvPartials ? (T * (nq + 2 * nkv) * hd) / 4 : 0,
       });
     }
-    // moe_router_norm adds the o projection's split-K partials to the residual (no reduce)
+    // moe_router_norm adds the o projection's split-K partials to the residual, or the split
+    // router reads them and the MoE combine adds them (no reduce)
     const oForm = this.linearForms.o;
     const oPartials = this.opts.oPartialsInRouter && oForm.path === "tc" && oForm.splits > 1 &&
-      (this.moe?.takesResidualPartialsAt(T) ?? false);
+      ((this.moe?.takesResidualPartialsAt(T) ?? false) ||
+        (this.moe?.takesSplitPartialsAt(T) ?? false));
     // the one-row o GEMV in split-K parts, which moe_router_logits and moe_gemm_down_combine add
     const oSplits = this.oSplitsAt(T, qkvNorm !== null);
     this.oSplitsOfStep = oSplits;

@@ -736,7 +736,10 @@ test("moe_router_norm adds the residual's split-K partial sums first where setTo
   const gpu = await sharedGpu();
   const d = gpu.device;
   const shape = { ...blockShape(40, "f16" as const), rmsNormEps: 1e-5 };
-  const block = await MoeBlock.create(gpu, shape, { fusedRouterMaxTokens: 8 });
+  const block = await MoeBlock.create(gpu, shape, {
+    fusedRouterMaxTokens: 8,
+    splitRouterMaxTokens: 2,
+  });
   // batch 1 splits its router (moe_router_logits) and steps past 8 keep the GEMV: no partials
   assert.not.ok(block.takesResidualPartialsAt(1));
   assert.not.ok(block.takesResidualPartialsAt(9));
@@ -778,6 +781,64 @@ test("moe_router_norm adds the residual's split-K partial sums first where setTo
   block.destroy();
 });
 
+test("the split router reads the residual's split-K partial sums and the combine adds them (moe_combine, or moe_combine_norm given the next layer's norm)", async () => {
+  const gpu = await sharedGpu();
+  const d = gpu.device;
+  const shape = { ...blockShape(40, "f16" as const), rmsNormEps: 1e-5 };
+  const block = await MoeBlock.create(gpu, shape, {
+    splitRouterMaxTokens: 8,
+    routeDispatchMaxTokens: 8,
+  });
+  const tokens = 5, splits = 3;
+  assert.ok(block.takesSplitPartialsAt(tokens));
+  assert.not.ok(block.takesResidualPartialsAt(tokens));
+  const rng = Rng.fromSeed("moe split router partials");
+  const inputs = routerNormInputs(rng, tokens);
+  const { residual, normWeight, wRouter, layer } = inputs;
+  const part = rng.fillNormal(new Float32Array(splits * tokens * H), 0.5);
+  const owed = new Float32Array(residual);
+  for (let s = 0; s < splits; s++) {
+    for (let i = 0; i < owed.length; i++) owed[i] += part[s * tokens * H + i];
+  }
+  const x = rmsnormRef(owed, normWeight, tokens, H, 1e-5);
+  const logits = routerLogitsRef(x, wRouter, tokens);
+  const want = moeBlockRef({ routerLogits: logits, x, ...layer, residual: owed }, shape, tokens);
+  const nextWeight = Float32Array.from({ length: H }, () => rng.int(4, 17) / 8);
+  for (const withNorm of [false, true]) {
+    block.setTokens(tokens, { residualPartials: splits });
+    const { made, io: owing, got } = routerNormBuffers(gpu, tokens, inputs);
+    const pb = uploadBuffer(d, "partials", part);
+    const nw = weightBuffer(gpu, "next norm", nextWeight, "f16");
+    const normed = uploadBuffer(d, "normed", new Float32Array(tokens * H).fill(NaN));
+    made.push(pb, nw, normed);
+    const io = {
+      ...owing,
+      routerNorm: { ...owing.routerNorm, partials: pb },
+      ...(withNorm ? { norm: { weight: nw, out: normed } } : {}),
+    };
+    const kernels = submitByStage(gpu, block, io);
+    // (no splitk_reduce: the o projection's partial sums go to the router and the combine)
+    assert.equal(kernels, [
+      "moe_router_logits",
+      "moe_route_dispatch",
+      "moe_gemm_gate_up",
+      "moe_gemm_down",
+      "moe_combine",
+    ]);
+    const what = `split router + ${splits} partials${withNorm ? ", combine norm" : ""}`;
+    await assertRouted(gpu, what, tokens, got, { x, logits, residual: want });
+    if (withNorm) {
+      assertClose(
+        new Float32Array(await readBuffer(d, normed, tokens * H * 4)),
+        rmsnormRef(want, nextWeight, tokens, H, 1e-5),
+        `${what}: the next layer's input`,
+      );
+    }
+    for (const b of made) b.destroy();
+  }
+  block.destroy();
+});
+
 test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxTokens tokens norm and take the logits over the GPU, then rank them apart", async () => {
   const gpu = await sharedGpu();
   const shape = { ...blockShape(40, "f16" as const), rmsNormEps: 1e-5 };
@@ -795,7 +856,7 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
     splitRouterMinTokens: 1,
     splitRouterMaxTokens: 37,
   });
-  // up to MOE_ROUTE_DISPATCH_MAX_TOKENS (2) tokens: moe_route_dispatch ranks and dispatches (or,
+  // up to MOE_ROUTE_DISPATCH_MAX_TOKENS (16) tokens: moe_route_dispatch ranks and dispatches (or,
   // at 1, the routed gate/up GEMM); more: moe_router, then moe_dispatch
   for (const tokens of [1, 2, 5, 37, 38]) {
     block.setTokens(tokens);
