@@ -30,8 +30,9 @@ const params = defineParams({ ...dispatch.spec.params.fields, norm_topk: "u32" }
  * Most tokens of a step the MoE block routes and dispatches in one workgroup by default: the
  * steps that split their router (moe_block's MOE_SPLIT_ROUTER_MAX_TOKENS, which says why 16).
  * The `f32-sg` form ranks a token a subgroup, eight at once in its 256 invocations; on the H200
- * (session 43, profile at 8 and 64 x 1024) it reads 17.5 µs a call at 8 tokens and 49.2 at 64,
- * against the dispatch alone's 10.8 and 11.5 and the `f32` form's 27.3 and 134.
+ * (session 43, profile at 8 and 64 x 1024) it read 17.5 µs a call at 8 tokens and 49.2 at 64,
+ * against the dispatch alone's 10.8 and 11.5 and the `f32` form's 27.3 and 134; with a lane's
+ * logits held in registers between rounds (E <= 4 x sg_size) 16.2 against 17.1 at 8 tokens.
  */
 export const MOE_ROUTE_DISPATCH_MAX_TOKENS = 16;
 /** The most it may be asked to take (its tokens ranked 8 at a time at 128 experts). */

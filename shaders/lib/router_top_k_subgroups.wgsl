@@ -9,12 +9,49 @@
 // k when params.norm_topk != 0 (summed in rank order, as moe_router does; the softmax over all E
 // experts sums each lane's terms, then the lanes). Where lib/router_top_k_rows.wgsl has one
 // invocation count each (token, expert) pair's rank against all E logits, here a token takes k
-// rounds of two subgroup reductions. Assumes subgroups are runs of consecutive invocations
+// rounds of two subgroup reductions; where a lane holds at most 4 experts (E <= 4 x sg_size) their
+// logits stay in its registers between rounds. Assumes subgroups are runs of consecutive invocations
 // (lane = lid % sg_size; the variant declares minSubgroupSize 8: k <= 16 <= 2 x sg_size). The
 // including shader binds logits, topk_ids and topk_weights and has params.{tokens, experts,
 // top_k, norm_topk}.
 // the lowest finite f32 (no logit is below it)
 const LOWEST: f32 = -0x1.fffffep+127f;
+
+// A lane's best expert left: its logit and its slot i (expert lane + sg * i), 64 where none.
+struct LaneBest {
+  v: f32,
+  i: u32,
+}
+
+// Over the lane's first 4 slots, held in `held` (rows of at most 4 x sg experts: no loads a
+// round), else over its slots' logits in storage.
+fn lane_best(
+  row: u32,
+  lane: u32,
+  sg: u32,
+  per_lane: u32,
+  taken: vec2<u32>,
+  held: vec4<f32>,
+) -> LaneBest {
+  var b = LaneBest(LOWEST, 64u);
+  if (per_lane <= 4u) {
+    for (var i = 0u; i < 4u; i++) {
+      if ((taken.x & (1u << i)) == 0u && (b.i == 64u || held[i] > b.v)) {
+        b = LaneBest(held[i], i);
+      }
+    }
+    return b;
+  }
+  for (var i = 0u; i < per_lane; i++) {
+    if ((taken[i / 32u] & (1u << (i % 32u))) == 0u) {
+      let v = logits[row + lane + sg * i];
+      if (b.i == 64u || v > b.v) {
+        b = LaneBest(v, i);
+      }
+    }
+  }
+  return b;
+}
 
 @diagnostic(off, subgroup_uniformity)
 fn router_top_k_subgroups(lid: u32, lane: u32, sg: u32) {
@@ -26,13 +63,22 @@ fn router_top_k_subgroups(lid: u32, lane: u32, sg: u32) {
     // bit i of word i / 32: expert lane + sg * i taken, or past the last expert
     var taken = vec2<u32>(0u);
     var lane_max = LOWEST;
+    var held = vec4<f32>(LOWEST);
     for (var i = 0u; i < per_lane; i++) {
       let e = lane + sg * i;
       if (e < num_e) {
-        lane_max = max(lane_max, logits[row + e]);
+        let v = logits[row + e];
+        lane_max = max(lane_max, v);
+        if (i < 4u) {
+          held[i] = v;
+        }
       } else {
         taken[i / 32u] |= 1u << (i % 32u);
       }
+    }
+    // (slots past per_lane are never read: held as taken)
+    for (var i = per_lane; i < 4u; i++) {
+      taken.x |= 1u << i;
     }
     // the rank-0 expert's logit is the row's max
     let row_max = subgroupMax(lane_max);
@@ -53,17 +99,9 @@ fn router_top_k_subgroups(lid: u32, lane: u32, sg: u32) {
     var top_sum = 0.0;
     for (var r = 0u; r < k; r++) {
       // this lane's best expert left: the highest logit, the lowest expert on ties
-      var best = LOWEST;
-      var best_i = 64u;
-      for (var i = 0u; i < per_lane; i++) {
-        if ((taken[i / 32u] & (1u << (i % 32u))) == 0u) {
-          let v = logits[row + lane + sg * i];
-          if (best_i == 64u || v > best) {
-            best = v;
-            best_i = i;
-          }
-        }
-      }
+      let b = lane_best(row, lane, sg, per_lane, taken, held);
+      let best = b.v;
+      let best_i = b.i;
       let m = subgroupMax(select(LOWEST, best, best_i < 64u));
       let mine = best_i < 64u && best == m;
       let e_star = subgroupMin(select(0xffffffffu, lane + sg * best_i, mine));

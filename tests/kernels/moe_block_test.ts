@@ -18,6 +18,7 @@ import { moeRouterParams, moeRouterRef } from "../../kernels/moe_router.ts";
 import { spec as gateUpSpec } from "../../kernels/moe_gemm_gate_up.ts";
 import { supportedVariants, unsupportedReason, variantByName } from "../../kernels/kernel.ts";
 import { rmsnormRef } from "../../kernels/rmsnorm.ts";
+import { withPartials } from "../../kernels/moe_router_norm.ts";
 import { tileExpertMatrices } from "../../kernels/expert_tiles.ts";
 import { MOE_ROUTE_DISPATCH_MAX_TOKENS } from "../../kernels/moe_route_dispatch.ts";
 import { sharedGpu } from "../shared_gpu.ts";
@@ -538,6 +539,22 @@ function routerNormBuffers(
   };
 }
 
+/**
+ * The o projection's split-K partial sums a step owes, the residual the reduce would have left
+ * (they added in order), and that residual's normed rows and router logits.
+ */
+function owedPartials(
+  rng: Rng,
+  tokens: number,
+  splits: number,
+  inp: ReturnType<typeof routerNormInputs>,
+) {
+  const part = rng.fillNormal(new Float32Array(splits * tokens * H), 0.5);
+  const owed = withPartials(inp.residual, part, splits, tokens * H);
+  const x = rmsnormRef(owed, inp.normWeight, tokens, H, 1e-5);
+  return { part, owed, x, logits: routerLogitsRef(x, inp.wRouter, tokens) };
+}
+
 /** Asserts a routed step's normed rows (xb), logits (lg) and new residual (res). */
 async function assertRouted(
   gpu: Gpu,
@@ -752,15 +769,8 @@ test("moe_router_norm adds the residual's split-K partial sums first where setTo
   block.setTokens(tokens, { residualPartials: splits });
   const rng = Rng.fromSeed("moe router norm partials");
   const inputs = routerNormInputs(rng, tokens);
-  const { residual, normWeight, wRouter, layer } = inputs;
-  const part = rng.fillNormal(new Float32Array(splits * tokens * H), 0.5);
-  // the residual the o projection's reduce would have left: its partials added in order
-  const owed = new Float32Array(residual);
-  for (let s = 0; s < splits; s++) {
-    for (let i = 0; i < owed.length; i++) owed[i] += part[s * tokens * H + i];
-  }
-  const x = rmsnormRef(owed, normWeight, tokens, H, 1e-5);
-  const logits = routerLogitsRef(x, wRouter, tokens);
+  const { layer } = inputs;
+  const { part, owed, x, logits } = owedPartials(rng, tokens, splits, inputs);
   const { made, io: owing, got } = routerNormBuffers(gpu, tokens, inputs);
   const pb = uploadBuffer(d, "partials", part);
   made.push(pb);
@@ -794,14 +804,8 @@ test("the split router reads the residual's split-K partial sums and the combine
   assert.not.ok(block.takesResidualPartialsAt(tokens));
   const rng = Rng.fromSeed("moe split router partials");
   const inputs = routerNormInputs(rng, tokens);
-  const { residual, normWeight, wRouter, layer } = inputs;
-  const part = rng.fillNormal(new Float32Array(splits * tokens * H), 0.5);
-  const owed = new Float32Array(residual);
-  for (let s = 0; s < splits; s++) {
-    for (let i = 0; i < owed.length; i++) owed[i] += part[s * tokens * H + i];
-  }
-  const x = rmsnormRef(owed, normWeight, tokens, H, 1e-5);
-  const logits = routerLogitsRef(x, wRouter, tokens);
+  const { layer } = inputs;
+  const { part, owed, x, logits } = owedPartials(rng, tokens, splits, inputs);
   const want = moeBlockRef({ routerLogits: logits, x, ...layer, residual: owed }, shape, tokens);
   const nextWeight = Float32Array.from({ length: H }, () => rng.int(4, 17) / 8);
   for (const withNorm of [false, true]) {
