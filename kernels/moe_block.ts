@@ -1210,7 +1210,7 @@ export class MoeBlock {
           logits: io.routerLogits,
         },
         this.routerLogitsGrid,
-        owedInSplit ? "p" : "",
+        owedInSplit ? partialsKey(norm.partials!) : "",
       );
       this.encodingRouter = oneWorkgroup ? "moe_route_dispatch" : "moe_router";
     }
@@ -1229,7 +1229,7 @@ export class MoeBlock {
           ...routed,
         },
         this.routerGrid,
-        owed ? "p" : "",
+        owed ? partialsKey(norm.partials!) : "",
       );
     } else if (wRouter && !split) {
       run("router", pipes.routerFused!, params.routerFused, {
@@ -1331,7 +1331,7 @@ export class MoeBlock {
             ss_part: next ? next.ssPart : sc.tile,
           },
           this.downCombineGrid,
-          `${owedInSplit ? "p" : ""}${next ? "n" : ""}`,
+          `${owedInSplit ? partialsKey(norm!.partials!) : ""}${next ? "n" : ""}`,
         );
         return;
       }
@@ -1361,7 +1361,7 @@ export class MoeBlock {
           out16: this.normF16 ? io.norm.out16! : sc.placeholder,
         },
         this.combineNormGrid,
-        `${this.normF16 ? "h" : ""}${owedInCombine ? "p" : ""}`,
+        `${this.normF16 ? "h" : ""}${owedInCombine ? partialsKey(norm!.partials!) : ""}`,
       );
     } else {
       run(
@@ -1377,7 +1377,7 @@ export class MoeBlock {
           o_part: owedInCombine ? norm!.partials! : sc.y,
         },
         this.combineGrid,
-        owedInCombine ? "p" : "",
+        owedInCombine ? partialsKey(norm!.partials!) : "",
       );
     }
   }
@@ -1590,6 +1590,22 @@ async function routerNormPipe(gpu: Gpu, options: MoeBlockOptions): Promise<Pipe 
  * `variant`'s pipeline of `spec`, or null where it does not run on this device or does not
  * compile here (`what` is then said left out, once: the block runs without it).
  */
+/** A number for each buffer that has held the residual's partial sums (partialsKey below). */
+const partialsIds = new WeakMap<GPUBuffer, number>();
+let partialsBuffers = 0;
+
+/**
+ * The bind-group key suffix of a step that owes partial sums in `partials`: `p` and a number
+ * for the buffer, since steps of one layer (one MoeBlockIo.key) take them from different
+ * buffers (the one-row o GEMV's parts at batch 1, the tensor-core GEMM's partials past it).
+ */
+function partialsKey(partials: BufferArg): string {
+  const buffer = "buffer" in partials ? partials.buffer : partials;
+  let id = partialsIds.get(buffer);
+  if (id === undefined) partialsIds.set(buffer, id = partialsBuffers++);
+  return `p${id}`;
+}
+
 async function optionalPipe<F extends ParamFields>(
   gpu: Gpu,
   spec: KernelSpec<F>,

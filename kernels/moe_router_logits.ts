@@ -130,11 +130,18 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "logits", type: "f32", access: "read_write", shape: "[tokens, experts]" },
   ],
   variants,
-  grid: (p, v) => [
-    Math.ceil(p.experts / (v.consts?.EG ?? EG)),
-    Math.max(1, Math.ceil(p.tokens / (v.consts?.TB ?? TB))),
-    1,
-  ],
+  grid: (p, v) => {
+    // (the staged forms hold the row in a workgroup array of MAX_H values)
+    const most = v.consts?.MAX_H;
+    if (most !== undefined && p.hidden > most) {
+      throw new Error(`moe_router_logits ${v.name}: hidden = ${p.hidden} is past its ${most}`);
+    }
+    return [
+      Math.ceil(p.experts / (v.consts?.EG ?? EG)),
+      Math.max(1, Math.ceil(p.tokens / (v.consts?.TB ?? TB))),
+      1,
+    ];
+  },
 };
 
 /** The router's shape. */

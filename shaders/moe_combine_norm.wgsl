@@ -8,7 +8,7 @@
 // cast_f16 writes it): the next layer's tensor-core qkv GEMM reads it with no cast dispatch.
 // With params.partials > 0 the residual first takes the o projection's split-K partial sums
 // (o_part, in order: splitk_reduce's), which the split router read without writing them back.
-// Bytes: tokens * hidden * (12 + 4 * k) + tokens * k * 8 + hidden * sizeof(T).
+// Bytes: tokens * hidden * (12 + 4 * k + 4 * partials) + tokens * k * 8 + hidden * sizeof(T).
 //#include "lib/workgroup_sum.wgsl"
 //#include "lib/clamp_f16.wgsl"
 

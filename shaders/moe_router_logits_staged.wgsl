@@ -59,7 +59,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   let scale = inverseSqrt(workgroup_sum(ss, lid) / f32(params.hidden) + params.eps);
 
-  // 2. normed in place (each invocation its own words of step 1), out from the first group
+  // 2. normed in place, out from the first group (step 1's xs writes are visible to every
+  // invocation past workgroup_sum's first barrier)
   for (var k = lid; k < words; k += WG) {
     let g = norm_weight[k];
     let lo = xs[2u * k] * scale * f16x4(g.x, g.y);

@@ -1849,7 +1849,8 @@ export class GpuModel implements ForwardModel {
       });
     }
     // moe_router_norm adds the o projection's split-K partials to the residual, or the split
-    // router reads them and the MoE combine adds them (no reduce)
+    // router reads them and the MoE combine adds them (moe_combine, moe_combine_norm, or at
+    // batch 1 moe_gemm_down_combine; no reduce)
     const oForm = this.linearForms.o;
     const oPartials = this.opts.oPartialsInRouter && oForm.path === "tc" && oForm.splits > 1 &&
       ((this.moe?.takesResidualPartialsAt(T) ?? false) ||

@@ -1,6 +1,6 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { readBuffer, uploadBuffer } from "../../src/gpu/buffers.ts";
+import { readBuffer, uploadBuffer, writeBuffer } from "../../src/gpu/buffers.ts";
 import type { Gpu } from "../../src/gpu/device.ts";
 import { f16BitsToF32, f32ToF16Bits, roundToF16InPlace } from "../../src/util/f16.ts";
 import { Rng } from "../../src/util/rng.ts";
@@ -840,6 +840,39 @@ test("the split router reads the residual's split-K partial sums and the combine
     }
     for (const b of made) b.destroy();
   }
+  block.destroy();
+});
+
+test("a layer's cached bind groups follow the buffer its partial sums come from", async () => {
+  const gpu = await sharedGpu();
+  const d = gpu.device;
+  const shape = { ...blockShape(40, "f16" as const), rmsNormEps: 1e-5 };
+  const block = await MoeBlock.create(gpu, shape, { splitRouterMaxTokens: 8 });
+  const tokens = 4, splits = 2;
+  const rng = Rng.fromSeed("moe partials key");
+  const inputs = routerNormInputs(rng, tokens);
+  // two steps of one layer (one key, the same buffers), their partial sums in two buffers, as
+  // the model's steps take them from the o GEMV's parts or the tensor-core GEMM's partials
+  const { made, io: owing, got } = routerNormBuffers(gpu, tokens, inputs);
+  for (const which of ["first", "second"]) {
+    const { part, owed, x, logits } = owedPartials(rng, tokens, splits, inputs);
+    writeBuffer(d, got.res, 0, inputs.residual);
+    const pb = uploadBuffer(d, `partials ${which}`, part);
+    made.push(pb);
+    block.setTokens(tokens, { residualPartials: splits });
+    submitByStage(gpu, block, {
+      ...owing,
+      routerNorm: { ...owing.routerNorm, partials: pb },
+      key: "l0",
+    });
+    const residual = moeBlockRef(
+      { routerLogits: logits, x, ...inputs.layer, residual: owed },
+      shape,
+      tokens,
+    );
+    await assertRouted(gpu, `${which} partials buffer`, tokens, got, { x, logits, residual });
+  }
+  for (const b of made) b.destroy();
   block.destroy();
 });
 
