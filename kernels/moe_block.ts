@@ -1196,6 +1196,8 @@ export class MoeBlock {
           "moe_router_norm nor moe_router_logits, given routerNorm.partials",
       );
     }
+    // the bind-group key suffix of the kernels that read them
+    const owedKey = owed ? partialsKey(norm!.partials!) : "";
     if (split) {
       run(
         "router",
@@ -1210,7 +1212,7 @@ export class MoeBlock {
           logits: io.routerLogits,
         },
         this.routerLogitsGrid,
-        owedInSplit ? partialsKey(norm.partials!) : "",
+        owedInSplit ? owedKey : "",
       );
       this.encodingRouter = oneWorkgroup ? "moe_route_dispatch" : "moe_router";
     }
@@ -1229,7 +1231,7 @@ export class MoeBlock {
           ...routed,
         },
         this.routerGrid,
-        owed ? partialsKey(norm.partials!) : "",
+        owedKey,
       );
     } else if (wRouter && !split) {
       run("router", pipes.routerFused!, params.routerFused, {
@@ -1331,7 +1333,7 @@ export class MoeBlock {
             ss_part: next ? next.ssPart : sc.tile,
           },
           this.downCombineGrid,
-          `${owedInSplit ? partialsKey(norm!.partials!) : ""}${next ? "n" : ""}`,
+          `${owedInSplit ? owedKey : ""}${next ? "n" : ""}`,
         );
         return;
       }
@@ -1361,7 +1363,7 @@ export class MoeBlock {
           out16: this.normF16 ? io.norm.out16! : sc.placeholder,
         },
         this.combineNormGrid,
-        `${this.normF16 ? "h" : ""}${owedInCombine ? partialsKey(norm!.partials!) : ""}`,
+        `${this.normF16 ? "h" : ""}${owedInCombine ? owedKey : ""}`,
       );
     } else {
       run(
@@ -1377,7 +1379,7 @@ export class MoeBlock {
           o_part: owedInCombine ? norm!.partials! : sc.y,
         },
         this.combineGrid,
-        owedInCombine ? partialsKey(norm!.partials!) : "",
+        owedInCombine ? owedKey : "",
       );
     }
   }
@@ -1507,33 +1509,37 @@ async function splitRouterPipe(
 }
 
 /**
- * moe_router_logits' staged forms by name (`f16-s16`, `f16-s32`), or none where the split router
- * is off, the block is not f16, its rows do not fit their workgroup memory (hidden past
- * STAGED_MAX_HIDDEN) or they do not compile here (said once).
+ * moe_router_logits' staged forms by name (`f16-s16`, `f16-s32`) for the split steps they take
+ * (stagedRouterLogitsVariant over STAGED_ROUTER_MIN_TOKENS or splitRouterMinTokens up to
+ * splitRouterMaxTokens), or none where no split step reaches them, the block is not f16, its rows
+ * do not fit their workgroup memory (hidden past STAGED_MAX_HIDDEN) or they do not compile here
+ * (said once).
  */
 async function stagedRouterPipes(
   gpu: Gpu,
   shape: MoeBlockShape,
   options: MoeBlockOptions,
 ): Promise<ReadonlyMap<string, Pipe>> {
+  const fewest = Math.max(
+    options.splitRouterMinTokens ?? MOE_SPLIT_ROUTER_MIN_TOKENS,
+    routerLogits.STAGED_ROUTER_MIN_TOKENS,
+  );
   const most = options.splitRouterMaxTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS;
-  const out = new Map<string, Pipe>();
   if (
-    most < routerLogits.STAGED_ROUTER_MIN_TOKENS || options.fusedRouterNorm === false ||
-    shape.dtype !== "f16" || shape.hidden % 8 !== 0 || shape.hidden > routerLogits.STAGED_MAX_HIDDEN
+    most < fewest || options.fusedRouterNorm === false || shape.dtype !== "f16" ||
+    shape.hidden % 8 !== 0 || shape.hidden > routerLogits.STAGED_MAX_HIDDEN
   ) {
-    return out;
+    return new Map();
   }
-  for (const name of ["f16-s16", "f16-s32"]) {
-    const p = await optionalPipe(
-      gpu,
-      routerLogits.spec,
-      variantByName(routerLogits.spec, name),
-      "the staged split router",
-    );
-    if (p) out.set(name, p);
-  }
-  return out;
+  const forms = new Set(
+    [fewest, most].map((t) => routerLogits.stagedRouterLogitsVariant(t)),
+  );
+  const pipes = await Promise.all(
+    [...forms].map(async (v) =>
+      [v.name, await optionalPipe(gpu, routerLogits.spec, v, "the staged split router")] as const
+    ),
+  );
+  return new Map(pipes.filter((e): e is readonly [string, Pipe] => e[1] !== null));
 }
 
 /**
@@ -1586,10 +1592,6 @@ async function routerNormPipe(gpu: Gpu, options: MoeBlockOptions): Promise<Pipe 
   return await optionalPipe(gpu, routerNorm.spec, v, "the router's fused norm");
 }
 
-/**
- * `variant`'s pipeline of `spec`, or null where it does not run on this device or does not
- * compile here (`what` is then said left out, once: the block runs without it).
- */
 /** A number for each buffer that has held the residual's partial sums (partialsKey below). */
 const partialsIds = new WeakMap<GPUBuffer, number>();
 let partialsBuffers = 0;
@@ -1606,6 +1608,10 @@ function partialsKey(partials: BufferArg): string {
   return `p${id}`;
 }
 
+/**
+ * `variant`'s pipeline of `spec`, or null where it does not run on this device or does not
+ * compile here (`what` is then said left out, once: the block runs without it).
+ */
 async function optionalPipe<F extends ParamFields>(
   gpu: Gpu,
   spec: KernelSpec<F>,

@@ -87,8 +87,7 @@ export const variants: readonly Variant[] = [
     dtype: "f16" as const,
     wideWords: true,
     shader: "moe_router_logits_staged.wgsl",
-    // (LANES and UNR: the tree form's names, unread here)
-    consts: { WG: 256, EG: eg, TB: 1, MAX_H: STAGED_MAX_HIDDEN, LANES: 256 / eg, UNR: 8 },
+    consts: { WG: 256, EG: eg, TB: 1, MAX_H: STAGED_MAX_HIDDEN },
     // the row, the experts' partial sums and the mean square's tree
     workgroupBytes: 4 * (STAGED_MAX_HIDDEN + 2 * 256),
   })),

@@ -684,7 +684,6 @@ function lanesDecodeVariant(gpu: Gpu, dtype: StorageDtype): string {
   return runs;
 }
 
-/** One dispatch's GPU time, when the model runs with `profile`. */
 /** A stage of the step whose dispatches go in `times` times (GpuModel.stageEdit). */
 export interface StageEdit {
   /** A pass label: `linear qkv`, `moe down`, ... */
@@ -693,6 +692,7 @@ export interface StageEdit {
   readonly times: 0 | 2;
 }
 
+/** One dispatch's GPU time, when the model runs with `profile`. */
 export interface KernelSpan {
   readonly label: string;
   readonly kernel: string;
