@@ -992,8 +992,16 @@ export class GpuModel implements ForwardModel {
   /** Spans of the last profiled step. */
   private spans: Promise<KernelSpan[]> | null = null;
   private oSplitsOfStep = 1;
-  /** The pass labels the last step asked for, one a dispatch (lastStepStageUses counts them). */
-  private stageLabelsOfStep: readonly string[] = [];
+  /**
+   * The pass labels the last step asked for, one a dispatch (lastStepStageUses counts them);
+   * null where it did not record them (countStages off).
+   */
+  private stageLabelsOfStep: readonly string[] | null = null;
+  /**
+   * Record the pass labels of the following steps (lastStepStageUses; perf-decode
+   * --stage-costs). Off, a step's encoding records nothing a dispatch.
+   */
+  countStages = false;
   /** Time every dispatch of the following steps in its own pass (slower; for profiles). */
   profile: boolean;
   /**
@@ -1322,6 +1330,7 @@ export class GpuModel implements ForwardModel {
       this.timer,
       this.profile,
       this.profile ? null : this.stageEdit,
+      this.countStages,
     );
     // Submitting in groups pays where the GPU would wait for this step's one submit: a step
     // with prefill tokens, or any step while none is in flight. Behind a step in flight the
@@ -1331,7 +1340,7 @@ export class GpuModel implements ForwardModel {
     this.encodeStep(step, batch, plan, parity, groups ? this.opts.submitLayers : 0);
     this.routingStep = null;
     step.end();
-    this.stageLabelsOfStep = step.stageLabels;
+    this.stageLabelsOfStep = this.countStages ? step.stageLabels : null;
     const enc = step.encoder;
     const rows = plan.rows;
     const staging = this.sampleStaging.pop() ?? this.gpu.device.createBuffer({
@@ -1621,6 +1630,11 @@ export class GpuModel implements ForwardModel {
    * asked for under each (a dispatch each, or a few for the MoE stages).
    */
   get lastStepStageUses(): ReadonlyMap<string, number> {
+    if (!this.stageLabelsOfStep) {
+      throw new Error(
+        "lastStepStageUses: the last step recorded no stages (set countStages first)",
+      );
+    }
     const uses = new Map<string, number>();
     for (const label of this.stageLabelsOfStep) uses.set(label, (uses.get(label) ?? 0) + 1);
     return uses;
@@ -2288,7 +2302,7 @@ class StepPasses {
   submits = 0;
   /** Host ms spent in those submits' queue.submit calls. */
   submitMs = 0;
-  /** The stages (pass labels) asked for, one a call, in order (counted only where asked). */
+  /** The stages (pass labels) asked for, one a call, in order (where `count` asks for them). */
   readonly stageLabels: string[] = [];
   /** The step's pass with `edit`'s dispatches issued its times (made on its first use). */
   private repeated: GPUComputePassEncoder | null = null;
@@ -2300,6 +2314,8 @@ class StepPasses {
     private readonly profile: boolean,
     /** A stage whose dispatches go in twice or not at all (GpuModel.stageEdit; never while profiling). */
     private readonly edit: StageEdit | null = null,
+    /** Record each call's label in stageLabels (GpuModel.countStages). */
+    private readonly count = false,
   ) {}
 
   /** The encoder the step's next commands go into. */
@@ -2319,7 +2335,7 @@ class StepPasses {
   }
 
   pass(label: string, kernel = label): GPUComputePassEncoder {
-    this.stageLabels.push(label);
+    if (this.count) this.stageLabels.push(label);
     const pass = this.passFor(label, kernel);
     if (label !== this.edit?.stage) return pass;
     if (this.repeated === null) this.repeated = repeatedDispatches(pass, this.edit.times);

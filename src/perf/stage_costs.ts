@@ -67,8 +67,15 @@ export async function measureStageCosts(
   method: StageMethod = "repeat",
 ): Promise<StageCosts> {
   model.stageEdit = null;
-  const first = await timeSteps();
-  const uses = model.lastStepStageUses;
+  model.countStages = true;
+  let first: number;
+  let uses: ReadonlyMap<string, number>;
+  try {
+    first = await timeSteps();
+    uses = model.lastStepStageUses;
+  } finally {
+    model.countStages = false;
+  }
   const measured: { stage: string; uses: number; gpuMs: number }[] = [];
   try {
     for (const [stage, n] of uses) {

@@ -334,7 +334,9 @@ test("a stage repeated in the step (stageEdit) gives the same outputs where it i
       const out = model.forward(decode());
       return await Promise.all([out.sampled, out.logits!]);
     };
+    model.countStages = true;
     const [ids, logits] = await step();
+    model.countStages = false;
     const uses = model.lastStepStageUses;
     const layers = model.config.numLayers;
     assert.is(uses.get("linear qkv"), layers, [...uses].join(" "));
