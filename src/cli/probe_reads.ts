@@ -147,15 +147,7 @@ await runCli(async () => {
       : null;
     const touchOut = createStorage(d, "probe-reads.pretouch", 16);
     const touchBinds = pretouch
-      ? layers.map((w) =>
-        d.createBindGroup({
-          layout: pretouch.pipeline.getBindGroupLayout(0),
-          entries: [{ binding: 0, resource: { buffer: w } }, {
-            binding: 1,
-            resource: { buffer: touchOut },
-          }],
-        })
-      )
+      ? layers.map((w) => weightsAndOut(d, pretouch.pipeline, w, touchOut))
       : [];
     // the first dispatch (layer 0) untimed; then reps rounds over the layers
     const dispatches = 1 + opts.reps * opts.layers;
@@ -164,15 +156,7 @@ await runCli(async () => {
         const label = `${p.name}.${configLabel(c)}`;
         const rp = await compileReadPattern(gpu, p, m, c);
         const out = createStorage(d, "probe-reads.out", rp.lanes * 4);
-        const binds = layers.map((w) =>
-          d.createBindGroup({
-            layout: rp.pipeline.getBindGroupLayout(0),
-            entries: [{ binding: 0, resource: { buffer: w } }, {
-              binding: 1,
-              resource: { buffer: out },
-            }],
-          })
-        );
+        const binds = layers.map((w) => weightsAndOut(d, rp.pipeline, w, out));
         const timer = new PassTimer(gpu, dispatches);
         const touchTimer = pretouch ? new PassTimer(gpu, dispatches) : null;
         const enc = d.createCommandEncoder();
@@ -246,3 +230,16 @@ await runCli(async () => {
   gpu.destroy();
   return rows.some((r) => r.covered === "NO") ? 1 : 0;
 });
+
+/** The bind group of a probe kernel: the weights at binding 0, its output at 1. */
+function weightsAndOut(
+  d: GPUDevice,
+  pipeline: GPUComputePipeline,
+  w: GPUBuffer,
+  out: GPUBuffer,
+): GPUBindGroup {
+  return d.createBindGroup({
+    layout: pipeline.getBindGroupLayout(0),
+    entries: [{ binding: 0, resource: { buffer: w } }, { binding: 1, resource: { buffer: out } }],
+  });
+}
