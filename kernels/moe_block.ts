@@ -767,10 +767,7 @@ export class MoeBlock {
     if (!Number.isInteger(residualPartials) || residualPartials < 0) {
       throw new Error(`moe block: residualPartials = ${residualPartials} must be a count`);
     }
-    if (
-      residualPartials > 0 && !this.takesResidualPartialsAt(tokens) &&
-      !this.takesSplitPartialsAt(tokens)
-    ) {
+    if (residualPartials > 0 && !this.takesPartialsAt(tokens)) {
       throw new Error(
         `moe block: a step of ${tokens} tokens runs neither moe_router_norm nor ` +
           `moe_router_logits with moe_gemm_down_combine, which add the residual's partial sums`,
@@ -973,6 +970,11 @@ export class MoeBlock {
   takesResidualPartialsAt(tokens: number): boolean {
     return this.pipes.routerNorm !== null && this.onePassAt(tokens) &&
       !this.splitsRouterAt(tokens);
+  }
+
+  /** Whether a step of `tokens` tokens takes the residual's split-K partial sums at all. */
+  takesPartialsAt(tokens: number): boolean {
+    return this.takesResidualPartialsAt(tokens) || this.takesSplitPartialsAt(tokens);
   }
 
   /**

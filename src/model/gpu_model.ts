@@ -1867,8 +1867,7 @@ export class GpuModel implements ForwardModel {
     // batch 1 moe_gemm_down_combine; no reduce)
     const oForm = this.linearForms.o;
     const oPartials = this.opts.oPartialsInRouter && oForm.path === "tc" && oForm.splits > 1 &&
-      ((this.moe?.takesResidualPartialsAt(T) ?? false) ||
-        (this.moe?.takesSplitPartialsAt(T) ?? false));
+      (this.moe?.takesPartialsAt(T) ?? false);
     // the one-row o GEMV in split-K parts, which moe_router_logits and moe_gemm_down_combine add
     const oSplits = this.oSplitsAt(T, qkvNorm !== null);
     this.oSplitsOfStep = oSplits;
