@@ -83,7 +83,7 @@ export const TENSOR_CORE_OPTIONS = {
     integer: true,
     min: 0,
     help: "linear layers of up to this many rows (at most 128) on the tensor cores take the " +
-      "staged forms (gemm_tcs; default 64, 0 never; more rows take --tensor-core-prefill's form)",
+      "staged forms (gemm_tcs; default 128, 0 never; more rows take --tensor-core-prefill's form)",
   },
   tensorCoreDecodeSubgroups: {
     type: "string",

@@ -46,7 +46,7 @@ import { roundToF16InPlace } from "../util/f16.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { runCli } from "./run_cli.ts";
 import { runRecord } from "./run_record.ts";
-import { decodeSplits, TC_MAX_SPLITS } from "../model/gpu_model.ts";
+import { decodeSplits, TC_MAX_SPLITS, TC_SPLIT_MAX_ROWS } from "../model/gpu_model.ts";
 import { readRoof, roofLine } from "./bandwidth_roof.ts";
 
 const SPEC = {
@@ -66,8 +66,8 @@ const SPEC = {
   variant: {
     type: "list",
     default: ["f16-tcs32x2", "f16-tcs64x4", "f16-tcs128x8", "f16-tcp128x128"],
-    help: "gemm_tc variants; a variant runs only on shapes whose rows it covers in one row " +
-      "block, or more (a prefill form)",
+    help: "gemm_tc variants; a staged form runs on shapes of up to 128 rows (in row blocks " +
+      "past its own), a prefill form on any",
   },
   gemv: {
     type: "list",
@@ -140,18 +140,19 @@ export function parseSplits(values: readonly string[]): ("auto" | number)[] {
   });
 }
 
-/** Why `variant` does not take `shape` (rows past a staged form's one row block, k), or null. */
+/**
+ * Why `variant` does not take `shape` (k, or rows past the staged forms' decode range), or
+ * null. The staged forms take up to TC_SPLIT_MAX_ROWS rows (the model's cap), in row blocks past their own (as the
+ * model runs f16-tcs64x4 at 65-128 rows since session 44); the forms with column groups, meant
+ * for very many columns, and the prefill forms take any rows.
+ */
 export function shapeReason(variant: Variant, s: LinearShape): string | null {
   const step = gemmTc.gemmTcKStep(variant);
   if (s.k % step !== 0) return `k ${s.k} is not a multiple of its k step ${step}`;
-  // the staged forms (16-byte words, no k step const: the prefill forms have BK) take one row
-  // block
+  // the staged forms: 16-byte words, no k step const (the prefill forms have BK)
   const staged = variant.wideWords === true && variant.consts?.BK === undefined;
-  const tm = variant.consts?.TM ?? 64;
-  // (the forms with column groups, meant for very many columns, take several: their row blocks
-  // read the same weights side by side)
-  if (staged && s.m > tm && (variant.consts?.CS ?? 1) === 1) {
-    return `${s.m} rows are more than its row block of ${tm}`;
+  if (staged && s.m > TC_SPLIT_MAX_ROWS && (variant.consts?.CS ?? 1) === 1) {
+    return `${s.m} rows are more than the ${TC_SPLIT_MAX_ROWS} the staged forms take`;
   }
   return null;
 }

@@ -242,19 +242,27 @@ export interface GpuModelOptions {
    * memory; which one: tensorCoreVariantFor) where they compile and k is a multiple of 64;
    * more rows, or 0 here, take the prefill form (tensorCorePrefill), split-K in splits of at
    * least 256 of k up to 128 rows.
-   * Default 64: on the H200, at ctx 1024, steps of 16 and 32 rows ran 1.7-2.9% faster on them
+   * Default 128: on the H200, at ctx 1024, steps of 16 and 32 rows ran 1.7-2.9% faster on them
    * than on gemm_tc (2026-11-30); at 64 rows the 16-row form took the step from 43.0 to 41.4
    * ms and at 128 from 52.5 to 52.3 (2026-12-01), where the 64-row form had been slower than
    * gemm_tc (qkv's weights at 221 GB/s from too few resident workgroups). Later the same day
    * the prefill form tcp128x128 in splits of 256 took 128 x 1024 from 47.56 to 45.90 ms (the
    * staged f16-tcs128x8 before), but 64 x 1024 from 38.15 to 40.75 and 32 x 1024 from 31.39 to
-   * 34.59: the staged forms keep up to 64 rows.
+   * 34.59, so the staged forms kept up to 64 rows. With the staged forms of session 42 (their
+   * weights through two register sets, several subgroups a workgroup) the order turned past 64
+   * rows (session 44, `call2`, two processes each way in turn): 72 / 80 / 96 / 112 x 1024
+   * 28.11-28.14 / 28.77 / 28.44 / 30.15-30.18 ms on the staged forms against 28.56-28.59 /
+   * 29.30-29.34 / 28.98 / 30.67-30.71 on tcp128x128 (1.6-1.9% faster), 128 x 1024 30.58 against
+   * 30.53-30.57 (`call1`: 30.63 against 30.62-30.65), 96 x 1024 28.45-28.46 against 29.05-29.07.
+   * Past 64 rows they run tcs64x4 in row blocks (see tensorCoreVariantFor), which took those
+   * steps lower again (`call4`).
    */
   readonly tensorCoreDecodeRows?: number;
   /**
    * The staged forms' subgroups a workgroup: "one" (`f16-tcs16/32`) or "rows" (default), one
-   * subgroup a row tile of 16 (`f16-tcs32x2/64x4/128x8` for 17-128 rows: the 32 weight rows
-   * staged a step feed every row tile of the workgroup; where they do not compile, "one"). On
+   * subgroup a row tile of 16 (`f16-tcs32x2` for 17-32 rows, `f16-tcs64x4` for 33-128, in row
+   * blocks of 64 past 64: the 32 weight rows staged a step feed every row tile of the
+   * workgroup; where they do not compile, "one"). On
    * the H200 (2026-12-01, one call, split-K of at least 1024 of k against 512 for "one") they
    * took 32 x 1024 from 32.90 to 31.49 ms, 64 x 1024 from 40.79 to 38.32 and 128 x 1024 from
    * 50.82 to 47.90 (per kernel at 64 x 1024, profiles of two calls, split-K 512 in both: qkv
@@ -767,7 +775,7 @@ const O_MAX_SPLITS = 16;
  */
 const O_SPLITS_ONE_ROW = 1;
 /** Split-K of the tensor-core GEMM: steps of at most these rows, at most these splits. */
-const TC_SPLIT_MAX_ROWS = 128;
+export const TC_SPLIT_MAX_ROWS = 128;
 export const TC_MAX_SPLITS = 16;
 /**
  * Split-K past TC_SPLIT_MAX_ROWS rows, for a layer whose (row, column) tiles leave most of the
@@ -1143,7 +1151,7 @@ export class GpuModel implements ForwardModel {
       gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
       tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
       tensorCoreTile: options.tensorCoreTile ?? 0,
-      tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 64, TC_SPLIT_MAX_ROWS),
+      tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
       tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "rows",
       tensorCorePrefill: options.tensorCorePrefill ?? "tcp128x128",
       tensorCorePrefillWide: options.tensorCorePrefillWide ?? "tcp256x128",
@@ -2818,9 +2826,17 @@ export const TENSOR_CORE_PREFILL_FORMS: readonly TensorCorePrefillForm[] = [
  * `decodeRows` rows where k is a multiple of their 64-wide step the staged forms (one subgroup
  * a workgroup: f16-tcs32 for 17-32 rows, else f16-tcs16, whose many small workgroups beat
  * tcs64's few on the H200), else gemm_tc's tiles (`tile` rows, or 0 for tensorCoreTileFor's
- * choice). With `subgroups` "rows" (and no tile asked for) steps of 17-128 rows take the
- * several-subgroup staged forms, the smallest whose rows cover them. A staged form missing from
- * `compiled` gives way to the one-subgroup staged form, and that to gemm_tc's tiles.
+ * choice). With `subgroups` "rows" (and no tile asked for) steps of 17-32 rows take
+ * f16-tcs32x2 and steps of 33-128 f16-tcs64x4, past 64 rows in row blocks of 64 (each block's
+ * workgroups read the weights again, mostly from L2). On the H200 (session 44, `call4`,
+ * perf-decode in turn twice, the uncommitted default of f16-tcs128x8 past 64 rows against a lab
+ * switch) 72 / 96 / 128 x 1024 took 27.91-27.95 / 28.22-28.24 / 30.26-30.29 ms against
+ * 28.26-28.32 / 28.53-28.58 / 30.73-30.76 (the prefill form tcp128x128 before: 28.56-28.60 /
+ * 28.98-29.07 / 30.53-30.66 in `call2` and `call3`); its profile at 96 x 1024 read qkv 40.8
+ * µs a call against 50.3 and o 39.8 against 36.9. tcs32x2 in row blocks past 32 rows read
+ * 27.72 / 28.11 / 31.06-31.09 there and lost at 40-64 rows (24.75-26.01 against 24.12-25.44).
+ * A staged form missing from `compiled` gives way to the one-subgroup staged form, and that to
+ * gemm_tc's tiles.
  */
 export function tensorCoreVariantFor(
   rows: number,
@@ -2838,7 +2854,8 @@ export function tensorCoreVariantFor(
   const ok = (name: string) => !opts.compiled || opts.compiled.has(name);
   if (rows <= opts.decodeRows && k % 64 === 0) {
     if (opts.subgroups === "rows" && !opts.tile && rows > 16) {
-      const name = rows <= 32 ? "f16-tcs32x2" : rows <= 64 ? "f16-tcs64x4" : "f16-tcs128x8";
+      // past 64 rows tcs64x4 in row blocks (faster than tcs128x8 on the H200, above)
+      const name = rows <= 32 ? "f16-tcs32x2" : "f16-tcs64x4";
       if (ok(name)) return name;
     }
     // the one-subgroup forms (also where a several-subgroup form did not compile)

@@ -40,10 +40,11 @@ test("shapes are MxNxK with n and k multiples of 16; splits are auto or 1-16", (
   }
 });
 
-test("a staged form takes the rows of one row block; a prefill form any rows", () => {
+test("a staged form takes up to 128 rows, in row blocks past its own; a prefill form any", () => {
   const staged = variantByName(gemmTc.spec, "f16-tcs64x4");
   assert.is(shapeReason(staged, { m: 64, n: 5120, k: 2048 }), null);
-  assert.match(shapeReason(staged, { m: 65, n: 5120, k: 2048 })!, /65 rows .* row block of 64/);
+  assert.is(shapeReason(staged, { m: 128, n: 5120, k: 2048 }), null);
+  assert.match(shapeReason(staged, { m: 129, n: 5120, k: 2048 })!, /129 rows .* 128 the staged/);
   assert.match(shapeReason(staged, { m: 64, n: 512, k: 96 })!, /k 96 .* k step 64/);
   const prefill = variantByName(gemmTc.spec, "f16-tcp256x128");
   assert.is(shapeReason(prefill, { m: 2048, n: 5120, k: 2048 }), null);
@@ -90,15 +91,15 @@ test("a staged form times its layers, splits and all, and matches the CPU refere
     const lines: string[] = [];
     const shape = { m: 19, n: 48, k: 256 };
     const r = await benchLinear(gpu, {
-      shapes: [shape, { m: 40, n: 48, k: 256 }],
+      shapes: [shape, { m: 129, n: 48, k: 256 }],
       variants: [variant],
       splits: [1, 2],
       layers: 2,
       reps: 1,
       bytesPerSecond: 1e9,
     }, (l) => lines.push(l));
-    // 40 rows are more than its row block of 32
-    assert.equal(r.skipped.map((s) => s.shape), ["40x48x256"]);
+    // 129 rows are more than the staged forms take
+    assert.equal(r.skipped.map((s) => s.shape), ["129x48x256"]);
     assert.is(r.rows.length, 2);
     for (const row of r.rows) {
       assert.ok(row.check_error < CHECK_TOLERANCE, `${row.splits} splits: ${row.check_error}`);

@@ -283,7 +283,7 @@ test("linear layers take the staged forms up to the decode rows where k steps by
   // a tile asked for holds for the staged forms too
   assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 128, tile: 16 }), "f16-tcs16");
   assert.is(tensorCoreVariantFor(64, 2048, { decodeRows: 32, tile: 0 }), "f16-tc16");
-  // one subgroup a row tile: the smallest several-subgroup form whose rows cover the step
+  // one subgroup a row tile: tcs32x2 up to 32 rows, then tcs64x4 (in row blocks past 64)
   const rowsForm = { decodeRows: 128, tile: 0 as const, subgroups: "rows" as const };
   assert.equal(
     [9, 16, 17, 32, 33, 64, 65, 128, 129].map((r) => tensorCoreVariantFor(r, 2048, rowsForm)),
@@ -294,8 +294,8 @@ test("linear layers take the staged forms up to the decode rows where k steps by
       "f16-tcs32x2",
       "f16-tcs64x4",
       "f16-tcs64x4",
-      "f16-tcs128x8",
-      "f16-tcs128x8",
+      "f16-tcs64x4",
+      "f16-tcs64x4",
       "f16-tc32",
     ],
   );
@@ -330,7 +330,7 @@ test("a prefill form takes the rows past the staged forms' where k steps by 32 a
   };
   assert.equal(
     [64, 128, 129, 2048].map((r) => tensorCoreVariantFor(r, 2048, opts)),
-    ["f16-tcs64x4", "f16-tcs128x8", "f16-tcp128x128", "f16-tcp128x128"],
+    ["f16-tcs64x4", "f16-tcs64x4", "f16-tcp128x128", "f16-tcp128x128"],
   );
   // k not a multiple of 32, a tile asked for, "tc", or not compiled: gemm_tc's tiles
   assert.is(tensorCoreVariantFor(2048, 2064, opts), "f16-tc64");
