@@ -89,7 +89,8 @@ export const TENSOR_CORE_OPTIONS = {
     type: "string",
     values: ["one", "rows"],
     help: "the staged forms' subgroups a workgroup: one (f16-tcs16/32) or one a row tile of 16 " +
-      "(f16-tcs32x2/64x4/128x8, the weights staged once for every row tile) (default: rows)",
+      "(f16-tcs32x2 up to 32 rows, then f16-tcs64x4, in row blocks past 64; the weights staged " +
+      "once for every row tile) (default: rows)",
   },
   tensorCorePrefill: {
     type: "string",
