@@ -2832,7 +2832,7 @@ export const TENSOR_CORE_PREFILL_FORMS: readonly TensorCorePrefillForm[] = [
  * perf-decode in turn twice, the uncommitted default of f16-tcs128x8 past 64 rows against a lab
  * switch) 72 / 96 / 128 x 1024 took 27.91-27.95 / 28.22-28.24 / 30.26-30.29 ms against
  * 28.26-28.32 / 28.53-28.58 / 30.73-30.76 (the prefill form tcp128x128 before: 28.56-28.60 /
- * 28.98-29.07 / 30.53-30.66 in `call2` and `call3`); its profile at 96 x 1024 read qkv 40.8
+ * 28.98-29.07 / 30.53-30.65 in `call1` to `call3`); its profile at 96 x 1024 read qkv 40.8
  * µs a call against 50.3 and o 39.8 against 36.9. tcs32x2 in row blocks past 32 rows read
  * 27.72 / 28.11 / 31.06-31.09 there and lost at 40-64 rows (24.75-26.01 against 24.12-25.44).
  * A staged form missing from `compiled` gives way to the one-subgroup staged form, and that to
