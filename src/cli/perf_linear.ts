@@ -142,9 +142,9 @@ export function parseSplits(values: readonly string[]): ("auto" | number)[] {
 
 /**
  * Why `variant` does not take `shape` (k, or rows past the staged forms' decode range), or
- * null. The staged forms take up to TC_SPLIT_MAX_ROWS rows (the model's cap), in row blocks past their own (as the
- * model runs f16-tcs64x4 at 65-128 rows since session 44); the forms with column groups, meant
- * for very many columns, and the prefill forms take any rows.
+ * null. The staged forms take up to TC_SPLIT_MAX_ROWS rows (the model's cap), in row blocks
+ * past their own (as the model runs f16-tcs64x4 at 65-128 rows since session 44); the forms
+ * with column groups, meant for very many columns, and the prefill forms take any rows.
  */
 export function shapeReason(variant: Variant, s: LinearShape): string | null {
   const step = gemmTc.gemmTcKStep(variant);

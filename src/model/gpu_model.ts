@@ -253,7 +253,8 @@ export interface GpuModelOptions {
    * rows (session 44, `call2`, two processes each way in turn): 72 / 80 / 96 / 112 x 1024
    * 28.11-28.14 / 28.77 / 28.44 / 30.15-30.18 ms on the staged forms against 28.56-28.59 /
    * 29.30-29.34 / 28.98 / 30.67-30.71 on tcp128x128 (1.6-1.9% faster), 128 x 1024 30.58 against
-   * 30.53-30.57 (`call1`: 30.63 against 30.62-30.65), 96 x 1024 28.45-28.46 against 29.05-29.07.
+   * 30.53-30.57 (`call1`: 96 x 1024 28.45-28.46 against 29.05-29.07, 128 x 1024 30.63 against
+   * 30.62-30.65).
    * Past 64 rows they run tcs64x4 in row blocks (see tensorCoreVariantFor), which took those
    * steps lower again (`call4`).
    */
