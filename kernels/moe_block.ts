@@ -839,7 +839,7 @@ export class MoeBlock {
     });
     // the split router reads the residual's partial sums without writing them back: the combine
     // adds them (moe_gemm_down_combine where the step combines in the down GEMM)
-    const combinePartials = this.splitsRouterAt(tokens) ? residualPartials : 0;
+    const combinePartials = this.takesSplitPartialsAt(tokens) ? residualPartials : 0;
     const cp = combine.moeCombineParams(tokens, s.hidden, s.topK, combinePartials);
     if (this.routesInOnePassAt(tokens)) {
       const fusedShape = {
@@ -915,7 +915,7 @@ export class MoeBlock {
         topK: s.topK,
         hidden: s.hidden,
         inter: s.inter,
-        partials: this.takesSplitPartialsAt(tokens) ? residualPartials : 0,
+        partials: combinePartials,
         normNext,
       });
       write(this.params.downCombine, downCombine.spec.params, dp);

@@ -363,14 +363,14 @@ await runCli(async () => {
   const methods: readonly StageMethod[] = o.stageMethod === "both"
     ? STAGE_METHODS
     : [o.stageMethod as StageMethod];
+  const layers = model.config.numLayers;
   for (const [sb, sc] of stagePoints) {
+    const cost = decodeStepCost(model, sb, sc);
     for (const method of methods) {
       const costs = await measureStageCosts(model, async () => {
         const steps = new SyntheticDecode(model, sb, sc, maxSteps);
         return (await timeDecode(model, steps, o.warmup, o.steps)).gpuMs;
       }, method);
-      const cost = decodeStepCost(model, sb, sc);
-      const layers = model.config.numLayers;
       const how = method === "repeat"
         ? "each stage's dispatches issued twice, less the step as it is"
         : "the step as it is, less the step without each stage's dispatches";

@@ -86,7 +86,7 @@ export async function measureStageCosts(
     model.stageEdit = null;
   }
   const second = await timeSteps();
-  const base = (first + second) / 2; // stepMs of the result
+  const base = stepMs({ baseMs: [first, second] });
   const sign = method === "repeat" ? 1 : -1;
   return {
     method,
@@ -96,7 +96,7 @@ export async function measureStageCosts(
 }
 
 /** The step's own GPU ms: the mean of its two runs. */
-function stepMs(costs: StageCosts): number {
+function stepMs(costs: Pick<StageCosts, "baseMs">): number {
   return (costs.baseMs[0] + costs.baseMs[1]) / 2;
 }
 
