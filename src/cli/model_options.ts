@@ -119,8 +119,8 @@ export const TENSOR_CORE_OPTIONS = {
     min: 64,
     help: "the least k a split-K split of the staged forms takes (a multiple of 64; default " +
       "1024 for the several-subgroup forms of 64 and 128 rows, 512 for tcs32x2 and the " +
-      "one-subgroup ones, 256 for the prefill " +
-      "forms up to 128 rows)",
+      "one-subgroup ones, 256 for the prefill forms up to 128 rows; a staged form past its own " +
+      "rows, in row blocks, that times its blocks: tcs64x4 at 65-128 rows 2048)",
   },
   moeTensorCoreRows: {
     type: "number",

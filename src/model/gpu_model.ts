@@ -301,9 +301,10 @@ export interface GpuModelOptions {
    */
   readonly lmHeadForms?: readonly LmHeadForm[];
   /**
-   * The least k a split of the staged forms takes (a multiple of 64). Default: each form's
-   * own (gemm_tc's stagedSplitMinK: 1024 for the several-subgroup forms of 64 and 128 rows,
-   * 512 for tcs32x2 and the one-subgroup ones, 256 for the prefill forms).
+   * The least k a split of the staged forms takes (a multiple of 64), as given. Default: each
+   * form's own (gemm_tc's stagedSplitMinK: 1024 for the several-subgroup forms of 64 and 128 rows,
+   * 512 for tcs32x2 and the one-subgroup ones, 256 for the prefill forms), times its row blocks
+   * where a staged form takes more rows than its own (decodeSplits).
    * Split-K partial sums cost as much traffic as the weights at 16 splits.
    */
   readonly tensorCoreSplitMinK?: number;
@@ -910,7 +911,17 @@ export function decodeStepSplitChoice(
  * Split-K of a decode-sized tensor-core linear (at most TC_SPLIT_MAX_ROWS rows): a staged form
  * gemmTcSplits toward `target` workgroups, a prefill form the most splits whose workgroups fit
  * one wave (at most min(target, TC_TCP_DECODE_WAVE)); at most TC_MAX_SPLITS splits, each at
- * least `minK` of k (0: the form's own stagedSplitMinK). perf-linear's `auto` is this rule.
+ * least `minK` of k (0: the form's own stagedSplitMinK, times its row blocks where a staged form
+ * takes more rows than its own). perf-linear's `auto` is this rule.
+ *
+ * Row blocks: a staged form past its rows runs a block of workgroups a row tile, each block
+ * reading the weights again (mostly from L2), so it takes the splits that one block's count of
+ * workgroups would need once per block. On the H200 (session 45 `call6`, perf-linear, 48 layers
+ * of weights) `f16-tcs64x4` at 72 / 96 / 128 rows took qkv (k 2048) in 35.0 / 35.1 / 35.1 µs
+ * unsplit against 36.4 / 37.0 / 38.6 in 2 splits of 1024, and o (k 4096) in 30.8 / 31.0 / 31.2 in
+ * 2 splits of 2048 against 35.3 / 34.6 / 33.8 in 4 of 1024; at its own 48-64 rows 2 and 4 splits
+ * of 1024 stay the fastest (session 44 `call3`: qkv 21.8-22.5 µs against 28.1-28.5 unsplit, o
+ * 19.0-19.5 against 28.2-28.5 in 2).
  */
 export function decodeSplits(
   rows: number,
@@ -921,7 +932,8 @@ export function decodeSplits(
   minK = 0,
 ): number {
   const tcp = gemmTc.isPrefillForm(variant);
-  const leastK = minK || gemmTc.stagedSplitMinK(variant);
+  const blocks = tcp ? 1 : Math.max(1, Math.ceil(rows / (variant.consts?.TM ?? rows)));
+  const leastK = minK || gemmTc.stagedSplitMinK(variant) * blocks;
   if (tcp) {
     const tiles = Math.ceil(n / variant.consts!.CW) * Math.ceil(rows / variant.consts!.TM);
     const step = gemmTc.gemmTcKStep(variant);

@@ -351,7 +351,7 @@ test("a prefill form takes the rows past the staged forms' where k steps by 32 a
   assert.match(preludeOf(spec, tcp), /diagnostic\(off, chromium.subgroup_matrix_uniformity\)/);
 });
 
-test("decode-sized linears: the staged forms aim at 2048 workgroups, the prefill forms fill one wave", () => {
+test("decode-sized linears: the staged forms aim at 2048 workgroups (splits as long as their row blocks), the prefill forms fill one wave", () => {
   const tcp = variantByName(spec, "f16-tcp128x128");
   const tcs = variantByName(spec, "f16-tcs64x4");
   // Qwen3-30B-A3B at 128 rows on tcp128x128 (132 workgroups a wave): qkv 40 tiles -> 3 splits
@@ -369,6 +369,14 @@ test("decode-sized linears: the staged forms aim at 2048 workgroups, the prefill
   // at 64 rows on tcs64x4: as many splits as splits of at least 1024 of k allow
   assert.is(decodeSplits(64, 5120, 2048, tcs), 2);
   assert.is(decodeSplits(64, 2048, 4096, tcs), 4);
+  // past them, in two row blocks: splits of at least 2048 (qkv unsplit, o in 2); a minimum
+  // asked for is taken as given
+  assert.is(decodeSplits(72, 5120, 2048, tcs), 1);
+  assert.is(decodeSplits(128, 5120, 2048, tcs), 1);
+  assert.is(decodeSplits(128, 2048, 4096, tcs), 2);
+  assert.is(decodeSplits(128, 2048, 4096, tcs, 2048, 1024), 4);
+  // tcs128x8 holds 128 rows in one block
+  assert.is(decodeSplits(128, 2048, 4096, variantByName(spec, "f16-tcs128x8")), 4);
 });
 
 test("prefill-sized linears split k only where their tiles leave the GPU idle", () => {
