@@ -470,6 +470,10 @@ export const cases = [
   // splits, o at 128 rows in 8 (one row block of tcs128x8, two of tcs64x4)
   tcCase(64, 5120, 2048, false, 4, 64),
   tcCase(128, 2048, 4096, false, 8, 64),
+  // ... and past 64 rows, as decodeSplits takes them since session 45 (two row blocks of
+  // tcs64x4): qkv at 96 rows unsplit, o at 96 rows in 2 splits
+  tcCase(96, 5120, 2048),
+  tcCase(96, 2048, 4096, false, 2, 64),
   // decode steps of 2-8 rows (on the staged forms since session 21): qkv at 8 rows in 4
   // splits, o at 2 rows in 8
   tcCase(8, 5120, 2048, false, 4, 64),
