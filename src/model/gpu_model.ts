@@ -932,10 +932,11 @@ export function decodeSplits(
   minK = 0,
 ): number {
   const tcp = gemmTc.isPrefillForm(variant);
-  const blocks = tcp ? 1 : Math.max(1, Math.ceil(rows / (variant.consts?.TM ?? rows)));
-  const leastK = minK || gemmTc.stagedSplitMinK(variant) * blocks;
+  // the form's row tiles: a staged form's row blocks past its own rows
+  const rowTiles = Math.max(1, Math.ceil(rows / (variant.consts?.TM ?? rows)));
+  const leastK = minK || gemmTc.stagedSplitMinK(variant) * (tcp ? 1 : rowTiles);
   if (tcp) {
-    const tiles = Math.ceil(n / variant.consts!.CW) * Math.ceil(rows / variant.consts!.TM);
+    const tiles = Math.ceil(n / variant.consts!.CW) * rowTiles;
     const step = gemmTc.gemmTcKStep(variant);
     let s = Math.min(TC_MAX_SPLITS, Math.floor(Math.min(target, TC_TCP_DECODE_WAVE) / tiles));
     // each split at least leastK of k, and s splits of k_split each cover k (none left empty)
