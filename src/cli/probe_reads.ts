@@ -39,6 +39,9 @@ import { upperMedian } from "../util/sample_stats.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { userPath } from "../util/user_path.ts";
 
+/** Where each copy starts in the one buffer of --one-buffer (a multiple of any huge page). */
+const ONE_BUFFER_ALIGN = 2 * 1024 * 1024;
+
 const SPEC = {
   patterns: {
     type: "list",
@@ -84,6 +87,12 @@ const SPEC = {
     help: "KB between the 4-byte loads of a dispatch that touches the weights just before " +
       "each timed read (0: none)",
   },
+  "one-buffer": {
+    type: "boolean",
+    default: false,
+    help: "the copies of --layers in one buffer, each bound at its own 2 MiB-aligned offset, " +
+      "instead of a buffer each (whether the driver maps a larger allocation in larger pages)",
+  },
   json: { type: "string", help: "write the rows as JSON" },
 } as const;
 
@@ -122,7 +131,7 @@ await runCli(async () => {
   const roof = await readRoof(gpu);
   console.log(roofLine(roof));
   const d = gpu.device;
-  const rows: Record<string, string | number | null>[] = [];
+  const rows: Record<string, string | number | boolean | null>[] = [];
   for (const matrix of ["gu", "dn"] as const) {
     const ps = patterns.filter((p) => p.matrix === matrix);
     if (ps.length === 0) continue;
@@ -135,11 +144,26 @@ await runCli(async () => {
       words[i] = ((Math.imul(i + 1, 0x9e3779b1) & 0xbfffbfff) | 0x04000400) >>> 0;
     }
     const expected = readPatternXor(words);
-    const layers = [uploadBuffer(d, `probe-reads.${matrix}`, words)];
+    const source = uploadBuffer(d, `probe-reads.${matrix}`, words);
+    const owned = [source];
+    const layers: GPUBufferBinding[] = [];
     const fill = d.createCommandEncoder();
-    for (let k = 1; k < opts.layers; k++) {
-      layers.push(createStorage(d, `probe-reads.${matrix}.${k}`, words.byteLength));
-      fill.copyBufferToBuffer(layers[0], 0, layers[k], 0, words.byteLength);
+    if (opts["one-buffer"]) {
+      const stride = Math.ceil(words.byteLength / ONE_BUFFER_ALIGN) * ONE_BUFFER_ALIGN;
+      const arena = createStorage(d, `probe-reads.${matrix}.all`, stride * opts.layers);
+      owned.push(arena);
+      for (let k = 0; k < opts.layers; k++) {
+        fill.copyBufferToBuffer(source, 0, arena, k * stride, words.byteLength);
+        layers.push({ buffer: arena, offset: k * stride, size: words.byteLength });
+      }
+    } else {
+      layers.push({ buffer: source, offset: 0, size: words.byteLength });
+      for (let k = 1; k < opts.layers; k++) {
+        const copy = createStorage(d, `probe-reads.${matrix}.${k}`, words.byteLength);
+        owned.push(copy);
+        fill.copyBufferToBuffer(source, 0, copy, 0, words.byteLength);
+        layers.push({ buffer: copy, offset: 0, size: words.byteLength });
+      }
     }
     d.queue.submit([fill.finish()]);
     const pretouch = opts.pretouch > 0
@@ -149,7 +173,8 @@ await runCli(async () => {
     const touchBinds = pretouch
       ? layers.map((w) => weightsAndOut(d, pretouch.pipeline, w, touchOut))
       : [];
-    // the first dispatch (layer 0) untimed; then reps rounds over the layers
+    // the first dispatch (the last copy) untimed; then reps rounds over the copies in order, so
+    // the last dispatch, whose lanes the check reads, reads the last copy
     const dispatches = 1 + opts.reps * opts.layers;
     for (const p of ps) {
       for (const c of configs) {
@@ -161,7 +186,7 @@ await runCli(async () => {
         const touchTimer = pretouch ? new PassTimer(gpu, dispatches) : null;
         const enc = d.createCommandEncoder();
         for (let r = 0; r < dispatches; r++) {
-          const layer = r % layers.length;
+          const layer = (r + layers.length - 1) % layers.length;
           if (pretouch && touchTimer) {
             const pass = enc.beginComputePass({ timestampWrites: touchTimer.next("pretouch") });
             pass.setPipeline(pretouch.pipeline);
@@ -197,12 +222,13 @@ await runCli(async () => {
             : null,
           covered: covered === null ? "-" : covered ? "yes" : "NO",
           layers: layers.length,
+          one_buffer: opts["one-buffer"],
           pretouch_kb: opts.pretouch,
           pretouch_us: touchSpans.length ? Math.round(upperMedian(touchSpans) * 10) / 10 : null,
         });
       }
     }
-    for (const w of layers) w.destroy();
+    for (const b of owned) b.destroy();
     touchOut.destroy();
   }
   console.log(formatTable(
@@ -210,7 +236,7 @@ await runCli(async () => {
     rows.map((r) => [
       String(r.pattern),
       String(r.config),
-      String(r.layers),
+      `${r.layers}${r.one_buffer ? " (one buffer)" : ""}`,
       r.pretouch_us === null ? "-" : `${r.pretouch_us} (${r.pretouch_kb} KB)`,
       r.us === null ? "-" : String(r.us),
       r.gbps === null ? "-" : String(r.gbps),
@@ -235,11 +261,11 @@ await runCli(async () => {
 function weightsAndOut(
   d: GPUDevice,
   pipeline: GPUComputePipeline,
-  w: GPUBuffer,
+  w: GPUBufferBinding,
   out: GPUBuffer,
 ): GPUBindGroup {
   return d.createBindGroup({
     layout: pipeline.getBindGroupLayout(0),
-    entries: [{ binding: 0, resource: { buffer: w } }, { binding: 1, resource: { buffer: out } }],
+    entries: [{ binding: 0, resource: w }, { binding: 1, resource: { buffer: out } }],
   });
 }

@@ -92,6 +92,28 @@ test("probe-reads reads copies of the weights in turn, each after a timed pretou
   assert.is(row.pretouch_kb, 4);
   assert.ok(row.pretouch_us > 0 && row.us > 0, JSON.stringify(row));
   assert.match(r.stdout, /\(4 KB\)/);
+  // in one buffer, each copy bound at its own offset: the check reads the last copy's lanes
+  // (bound where no copy was written, it would read zeros and fail)
+  const one = runTask("probe_reads", [
+    "--experts",
+    "1",
+    "--reps",
+    "1",
+    "--layers",
+    "3",
+    "--one-buffer",
+    "--patterns",
+    "dn.tiles",
+    "--configs",
+    "wg8k",
+    "--json",
+    out,
+  ]);
+  assert.is(one.code, 0, one.stderr);
+  const [oneRow] = JSON.parse(readFileSync(out, "utf8")).rows;
+  assert.is(oneRow.covered, "yes");
+  assert.is(oneRow.one_buffer, true);
+  assert.match(one.stdout, /3 \(one buffer\)/);
   const tooMany = runTask("probe_reads", ["--reps", "100", "--layers", "48"]);
   assert.is(tooMany.code, 2);
   assert.match(tooMany.stderr, /--reps 100 x --layers 48: at most 2047 timed dispatches/);
