@@ -21,6 +21,7 @@ import {
   TENSOR_CORE_PREFILL_FORMS,
   type TensorCorePrefillForm,
 } from "../model/gpu_model.ts";
+import type { WeightPlacement } from "../model/gpu_weights.ts";
 import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
 import { resolveModelConfig } from "../model/config.ts";
 import { userPath } from "../util/user_path.ts";
@@ -274,6 +275,13 @@ export const TENSOR_CORE_OPTIONS = {
       "GEMMs' tiled twins (f16, hidden and expert width multiples of 64; default: on where " +
       "those hold on a GPU with subgroups; --moe-expert-tiles=false: row by row)",
   },
+  weightPlacement: {
+    type: "string",
+    values: ["each", "arena"],
+    help: "how the weights take GPU memory: each (a buffer a weight) or arena (every weight a " +
+      "range of as few buffers as the adapter's largest buffer allows, ranges of 2 MiB and more " +
+      "on 2 MiB) (default: each)",
+  },
   prefillAttention: {
     type: "string",
     values: ["tc", "tc2", "tcs", "tcs2", "tcs4", "fma"],
@@ -335,9 +343,11 @@ export function tensorCoreOptions(
     readonly moeTensorCorePrefill?: string;
     readonly moeExpertTiles?: boolean;
     readonly prefillAttention?: string;
+    readonly weightPlacement?: string;
   },
 ): GpuModelOptions {
   return {
+    weightPlacement: o.weightPlacement as WeightPlacement | undefined,
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,

@@ -394,6 +394,7 @@ await runCli(async () => {
       model: o.model,
       dtype: model.weights.dtype,
       read_bandwidth_gbps: round3(bw.bytesPerSecond / 1e9),
+      weight_placement: model.weights.placement,
       kernels: {
         linear: lv.gemv,
         gemm: lv.gemm,

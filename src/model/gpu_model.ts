@@ -77,7 +77,7 @@ import {
 import { MOE_STAGE_LABEL, type MoeStage } from "../../kernels/moe_cost.ts";
 import { Checkpoint } from "./checkpoint.ts";
 import { type ModelConfig, resolveModelConfig } from "./config.ts";
-import { GpuWeights, type StorageDtype } from "./gpu_weights.ts";
+import { GpuWeights, type StorageDtype, type WeightPlacement } from "./gpu_weights.ts";
 import { ModelOptionError } from "./model_option_error.ts";
 import { kvBlockBytes, KvBuffers } from "./kv_buffers.ts";
 import { KernelCall } from "./kernel_call.ts";
@@ -474,6 +474,14 @@ export interface GpuModelOptions {
    * per stored position, so the two layouts draw different (equally random) experts.
    */
   readonly moeExpertTiles?: boolean;
+  /**
+   * How the weights take GPU memory (gpu_weights.ts' WeightPlacement): "each", a buffer a
+   * weight, or "arena", every weight a range of as few buffers as maxBufferSize allows (one on
+   * the H200), ranges of 2 MiB and more starting on 2 MiB. Default "each". The arena asks the
+   * driver whether one large allocation reads faster cold (session 43: each layer's first
+   * read of its weights is slow, at 64 KB-page granularity); not yet measured on the H200.
+   */
+  readonly weightPlacement?: WeightPlacement;
   /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
@@ -1083,16 +1091,27 @@ export class GpuModel implements ForwardModel {
         `moeExpertTiles: ${config.name} has no MoE layers (no expert weights)`,
       );
     }
+    const placement = options.weightPlacement ?? "each";
+    if (placement !== "each" && placement !== "arena") {
+      throw new ModelOptionError(`weightPlacement: '${placement}' is neither each nor arena`);
+    }
     const t0 = performance.now();
     let weights: GpuWeights;
     if (config.synthetic) {
       onProgress?.(`drawing ${config.name} weights on the GPU (${dtype})`);
-      weights = await GpuWeights.synthetic(gpu, config, dtype, expertTiles);
+      weights = await GpuWeights.synthetic(gpu, config, dtype, expertTiles, placement);
     } else {
       onProgress?.(`loading ${spec} (${dtype})`);
       const ckpt = Checkpoint.open(spec);
       try {
-        weights = await GpuWeights.fromCheckpoint(gpu, config, ckpt, dtype, expertTiles);
+        weights = await GpuWeights.fromCheckpoint(
+          gpu,
+          config,
+          ckpt,
+          dtype,
+          expertTiles,
+          placement,
+        );
       } finally {
         ckpt.close();
       }
@@ -1105,7 +1124,11 @@ export class GpuModel implements ForwardModel {
     onProgress?.(
       `weights: ${(weights.bytes / 2 ** 30).toFixed(2)} GiB in ${
         ((performance.now() - t0) / 1000).toFixed(1)
-      } s${weights.expertTiles ? " (expert weights in 16 x 64 tiles)" : ""}`,
+      } s${weights.expertTiles ? " (expert weights in 16 x 64 tiles)" : ""}${
+        weights.placement === "arena"
+          ? ` (in ${weights.bufferCount} arena buffer${weights.bufferCount === 1 ? "" : "s"})`
+          : ""
+      }`,
     );
     return await GpuModel.create(gpu, config, weights, options);
   }
@@ -1195,6 +1218,7 @@ export class GpuModel implements ForwardModel {
       moeRouterNorm: options.moeRouterNorm ?? true,
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
       moeExpertTiles: weights.expertTiles,
+      weightPlacement: weights.placement,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),

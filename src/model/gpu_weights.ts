@@ -44,18 +44,37 @@ import {
 /** Storage type of weights and KV on the GPU. */
 export type StorageDtype = "f16" | "f32";
 
-/** One layer's weight buffers (shapes in the comments, Linear layout [out, in]). */
+/**
+ * Where one weight lies: a buffer of its own (offset 0), or its range of an arena buffer
+ * (WeightPlacement "arena"). Bound as it is (a GPUBufferBinding).
+ */
+export interface WeightBinding {
+  readonly buffer: GPUBuffer;
+  readonly offset: number;
+  readonly size: number;
+}
+
+/**
+ * How the weights take GPU memory: "each", a buffer a weight (fused pieces together); "arena",
+ * every weight a range of as few buffers as the adapter's largest buffer allows (one on the
+ * H200), the ranges of 2 MiB and more starting on 2 MiB. A question for the driver: whether it
+ * maps one large allocation in larger pages than many of 0.5-0.8 GB (each layer's first read of
+ * its weights is slow; `probe-reads --one-buffer` asks it of the loads alone).
+ */
+export type WeightPlacement = "each" | "arena";
+
+/** One layer's weights (shapes in the comments, Linear layout [out, in]). */
 export interface LayerWeights {
   readonly kind: "moe" | "dense";
-  readonly inputNorm: GPUBuffer; // [hidden]
-  readonly postNorm: GPUBuffer; // [hidden]
-  readonly qkv: GPUBuffer; // [(heads + 2 kv_heads) * head_dim, hidden]
-  readonly o: GPUBuffer; // [hidden, heads * head_dim]
-  readonly qNorm: GPUBuffer | null; // [head_dim]
-  readonly kNorm: GPUBuffer | null; // [head_dim]
-  readonly router: GPUBuffer | null; // [experts, hidden]
-  readonly gateUp: GPUBuffer; // moe: [experts, 2 * inter, hidden]; dense: [2 * inter, hidden]
-  readonly down: GPUBuffer; // moe: [experts, hidden, inter]; dense: [hidden, inter]
+  readonly inputNorm: WeightBinding; // [hidden]
+  readonly postNorm: WeightBinding; // [hidden]
+  readonly qkv: WeightBinding; // [(heads + 2 kv_heads) * head_dim, hidden]
+  readonly o: WeightBinding; // [hidden, heads * head_dim]
+  readonly qNorm: WeightBinding | null; // [head_dim]
+  readonly kNorm: WeightBinding | null; // [head_dim]
+  readonly router: WeightBinding | null; // [experts, hidden]
+  readonly gateUp: WeightBinding; // moe: [experts, 2 * inter, hidden]; dense: [2 * inter, hidden]
+  readonly down: WeightBinding; // moe: [experts, hidden, inter]; dense: [hidden, inter]
 }
 
 /** A piece of a fused buffer: which tensor fills it, at which byte offset, with what scale. */
@@ -81,9 +100,9 @@ export class GpuWeights {
   private constructor(
     readonly config: ModelConfig,
     readonly dtype: StorageDtype,
-    readonly embed: GPUBuffer,
-    readonly finalNorm: GPUBuffer,
-    readonly lmHead: GPUBuffer,
+    readonly embed: WeightBinding,
+    readonly finalNorm: WeightBinding,
+    readonly lmHead: WeightBinding,
     readonly layers: readonly LayerWeights[],
     /** Total bytes of weight buffers. */
     readonly bytes: number,
@@ -92,6 +111,8 @@ export class GpuWeights {
     private readonly buffers: GPUBuffer[],
     /** The MoE expert weights are stored in tiles (kernels/expert_tiles.ts). */
     readonly expertTiles: boolean,
+    /** How the weights take GPU memory. */
+    readonly placement: WeightPlacement,
   ) {}
 
   /** Streams every tensor of a checkpoint into GPU buffers (converted to `dtype`). */
@@ -101,13 +122,14 @@ export class GpuWeights {
     ckpt: Checkpoint,
     dtype: StorageDtype,
     expertTiles = false,
+    placement: WeightPlacement = "each",
     onProgress?: (doneBytes: number, totalBytes: number) => void,
   ): Promise<GpuWeights> {
     checkCheckpointTensors(config, ckpt);
     const overflow: F16Overflow = { count: 0, maxAbs: 0 };
-    return await build(gpu, config, dtype, overflow, expertTiles, async (buffer, plan) => {
+    return await build(gpu, config, dtype, overflow, expertTiles, placement, async (at, plan) => {
       for (const piece of plan.pieces) {
-        await uploadTensor(gpu, ckpt, piece, buffer, dtype, overflow);
+        await uploadTensor(gpu, ckpt, piece, at, dtype, overflow);
         onProgress?.(piece.elements, 0);
       }
     });
@@ -119,31 +141,45 @@ export class GpuWeights {
     config: ModelConfig,
     dtype: StorageDtype,
     expertTiles = false,
+    placement: WeightPlacement = "each",
   ): Promise<GpuWeights> {
     const fill = await KernelCall.create(gpu, fillRandom.spec, [dtype]);
     const overflow: F16Overflow = { count: 0, maxAbs: 0 };
     let queued = 0;
     // (the noise is drawn per stored position: in tiles the experts get other, equally random,
     // weights than row by row)
-    const weights = await build(gpu, config, dtype, overflow, expertTiles, async (buffer, plan) => {
-      for (const piece of plan.pieces) {
-        submitRandomFill(gpu, fill, dtype, buffer, {
-          offset: piece.offset / (dtype === "f16" ? 2 : 4),
-          count: piece.elements,
-          seed: seedOf(piece.tensor),
-          base: piece.base,
-          scale: piece.scale,
-        });
-        queued += piece.elements;
-        if (queued > 1 << 28) {
-          await paced(gpu.device.queue.onSubmittedWorkDone());
-          queued = 0;
+    const weights = await build(
+      gpu,
+      config,
+      dtype,
+      overflow,
+      expertTiles,
+      placement,
+      async (at, plan) => {
+        for (const piece of plan.pieces) {
+          submitRandomFill(gpu, fill, dtype, at, {
+            offset: piece.offset / (dtype === "f16" ? 2 : 4),
+            count: piece.elements,
+            seed: seedOf(piece.tensor),
+            base: piece.base,
+            scale: piece.scale,
+          });
+          queued += piece.elements;
+          if (queued > 1 << 28) {
+            await paced(gpu.device.queue.onSubmittedWorkDone());
+            queued = 0;
+          }
         }
-      }
-    });
+      },
+    );
     await paced(gpu.device.queue.onSubmittedWorkDone());
     fill.destroy();
     return weights;
+  }
+
+  /** GPU buffers the weights take (one a weight, or the arenas). */
+  get bufferCount(): number {
+    return this.buffers.length;
   }
 
   /** Frees every weight buffer. */
@@ -156,14 +192,15 @@ export class GpuWeights {
     config: ModelConfig,
     dtype: StorageDtype,
     parts: {
-      embed: GPUBuffer;
-      finalNorm: GPUBuffer;
-      lmHead: GPUBuffer;
+      embed: WeightBinding;
+      finalNorm: WeightBinding;
+      lmHead: WeightBinding;
       layers: LayerWeights[];
       bytes: number;
       overflow: F16Overflow;
       buffers: GPUBuffer[];
       expertTiles: boolean;
+      placement: WeightPlacement;
     },
   ): GpuWeights {
     return new GpuWeights(
@@ -177,6 +214,7 @@ export class GpuWeights {
       parts.overflow,
       parts.buffers,
       parts.expertTiles,
+      parts.placement,
     );
   }
 }
@@ -195,7 +233,8 @@ async function build(
   dtype: StorageDtype,
   overflow: F16Overflow,
   expertTiles: boolean,
-  fill: (buffer: GPUBuffer, plan: BufferPlan) => Promise<void>,
+  placement: WeightPlacement,
+  fill: (at: WeightBinding, plan: BufferPlan) => Promise<void>,
 ): Promise<GpuWeights> {
   if (
     expertTiles &&
@@ -208,36 +247,19 @@ async function build(
   const es = dtype === "f16" ? 2 : 4;
   const H = config.hiddenSize, hd = config.headDim;
   const qRows = config.numHeads * hd, kvRows = config.numKvHeads * hd;
-  const buffers: GPUBuffer[] = [];
-  let bytes = 0;
   const maxBinding = gpu.limits.maxStorageBufferBindingSize;
 
-  const make = async (plan: BufferPlan): Promise<GPUBuffer> => {
-    const size = Math.max(16, Math.ceil((plan.elements * es) / 16) * 16);
+  // 1. every weight's plan, in order; a layer names its weights by plan index
+  const plans: BufferPlan[] = [];
+  const make = (plan: BufferPlan): number => {
+    const size = planBytes(plan, es);
     if (size > maxBinding) {
       throw new Error(
         `weights: ${plan.label} needs ${size} bytes, over this adapter's ${maxBinding}-byte binding limit`,
       );
     }
-    gpu.device.pushErrorScope("out-of-memory");
-    const buffer = gpu.device.createBuffer({
-      label: plan.label,
-      size,
-      usage: BufferUsage.STORAGE | BufferUsage.COPY_DST | BufferUsage.COPY_SRC,
-    });
-    const oom = await gpu.device.popErrorScope();
-    if (oom) {
-      for (const b of buffers) b.destroy();
-      throw new Error(
-        `weights: out of GPU memory allocating ${plan.label} (${
-          (size / 2 ** 20).toFixed(0)
-        } MiB) after ${(bytes / 2 ** 30).toFixed(2)} GiB of weights`,
-      );
-    }
-    buffers.push(buffer);
-    bytes += size;
-    await fill(buffer, plan);
-    return buffer;
+    plans.push(plan);
+    return plans.length - 1;
   };
   const single = (
     label: string,
@@ -247,9 +269,21 @@ async function build(
     scale: number,
   ): BufferPlan => ({ label, elements, pieces: [{ tensor, offset: 0, elements, base, scale }] });
   const linear = (fanIn: number) => 1 / Math.sqrt(fanIn);
+  type Slots = {
+    readonly kind: LayerWeights["kind"];
+    readonly inputNorm: number;
+    readonly postNorm: number;
+    readonly qkv: number;
+    readonly o: number;
+    readonly qNorm: number | null;
+    readonly kNorm: number | null;
+    readonly router: number | null;
+    readonly gateUp: number;
+    readonly down: number;
+  };
 
-  const embed = await make(single(EMBED_TENSOR, EMBED_TENSOR, config.vocabSize * H, 0, 1));
-  const layers: LayerWeights[] = [];
+  const embed = make(single(EMBED_TENSOR, EMBED_TENSOR, config.vocabSize * H, 0, 1));
+  const layerSlots: Slots[] = [];
   for (let l = 0; l < config.numLayers; l++) {
     const a = attentionTensorNames(config, l);
     const qkvPieces: Piece[] = [
@@ -263,22 +297,22 @@ async function build(
         scale: linear(H),
       },
     ];
-    const inputNorm = await make(single(a.inputNorm, a.inputNorm, H, 1, 0));
-    const qkv = await make({
+    const inputNorm = make(single(a.inputNorm, a.inputNorm, H, 1, 0));
+    const qkv = make({
       label: `model.layers.${l}.qkv`,
       elements: (qRows + 2 * kvRows) * H,
       pieces: qkvPieces,
     });
-    const o = await make(single(a.o, a.o, H * qRows, 0, linear(qRows)));
-    const qNorm = a.qNorm ? await make(single(a.qNorm, a.qNorm, hd, 1, 0)) : null;
-    const kNorm = a.kNorm ? await make(single(a.kNorm, a.kNorm, hd, 1, 0)) : null;
-    const postNorm = await make(single(a.postAttentionNorm, a.postAttentionNorm, H, 1, 0));
+    const o = make(single(a.o, a.o, H * qRows, 0, linear(qRows)));
+    const qNorm = a.qNorm ? make(single(a.qNorm, a.qNorm, hd, 1, 0)) : null;
+    const kNorm = a.kNorm ? make(single(a.kNorm, a.kNorm, hd, 1, 0)) : null;
+    const postNorm = make(single(a.postAttentionNorm, a.postAttentionNorm, H, 1, 0));
     const kind = config.layerKinds[l];
     if (kind === "moe") {
       const E = config.numExperts, I = config.moeIntermediateSize;
       const gu = expertTiles ? H : undefined;
       const dn = expertTiles ? I : undefined;
-      const router = await make(
+      const router = make(
         single(routerTensorName(config, l), routerTensorName(config, l), E * H, 0, linear(H)),
       );
       const gateUpPieces: Piece[] = [];
@@ -315,21 +349,21 @@ async function build(
           tileCols: dn,
         });
       }
-      const gateUp = await make({
+      const gateUp = make({
         label: `model.layers.${l}.experts.gate_up`,
         elements: E * 2 * I * H,
         pieces: gateUpPieces,
       });
-      const down = await make({
+      const down = make({
         label: `model.layers.${l}.experts.down`,
         elements: E * H * I,
         pieces: downPieces,
       });
-      layers.push({ kind, inputNorm, postNorm, qkv, o, qNorm, kNorm, router, gateUp, down });
+      layerSlots.push({ kind, inputNorm, postNorm, qkv, o, qNorm, kNorm, router, gateUp, down });
     } else {
       const I = config.intermediateSize;
       const t = denseMlpTensorNames(l);
-      const gateUp = await make({
+      const gateUp = make({
         label: `model.layers.${l}.mlp.gate_up`,
         elements: 2 * I * H,
         pieces: [
@@ -337,8 +371,8 @@ async function build(
           { tensor: t.up, offset: I * H * es, elements: I * H, base: 0, scale: linear(H) },
         ],
       });
-      const down = await make(single(t.down, t.down, H * I, 0, linear(I)));
-      layers.push({
+      const down = make(single(t.down, t.down, H * I, 0, linear(I)));
+      layerSlots.push({
         kind,
         inputNorm,
         postNorm,
@@ -352,30 +386,123 @@ async function build(
       });
     }
   }
-  const finalNorm = await make(single(FINAL_NORM_TENSOR, FINAL_NORM_TENSOR, H, 1, 0));
-  const lmHead = config.tieWordEmbeddings ? embed : await make(
+  const finalNorm = make(single(FINAL_NORM_TENSOR, FINAL_NORM_TENSOR, H, 1, 0));
+  const lmHead = config.tieWordEmbeddings ? embed : make(
     single(lmHeadTensorName(config), lmHeadTensorName(config), config.vocabSize * H, 0, linear(H)),
   );
+
+  // 2. where each lies, 3. filled in order
+  const sizes = plans.map((plan) => planBytes(plan, es));
+  const { at, buffers, bytes } = await place(gpu, plans, sizes, placement);
+  for (let i = 0; i < plans.length; i++) await fill(at[i], plans[i]);
+  const ref = (i: number | null) => (i === null ? null : at[i]);
+  const layers: LayerWeights[] = layerSlots.map((x) => ({
+    kind: x.kind,
+    inputNorm: at[x.inputNorm],
+    postNorm: at[x.postNorm],
+    qkv: at[x.qkv],
+    o: at[x.o],
+    qNorm: ref(x.qNorm),
+    kNorm: ref(x.kNorm),
+    router: ref(x.router),
+    gateUp: at[x.gateUp],
+    down: at[x.down],
+  }));
   return GpuWeights.assemble(config, dtype, {
-    embed,
-    finalNorm,
-    lmHead,
+    embed: at[embed],
+    finalNorm: at[finalNorm],
+    lmHead: at[lmHead],
     layers,
     bytes,
     overflow,
     buffers,
     expertTiles,
+    placement,
   });
+}
+
+/** Bytes a weight's buffer or range takes (whole 16-byte words). */
+function planBytes(plan: BufferPlan, es: number): number {
+  return Math.max(16, Math.ceil((plan.elements * es) / 16) * 16);
+}
+
+/** Where ranges of WEIGHT_ARENA_BIG bytes and more start in an arena (a 2 MiB page each). */
+export const WEIGHT_ARENA_BIG = 2 * 2 ** 20;
+/** Where smaller ranges start (at least any adapter's storage offset alignment). */
+const WEIGHT_ARENA_SMALL = 256;
+
+/**
+ * Each weight's place: a buffer each, or ranges of arena buffers ("arena": as few as the
+ * adapter's maxBufferSize allows, each filled in plan order). An out-of-memory names the weight
+ * or arena and what was taken before it, and frees what was taken.
+ */
+async function place(
+  gpu: Gpu,
+  plans: readonly BufferPlan[],
+  sizes: readonly number[],
+  placement: WeightPlacement,
+): Promise<{ at: WeightBinding[]; buffers: GPUBuffer[]; bytes: number }> {
+  const buffers: GPUBuffer[] = [];
+  let bytes = 0;
+  const allocate = async (label: string, size: number): Promise<GPUBuffer> => {
+    gpu.device.pushErrorScope("out-of-memory");
+    const buffer = gpu.device.createBuffer({
+      label,
+      size,
+      usage: BufferUsage.STORAGE | BufferUsage.COPY_DST | BufferUsage.COPY_SRC,
+    });
+    const oom = await gpu.device.popErrorScope();
+    if (oom) {
+      for (const b of buffers) b.destroy();
+      throw new Error(
+        `weights: out of GPU memory allocating ${label} (${
+          (size / 2 ** 20).toFixed(0)
+        } MiB) after ${(bytes / 2 ** 30).toFixed(2)} GiB of weights`,
+      );
+    }
+    buffers.push(buffer);
+    bytes += size;
+    return buffer;
+  };
+  if (placement === "each") {
+    const at: WeightBinding[] = [];
+    for (let i = 0; i < plans.length; i++) {
+      at.push({ buffer: await allocate(plans[i].label, sizes[i]), offset: 0, size: sizes[i] });
+    }
+    return { at, buffers, bytes };
+  }
+  // arenas: consecutive weights while they fit the largest buffer
+  const most = gpu.limits.maxBufferSize;
+  const offsets: number[] = [];
+  const arenaOf: number[] = [];
+  const arenaSizes: number[] = [0];
+  for (const size of sizes) {
+    const align = size >= WEIGHT_ARENA_BIG ? WEIGHT_ARENA_BIG : WEIGHT_ARENA_SMALL;
+    let offset = Math.ceil(arenaSizes[arenaSizes.length - 1] / align) * align;
+    if (offset + size > most && offset > 0) {
+      arenaSizes.push(0);
+      offset = 0;
+    }
+    offsets.push(offset);
+    arenaOf.push(arenaSizes.length - 1);
+    arenaSizes[arenaSizes.length - 1] = offset + size;
+  }
+  const arenas: GPUBuffer[] = [];
+  for (let a = 0; a < arenaSizes.length; a++) {
+    arenas.push(await allocate(`weights arena ${a}`, arenaSizes[a]));
+  }
+  const at = sizes.map((size, i) => ({ buffer: arenas[arenaOf[i]], offset: offsets[i], size }));
+  return { at, buffers, bytes };
 }
 
 const CHUNK_BYTES = 8 * 2 ** 20;
 
-/** Streams one tensor into `buffer` at the piece's offset, converting chunk by chunk. */
+/** Streams one tensor into its weight's place at the piece's offset, chunk by chunk. */
 async function uploadTensor(
   gpu: Gpu,
   ckpt: Checkpoint,
   piece: Piece,
-  buffer: GPUBuffer,
+  at: WeightBinding,
   dtype: StorageDtype,
   overflow: F16Overflow,
 ): Promise<void> {
@@ -401,7 +528,7 @@ async function uploadTensor(
       data = tensorToF32(chunk.bytes, info.dtype);
     }
     if (piece.tileCols) data = tileExpertMatrices(data, EXPERT_TILE_ROWS, piece.tileCols);
-    writeBuffer(gpu.device, buffer, piece.offset + firstElement * es, data);
+    writeBuffer(gpu.device, at.buffer, at.offset + piece.offset + firstElement * es, data);
   }
   await paced(gpu.device.queue.onSubmittedWorkDone());
 }

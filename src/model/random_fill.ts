@@ -12,6 +12,7 @@ import type { Gpu } from "../gpu/device.ts";
 import type * as fillRandom from "../../kernels/fill_random.ts";
 import type { ParamValues } from "../../kernels/params.ts";
 import type { KernelCall } from "./kernel_call.ts";
+import type { BufferArg } from "../../kernels/kernel.ts";
 
 type FillFields = typeof fillRandom.spec.params.fields;
 
@@ -19,14 +20,15 @@ type FillFields = typeof fillRandom.spec.params.fields;
 export const FILL_CHUNK = 1 << 26;
 
 /**
- * Submits fill_random over `out[v.offset, v.offset + v.count)`: one dispatch and one submit a
- * chunk, each behind its own params write (queue order keeps them apart). Returns at once.
+ * Submits fill_random over `out[v.offset, v.offset + v.count)` (`out` a buffer, or a range of
+ * one: the offset counts from its start): one dispatch and one submit a chunk, each behind its
+ * own params write (queue order keeps them apart). Returns at once.
  */
 export function submitRandomFill(
   gpu: Gpu,
   fill: KernelCall<FillFields>,
   dtype: "f16" | "f32",
-  out: GPUBuffer,
+  out: BufferArg,
   v: ParamValues<FillFields>,
 ): void {
   fill.forget(); // its bind group names `out`

@@ -437,4 +437,74 @@ test("split-K partials that grow while a prepared step waits stay alive until it
   }
 });
 
+test("weights in one arena (weightPlacement arena) give the same logits as a buffer each", async () => {
+  const gpu = await sharedGpu();
+  // tiny-mixtral ties its LM head to the embedding: one range read by both
+  for (const [fixture, dtype] of [["tiny-qwen3-moe", "f16"], ["tiny-mixtral", "f32"]] as const) {
+    if (dtype === "f16" && !gpu.f16) continue;
+    const logitsOf = async (weightPlacement: "each" | "arena") => {
+      const model = await GpuModel.load(gpu, dirs[fixture], {
+        dtype,
+        ...MODEL_OPTIONS,
+        weightPlacement,
+      });
+      try {
+        const w = model.weights;
+        assert.is(w.placement, weightPlacement);
+        if (weightPlacement === "arena") {
+          // every weight a range of the one arena (lavapipe's largest buffer holds them all),
+          // none overlapping, each on its alignment
+          assert.is(w.bufferCount, 1);
+          const ranges = [
+            w.embed,
+            w.finalNorm,
+            ...w.layers.flatMap((l) => [
+              l.inputNorm,
+              l.postNorm,
+              l.qkv,
+              l.o,
+              l.gateUp,
+              l.down,
+              ...[l.qNorm, l.kNorm, l.router].filter((x) => x !== null),
+            ]),
+          ].sort((a, b) => a.offset - b.offset);
+          for (let i = 0; i < ranges.length; i++) {
+            assert.is(ranges[i].buffer, w.embed.buffer);
+            assert.is(ranges[i].offset % (ranges[i].size >= 2 ** 21 ? 2 ** 21 : 256), 0);
+            if (i > 0) assert.ok(ranges[i].offset >= ranges[i - 1].offset + ranges[i - 1].size);
+          }
+        } else {
+          assert.is(w.layers[0].qkv.offset, 0);
+          assert.ok(w.layers[0].qkv.buffer !== w.layers[0].o.buffer);
+        }
+        const prefill = await runStep(model, [
+          { tokens: prompt.slice(0, 6), start: 0, table: [1, 2], rows: "all" },
+        ]);
+        const decode = await runStep(model, [
+          { tokens: [prompt[6]], start: 6, table: [1, 2], rows: "last" },
+        ]);
+        return [prefill.logits, decode.logits];
+      } finally {
+        model.destroy();
+      }
+    };
+    const each = await logitsOf("each");
+    const arena = await logitsOf("arena");
+    for (let i = 0; i < each.length; i++) {
+      assert.is(maxAbsDiff(arena[i], each[i]), 0, `${fixture} ${dtype} step ${i}`);
+    }
+  }
+});
+
+test("an unknown weightPlacement is refused by name", async () => {
+  const gpu = await sharedGpu();
+  const err = await GpuModel.load(gpu, dirs["tiny-qwen3"], {
+    dtype: "f32",
+    ...MODEL_OPTIONS,
+    weightPlacement: "pages" as "each",
+  }).then(() => null, (e: Error) => e);
+  assert.ok(err instanceof ModelOptionError, String(err));
+  assert.match(err!.message, /weightPlacement: 'pages' is neither each nor arena/);
+});
+
 test.run();
