@@ -2,7 +2,7 @@
 # Collects the figures the issues ask for on a GPU host, through the offline bundle. Run from
 # the repository root with the bundle at dist/webfpm-linux-x64.tar (`deno task bundle`):
 #   scripts/gpu_evidence.sh OUTDIR STAGE...
-# stages: validate perf attention bench kvwarm library fidelity logits dp tasks, and validate=KERNEL,KERNEL
+# stages: validate perf attention bench kvwarm library fidelity logits dp tasks coldread, and validate=KERNEL,KERNEL
 # (validate for those kernels only; tasks: EVIDENCE_TASKS, see there) (fidelity scores the libraries that
 # kvwarm and library wrote into the same OUTDIR; elsewhere, run `deno task fidelity` later)
 # On a two-GPU host, scripts/gpu_evidence_pair.sh runs two of these side by side, one per GPU.
@@ -235,6 +235,29 @@ for stage in "$@"; do
         for pair in "${ab[@]}"; do rm -f "$out/logits-${pair%%=*}.safetensors"; done
       fi
       ;;
+    coldread)
+      # Is each layer's slow first read (session 43) the Vulkan driver's mapping of a buffer a
+      # weight? The loads alone over 48 copies a buffer each and in one buffer, with and without
+      # a 64 KB pretouch; CUDA's allocator (PyTorch) read the same way; then the model with its
+      # weights a buffer each and in one arena, in turn twice (EVIDENCE_COLD_BATCH, ctx 1024).
+      log "the cold read: probe-reads a buffer each / one buffer, PyTorch, perf-decode each / arena"
+      for v in "l1:--layers 1" "l48:--layers 48" "l48-one:--layers 48 --one-buffer" \
+        "l48-pt:--layers 48 --pretouch 64" "l48-one-pt:--layers 48 --one-buffer --pretouch 64"; do
+        run probe-reads --patterns gu.tiles,dn.tiles --configs wg8k.r2 ${v#*:} \
+          --json "$out/probe-reads-${v%%:*}.json" >"$out/probe-reads-${v%%:*}.txt" 2>&1
+        grep -E "tiles " "$out/probe-reads-${v%%:*}.txt"
+      done
+      timeout -k 10 "$limit" python3 scripts/peers/torch_cold_reads.py --layers 48 \
+        --out "$out/torch-cold-reads.json" 2>&1 | tee "$out/torch-cold-reads.txt"
+      for round in 1 2; do
+        for placement in each arena; do
+          run perf-decode --batch "${EVIDENCE_COLD_BATCH:-1,8,64}" --ctx 1024 \
+            --kv-cache-gb "${EVIDENCE_KV_GB:-40}" --weight-placement $placement \
+            --json "$out/decode-$placement-$round.json" >"$out/decode-$placement-$round.txt" 2>&1
+          grep -E "^[0-9]+ x [0-9]+: GPU" "$out/decode-$placement-$round.txt" | sed "s/^/$placement: /"
+        done
+      done
+      ;;
     dp)
       log "two ranks in lockstep (one GPU each where the host has two)"
       nvidia-smi -L >"$out/gpus.txt" 2>&1
@@ -243,7 +266,7 @@ for stage in "$@"; do
         --dp 2 --kvwarm on --content text $limits --out "$out/bench-dp.json" 2>&1 | tee "$out/bench-dp.txt" | tail -20
       ;;
     *)
-      echo "unknown stage $stage (validate perf attention bench kvwarm library fidelity logits dp tasks)" >&2
+      echo "unknown stage $stage (validate perf attention bench kvwarm library fidelity logits dp tasks coldread)" >&2
       ;;
   esac
 done
