@@ -245,7 +245,7 @@ for stage in "$@"; do
         "l48-pt:--layers 48 --pretouch 64" "l48-one-pt:--layers 48 --one-buffer --pretouch 64"; do
         run probe-reads --patterns gu.tiles,dn.tiles --configs wg8k.r2 ${v#*:} \
           --json "$out/probe-reads-${v%%:*}.json" >"$out/probe-reads-${v%%:*}.txt" 2>&1
-        grep -E "tiles " "$out/probe-reads-${v%%:*}.txt"
+        grep -E "^(gu|dn)\.tiles +wg" "$out/probe-reads-${v%%:*}.txt"
       done
       timeout -k 10 "$limit" python3 scripts/peers/torch_cold_reads.py --layers 48 \
         --out "$out/torch-cold-reads.json" 2>&1 | tee "$out/torch-cold-reads.txt"
