@@ -68,51 +68,27 @@ test("probe-reads times each pattern and finds every word read once", () => {
 
 test("probe-reads reads copies of the weights in turn, each after a timed pretouch", () => {
   const out = join(tmpdir(), `probe-reads-layers-${process.pid}.json`);
-  const r = runTask("probe_reads", [
-    "--experts",
-    "1",
-    "--reps",
-    "1",
-    "--layers",
-    "3",
-    "--pretouch",
-    "4",
-    "--patterns",
-    "dn.tiles",
-    "--configs",
-    "wg8k",
-    "--json",
-    out,
-  ]);
-  assert.is(r.code, 0, r.stderr);
-  const [row] = JSON.parse(readFileSync(out, "utf8")).rows;
+  // three copies of one expert's down weights, read once each, with `flags`
+  const layers = (...flags: string[]) => {
+    const r = runTask("probe_reads", [
+      ...["--experts", "1", "--reps", "1", "--layers", "3", ...flags],
+      ...["--patterns", "dn.tiles", "--configs", "wg8k", "--json", out],
+    ]);
+    assert.is(r.code, 0, r.stderr);
+    return { stdout: r.stdout, row: JSON.parse(readFileSync(out, "utf8")).rows[0] };
+  };
+  const { stdout, row } = layers("--pretouch", "4");
   // the copies made on the GPU hold the same words: the last one read covers the matrix
   assert.is(row.covered, "yes");
   assert.is(row.layers, 3);
   assert.is(row.pretouch_kb, 4);
   assert.ok(row.pretouch_us > 0 && row.us > 0, JSON.stringify(row));
-  assert.match(r.stdout, /\(4 KB\)/);
+  assert.match(stdout, /\(4 KB\)/);
   // in one buffer, each copy bound at its own offset: the check reads the last copy's lanes
   // (bound where no copy was written, it would read zeros and fail)
-  const one = runTask("probe_reads", [
-    "--experts",
-    "1",
-    "--reps",
-    "1",
-    "--layers",
-    "3",
-    "--one-buffer",
-    "--patterns",
-    "dn.tiles",
-    "--configs",
-    "wg8k",
-    "--json",
-    out,
-  ]);
-  assert.is(one.code, 0, one.stderr);
-  const [oneRow] = JSON.parse(readFileSync(out, "utf8")).rows;
-  assert.is(oneRow.covered, "yes");
-  assert.is(oneRow.one_buffer, true);
+  const one = layers("--one-buffer");
+  assert.is(one.row.covered, "yes");
+  assert.is(one.row.one_buffer, true);
   assert.match(one.stdout, /3 \(one buffer\)/);
   const tooMany = runTask("probe_reads", ["--reps", "100", "--layers", "48"]);
   assert.is(tooMany.code, 2);
