@@ -476,10 +476,11 @@ export interface GpuModelOptions {
   readonly moeExpertTiles?: boolean;
   /**
    * How the weights take GPU memory (gpu_weights.ts' WeightPlacement): "each", a buffer a
-   * weight, or "arena", every weight a range of as few buffers as maxBufferSize allows (one on
-   * the H200), ranges of 2 MiB and more starting on 2 MiB. Default "each". The arena asks the
-   * driver whether one large allocation reads faster cold (session 43: each layer's first
-   * read of its weights is slow, at 64 KB-page granularity); not yet measured on the H200.
+   * weight, or "arena", every weight a range of as few buffers of at most 16 GiB as the
+   * adapter allows (four for Qwen3-30B-A3B in f16), ranges of 2 MiB and more starting on 2 MiB.
+   * Default "each". The arena asks the driver whether a few large allocations read faster cold
+   * (session 43: each layer's first read of its weights is slow, at 64 KB-page granularity);
+   * not yet measured on the H200.
    */
   readonly weightPlacement?: WeightPlacement;
   /**

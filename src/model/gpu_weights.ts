@@ -56,10 +56,11 @@ export interface WeightBinding {
 
 /**
  * How the weights take GPU memory: "each", a buffer a weight (fused pieces together); "arena",
- * every weight a range of as few buffers as the adapter's largest buffer allows (one on the
- * H200), the ranges of 2 MiB and more starting on 2 MiB. A question for the driver: whether it
- * maps one large allocation in larger pages than many of 0.5-0.8 GB (each layer's first read of
- * its weights is slow; `probe-reads --one-buffer` asks it of the loads alone).
+ * every weight a range of as few buffers of at most WEIGHT_ARENA_MAX bytes as the adapter
+ * allows (four for Qwen3-30B-A3B's 57 GiB of f16), the ranges of 2 MiB and more starting on
+ * 2 MiB. A question for the driver: whether it maps a few large allocations in larger pages
+ * than many of 0.5-0.8 GB (each layer's first read of its weights is slow; `probe-reads
+ * --one-buffer` asks it of the loads alone).
  */
 export type WeightPlacement = "each" | "arena";
 
@@ -426,14 +427,20 @@ function planBytes(plan: BufferPlan, es: number): number {
   return Math.max(16, Math.ceil((plan.elements * es) / 16) * 16);
 }
 
+/**
+ * Most bytes an arena takes: past a few GiB the question (larger allocations, larger pages?)
+ * is asked either way, and a single allocation of the whole model would lean on the driver's
+ * largest allocation more than webfpm needs to.
+ */
+export const WEIGHT_ARENA_MAX = 16 * 2 ** 30;
 /** Where ranges of WEIGHT_ARENA_BIG bytes and more start in an arena (a 2 MiB page each). */
 export const WEIGHT_ARENA_BIG = 2 * 2 ** 20;
 /** Where smaller ranges start (at least any adapter's storage offset alignment). */
 const WEIGHT_ARENA_SMALL = 256;
 
 /**
- * Each weight's place: a buffer each, or ranges of arena buffers ("arena": as few as the
- * adapter's maxBufferSize allows, each filled in plan order). An out-of-memory names the weight
+ * Each weight's place: a buffer each, or ranges of arena buffers ("arena": as few of at most
+ * WEIGHT_ARENA_MAX bytes as the adapter's maxBufferSize allows, in plan order). An out-of-memory names the weight
  * or arena and what was taken before it, and frees what was taken.
  */
 async function place(
@@ -472,7 +479,7 @@ async function place(
     return { at, buffers, bytes };
   }
   // arenas: consecutive weights while they fit the largest buffer
-  const most = gpu.limits.maxBufferSize;
+  const most = Math.min(gpu.limits.maxBufferSize, WEIGHT_ARENA_MAX);
   const offsets: number[] = [];
   const arenaOf: number[] = [];
   const arenaSizes: number[] = [0];

@@ -1,6 +1,7 @@
 /**
  * GpuWeights' placements: drawn on the GPU (synthetic) a weight holds the same values as a
- * buffer of its own or as a range of the arena, for the tiny fixtures' shapes.
+ * buffer of its own, as a range of the arena, or of one of the arenas an adapter with smaller
+ * buffers takes (the tiny Qwen3-MoE fixture's shapes).
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
@@ -15,10 +16,15 @@ test("synthetic weights drawn into the arena equal those drawn a buffer each", a
   const config = resolveModelConfig(ensureFixture("tiny-qwen3-moe").dir);
   const each = await GpuWeights.synthetic(gpu, config, "f32", false, "each");
   const arena = await GpuWeights.synthetic(gpu, config, "f32", false, "arena");
+  // an adapter whose largest buffer holds about half the model: the weights in two arenas
+  const small = { ...gpu, limits: { ...gpu.limits, maxBufferSize: 48 * 2 ** 20 } };
+  const split = await GpuWeights.synthetic(small, config, "f32", false, "arena");
   try {
     assert.is(arena.bufferCount, 1);
     assert.ok(each.bufferCount > 10);
     assert.is(arena.bytes >= each.bytes, true);
+    assert.ok(split.bufferCount >= 2, `${split.bufferCount} arenas`);
+    assert.ok(split.lmHead.buffer !== split.embed.buffer, "the LM head in an arena of its own");
     const read = async (w: WeightBinding) =>
       new Uint8Array(await readBuffer(gpu.device, w.buffer, w.size, w.offset));
     const pick = (w: GpuWeights) => [
@@ -27,16 +33,19 @@ test("synthetic weights drawn into the arena equal those drawn a buffer each", a
       w.finalNorm,
       ...w.layers.flatMap((l) => [l.qkv, l.o, l.gateUp, l.down, l.postNorm]),
     ];
-    const [a, b] = [pick(each), pick(arena)];
+    const [a, b, c] = [pick(each), pick(arena), pick(split)];
     for (let i = 0; i < a.length; i++) {
       assert.is(b[i].size, a[i].size);
-      const [x, y] = [await read(a[i]), await read(b[i])];
+      assert.ok(c[i].offset + c[i].size <= 48 * 2 ** 20);
+      const [x, y, z] = [await read(a[i]), await read(b[i]), await read(c[i])];
       assert.ok(x.some((v) => v !== 0), `weight ${i} drawn`);
       assert.equal(y, x, `weight ${i}`);
+      assert.equal(z, x, `weight ${i} (arenas of 48 MiB)`);
     }
   } finally {
     each.destroy();
     arena.destroy();
+    split.destroy();
   }
 });
 
