@@ -239,8 +239,9 @@ for stage in "$@"; do
       # Is each layer's slow first read (session 43) the Vulkan driver's mapping of a buffer a
       # weight? The loads alone over 48 copies a buffer each and in one buffer, with and without
       # a 64 KB pretouch; CUDA's allocator (PyTorch) read the same way; then the model with its
-      # weights a buffer each and in one arena, in turn twice (EVIDENCE_COLD_BATCH, ctx 1024).
-      log "the cold read: probe-reads a buffer each / one buffer, PyTorch, perf-decode each / arena"
+      # weights a buffer each, in arenas, and with its KV cache in arenas too, in turn twice
+      # (EVIDENCE_COLD_BATCH, ctx 1024).
+      log "the cold read: probe-reads a buffer each / one buffer, PyTorch, perf-decode by placement"
       for v in "l1:--layers 1" "l48:--layers 48" "l48-one:--layers 48 --one-buffer" \
         "l48-pt:--layers 48 --pretouch 64" "l48-one-pt:--layers 48 --one-buffer --pretouch 64"; do
         run probe-reads --patterns gu.tiles,dn.tiles --configs wg8k.r2 ${v#*:} \
@@ -250,11 +251,12 @@ for stage in "$@"; do
       timeout -k 10 "$limit" python3 scripts/peers/torch_cold_reads.py --layers 48 \
         --out "$out/torch-cold-reads.json" 2>&1 | tee "$out/torch-cold-reads.txt"
       for round in 1 2; do
-        for placement in each arena; do
+        for v in "each:" "arena:--weight-placement arena" \
+          "arena-kv:--weight-placement arena --kv-placement arena"; do
           run perf-decode --batch "${EVIDENCE_COLD_BATCH:-1,8,64}" --ctx 1024 \
-            --kv-cache-gb "${EVIDENCE_KV_GB:-40}" --weight-placement $placement \
-            --json "$out/decode-$placement-$round.json" >"$out/decode-$placement-$round.txt" 2>&1
-          grep -E "^[0-9]+ x [0-9]+: GPU" "$out/decode-$placement-$round.txt" | sed "s/^/$placement: /"
+            --kv-cache-gb "${EVIDENCE_KV_GB:-40}" ${v#*:} \
+            --json "$out/decode-${v%%:*}-$round.json" >"$out/decode-${v%%:*}-$round.txt" 2>&1
+          grep -E "^[0-9]+ x [0-9]+: GPU" "$out/decode-${v%%:*}-$round.txt" | sed "s/^/${v%%:*}: /"
         done
       done
       ;;

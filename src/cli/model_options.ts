@@ -282,6 +282,12 @@ export const TENSOR_CORE_OPTIONS = {
       "range of as few buffers of at most 16 GiB as the adapter allows, ranges of 2 MiB and more " +
       "on 2 MiB) (default: each)",
   },
+  kvPlacement: {
+    type: "string",
+    values: ["each", "arena"],
+    help: "how the KV cache takes GPU memory: each (a buffer a layer's K and V) or arena (ranges " +
+      "of as few buffers of at most 16 GiB as the adapter allows) (default: each)",
+  },
   prefillAttention: {
     type: "string",
     values: ["tc", "tc2", "tcs", "tcs2", "tcs4", "fma"],
@@ -344,10 +350,12 @@ export function tensorCoreOptions(
     readonly moeExpertTiles?: boolean;
     readonly prefillAttention?: string;
     readonly weightPlacement?: string;
+    readonly kvPlacement?: string;
   },
 ): GpuModelOptions {
   return {
     weightPlacement: o.weightPlacement as WeightPlacement | undefined,
+    kvPlacement: o.kvPlacement as WeightPlacement | undefined,
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,

@@ -237,7 +237,7 @@ await runCli(async () => {
   console.log(
     `KV cache: ${model.numBlocks} blocks of ${model.blockSize} (${
       (model.kv.bytes / 2 ** 30).toFixed(1)
-    } GiB)`,
+    } GiB${model.kv.placement === "arena" ? ", in arenas" : ""})`,
   );
 
   // The GPU at full clocks before anything is timed: the first point that fits, untimed.
@@ -395,6 +395,7 @@ await runCli(async () => {
       dtype: model.weights.dtype,
       read_bandwidth_gbps: round3(bw.bytesPerSecond / 1e9),
       weight_placement: model.weights.placement,
+      kv_placement: model.kv.placement,
       kernels: {
         linear: lv.gemv,
         gemm: lv.gemm,

@@ -78,6 +78,7 @@ import { MOE_STAGE_LABEL, type MoeStage } from "../../kernels/moe_cost.ts";
 import { Checkpoint } from "./checkpoint.ts";
 import { type ModelConfig, resolveModelConfig } from "./config.ts";
 import { GpuWeights, type StorageDtype, type WeightPlacement } from "./gpu_weights.ts";
+import { type Placement, PLACEMENTS } from "../gpu/buffer_ranges.ts";
 import { ModelOptionError } from "./model_option_error.ts";
 import { kvBlockBytes, KvBuffers } from "./kv_buffers.ts";
 import { KernelCall } from "./kernel_call.ts";
@@ -484,6 +485,13 @@ export interface GpuModelOptions {
    */
   readonly weightPlacement?: WeightPlacement;
   /**
+   * How the KV cache takes GPU memory (buffer_ranges.ts' Placement): "each", a buffer a
+   * layer's K and V (0.6 GB each at 60 GB of cache on Qwen3-30B-A3B), or "arena", ranges of a
+   * few arenas of at most 16 GiB. Default "each". The decode attention's first read of a
+   * layer's keys is slow too (session 43); not yet measured on the H200.
+   */
+  readonly kvPlacement?: Placement;
+  /**
    * f16 weights and KV read as 32-bit words by the decode-shaped kernels (the `-packed`
    * variants: GEMV, staged and subgroup MoE GEMMs, decode attention). Default: on when the
    * environment sets WEBFPM_F16_PACKED=1. On the H200 it moved no decode point by more than
@@ -503,6 +511,15 @@ export interface GpuModelOptions {
    * its wall from 1.02x GPU to 1.18x.
    */
   readonly submitLayers?: number;
+}
+
+/** A placement option's value (buffer_ranges.ts), "each" when not given; else refused by name. */
+function checkPlacement(name: string, value: Placement | undefined): Placement {
+  const placement = value ?? "each";
+  if (!PLACEMENTS.includes(placement)) {
+    throw new ModelOptionError(`${name}: '${placement}' is neither ${PLACEMENTS.join(" nor ")}`);
+  }
+  return placement;
 }
 
 /** Prefill attention forms (see GpuModelOptions.prefillAttention). */
@@ -1092,10 +1109,8 @@ export class GpuModel implements ForwardModel {
         `moeExpertTiles: ${config.name} has no MoE layers (no expert weights)`,
       );
     }
-    const placement = options.weightPlacement ?? "each";
-    if (placement !== "each" && placement !== "arena") {
-      throw new ModelOptionError(`weightPlacement: '${placement}' is neither each nor arena`);
-    }
+    const placement = checkPlacement("weightPlacement", options.weightPlacement);
+    checkPlacement("kvPlacement", options.kvPlacement);
     const t0 = performance.now();
     let weights: GpuWeights;
     if (config.synthetic) {
@@ -1167,7 +1182,13 @@ export class GpuModel implements ForwardModel {
     );
     const numBlocks = options.numBlocks ??
       Math.max(2, Math.min(perLayerLimit, Math.floor(kvBytes / perBlock)));
-    const kv = await KvBuffers.allocate(gpu, config, dtype, { blockSize, numBlocks });
+    const kv = await KvBuffers.allocate(
+      gpu,
+      config,
+      dtype,
+      { blockSize, numBlocks },
+      checkPlacement("kvPlacement", options.kvPlacement),
+    );
     const opts = {
       dtype,
       blockSize,
@@ -1220,6 +1241,7 @@ export class GpuModel implements ForwardModel {
       moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
       moeExpertTiles: weights.expertTiles,
       weightPlacement: weights.placement,
+      kvPlacement: kv.placement,
       packedF16: dtype === "f16" &&
         (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
       submitLayers: submitLayers(options.submitLayers),
@@ -1634,8 +1656,8 @@ export class GpuModel implements ForwardModel {
         throw new Error(`forward: block ${block} to zero-fill is outside 1..${this.numBlocks - 1}`);
       }
       for (const layer of this.kv.layers) {
-        enc.clearBuffer(layer.k, block * bytes, bytes);
-        enc.clearBuffer(layer.v, block * bytes, bytes);
+        enc.clearBuffer(layer.k.buffer, layer.k.offset + block * bytes, bytes);
+        enc.clearBuffer(layer.v.buffer, layer.v.offset + block * bytes, bytes);
       }
     }
   }

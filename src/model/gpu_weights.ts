@@ -17,8 +17,8 @@ import {
 import { paced } from "../gpu/event_pacing.ts";
 import { ModelOptionError } from "./model_option_error.ts";
 import type { Gpu } from "../gpu/device.ts";
-import { BufferUsage } from "../gpu/device.ts";
 import { writeBuffer } from "../gpu/buffers.ts";
+import { allocateRanges, type BufferRange, type Placement } from "../gpu/buffer_ranges.ts";
 import * as fillRandom from "../../kernels/fill_random.ts";
 import { KernelCall } from "./kernel_call.ts";
 import { submitRandomFill } from "./random_fill.ts";
@@ -48,21 +48,16 @@ export type StorageDtype = "f16" | "f32";
  * Where one weight lies: a buffer of its own (offset 0), or its range of an arena buffer
  * (WeightPlacement "arena"). Bound as it is (a GPUBufferBinding).
  */
-export interface WeightBinding {
-  readonly buffer: GPUBuffer;
-  readonly offset: number;
-  readonly size: number;
-}
+export type WeightBinding = BufferRange;
 
 /**
- * How the weights take GPU memory: "each", a buffer a weight (fused pieces together); "arena",
- * every weight a range of as few buffers of at most WEIGHT_ARENA_MAX bytes as the adapter
- * allows (four for Qwen3-30B-A3B's 57 GiB of f16), the ranges of 2 MiB and more starting on
- * 2 MiB. A question for the driver: whether it maps a few large allocations in larger pages
- * than many of 0.5-0.8 GB (each layer's first read of its weights is slow; `probe-reads
- * --one-buffer` asks it of the loads alone).
+ * How the weights take GPU memory (buffer_ranges.ts): "each", a buffer a weight (fused pieces
+ * together); "arena", every weight a range of a few arenas of at most 16 GiB (four for
+ * Qwen3-30B-A3B's 57 GiB of f16). A question for the driver: whether it maps a few large
+ * allocations in larger pages than many of 0.5-0.8 GB (each layer's first read of its weights
+ * is slow; `probe-reads --one-buffer` asks it of the loads alone).
  */
-export type WeightPlacement = "each" | "arena";
+export type WeightPlacement = Placement;
 
 /** One layer's weights (shapes in the comments, Linear layout [out, in]). */
 export interface LayerWeights {
@@ -394,7 +389,17 @@ async function build(
 
   // 2. where each lies, 3. filled in order
   const sizes = plans.map((plan) => planBytes(plan, es));
-  const { at, buffers, bytes } = await place(gpu, plans, sizes, placement);
+  const { ranges: at, buffers, bytes } = await allocateRanges(
+    gpu,
+    plans.map((plan, i) => ({ label: plan.label, size: sizes[i] })),
+    placement,
+    (label, size, before) =>
+      new Error(
+        `weights: out of GPU memory allocating ${label} (${(size / 2 ** 20).toFixed(0)} MiB) ` +
+          `after ${(before / 2 ** 30).toFixed(2)} GiB of weights`,
+      ),
+    "weights arena",
+  );
   for (let i = 0; i < plans.length; i++) await fill(at[i], plans[i]);
   const ref = (i: number | null) => (i === null ? null : at[i]);
   const layers: LayerWeights[] = layerSlots.map((x) => ({
@@ -425,81 +430,6 @@ async function build(
 /** Bytes a weight's buffer or range takes (whole 16-byte words). */
 function planBytes(plan: BufferPlan, es: number): number {
   return Math.max(16, Math.ceil((plan.elements * es) / 16) * 16);
-}
-
-/**
- * Most bytes an arena takes: past a few GiB the question (larger allocations, larger pages?)
- * is asked either way, and a single allocation of the whole model would lean on the driver's
- * largest allocation more than webfpm needs to.
- */
-export const WEIGHT_ARENA_MAX = 16 * 2 ** 30;
-/** Where ranges of WEIGHT_ARENA_BIG bytes and more start in an arena (a 2 MiB page each). */
-export const WEIGHT_ARENA_BIG = 2 * 2 ** 20;
-/** Where smaller ranges start (at least any adapter's storage offset alignment). */
-const WEIGHT_ARENA_SMALL = 256;
-
-/**
- * Each weight's place: a buffer each, or ranges of arena buffers ("arena": as few of at most
- * WEIGHT_ARENA_MAX bytes as the adapter's maxBufferSize allows, in plan order). An out-of-memory names the weight
- * or arena and what was taken before it, and frees what was taken.
- */
-async function place(
-  gpu: Gpu,
-  plans: readonly BufferPlan[],
-  sizes: readonly number[],
-  placement: WeightPlacement,
-): Promise<{ at: WeightBinding[]; buffers: GPUBuffer[]; bytes: number }> {
-  const buffers: GPUBuffer[] = [];
-  let bytes = 0;
-  const allocate = async (label: string, size: number): Promise<GPUBuffer> => {
-    gpu.device.pushErrorScope("out-of-memory");
-    const buffer = gpu.device.createBuffer({
-      label,
-      size,
-      usage: BufferUsage.STORAGE | BufferUsage.COPY_DST | BufferUsage.COPY_SRC,
-    });
-    const oom = await gpu.device.popErrorScope();
-    if (oom) {
-      for (const b of buffers) b.destroy();
-      throw new Error(
-        `weights: out of GPU memory allocating ${label} (${
-          (size / 2 ** 20).toFixed(0)
-        } MiB) after ${(bytes / 2 ** 30).toFixed(2)} GiB of weights`,
-      );
-    }
-    buffers.push(buffer);
-    bytes += size;
-    return buffer;
-  };
-  if (placement === "each") {
-    const at: WeightBinding[] = [];
-    for (let i = 0; i < plans.length; i++) {
-      at.push({ buffer: await allocate(plans[i].label, sizes[i]), offset: 0, size: sizes[i] });
-    }
-    return { at, buffers, bytes };
-  }
-  // arenas: consecutive weights while they fit the largest buffer
-  const most = Math.min(gpu.limits.maxBufferSize, WEIGHT_ARENA_MAX);
-  const offsets: number[] = [];
-  const arenaOf: number[] = [];
-  const arenaSizes: number[] = [0];
-  for (const size of sizes) {
-    const align = size >= WEIGHT_ARENA_BIG ? WEIGHT_ARENA_BIG : WEIGHT_ARENA_SMALL;
-    let offset = Math.ceil(arenaSizes[arenaSizes.length - 1] / align) * align;
-    if (offset + size > most && offset > 0) {
-      arenaSizes.push(0);
-      offset = 0;
-    }
-    offsets.push(offset);
-    arenaOf.push(arenaSizes.length - 1);
-    arenaSizes[arenaSizes.length - 1] = offset + size;
-  }
-  const arenas: GPUBuffer[] = [];
-  for (let a = 0; a < arenaSizes.length; a++) {
-    arenas.push(await allocate(`weights arena ${a}`, arenaSizes[a]));
-  }
-  const at = sizes.map((size, i) => ({ buffer: arenas[arenaOf[i]], offset: offsets[i], size }));
-  return { at, buffers, bytes };
 }
 
 const CHUNK_BYTES = 8 * 2 ** 20;

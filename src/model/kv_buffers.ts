@@ -1,15 +1,16 @@
 /**
- * The paged KV cache on the GPU: per layer a K and a V buffer of
- * `[num_blocks, block_size, kv_heads, head_dim]` in the storage type. The block manager
- * (src/kv) decides which block holds what; this only owns the memory.
+ * The paged KV cache on the GPU: per layer a K and a V range of
+ * `[num_blocks, block_size, kv_heads, head_dim]` in the storage type, each a buffer of its own or
+ * a range of a few arenas (buffer_ranges.ts). The block manager (src/kv) decides which block
+ * holds what; this only owns the memory.
  *
  * ```ts
  * const kv = await KvBuffers.allocate(gpu, config, "f16", { blockSize: 16, numBlocks: 4096 });
- * kv.layers[0].k; // GPUBuffer
+ * kv.layers[0].k; // { buffer, offset, size }: bind it as it is
  * ```
  */
 import type { Gpu } from "../gpu/device.ts";
-import { BufferUsage } from "../gpu/device.ts";
+import { allocateRanges, type BufferRange, type Placement } from "../gpu/buffer_ranges.ts";
 import type { ModelConfig } from "./config.ts";
 import type { StorageDtype } from "./gpu_weights.ts";
 
@@ -24,18 +25,23 @@ export class KvBuffers {
     readonly blockSize: number,
     readonly numBlocks: number,
     readonly bytes: number,
-    readonly layers: readonly { readonly k: GPUBuffer; readonly v: GPUBuffer }[],
+    readonly layers: readonly { readonly k: BufferRange; readonly v: BufferRange }[],
+    private readonly buffers: readonly GPUBuffer[],
+    /** A buffer a layer's K and V, or ranges of a few arenas. */
+    readonly placement: Placement,
   ) {}
 
   /**
-   * Allocates `numBlocks` blocks per layer (block 0 is the null block of the manager).
-   * Throws a clear error when a layer's buffer exceeds the binding limit or memory runs out.
+   * Allocates `numBlocks` blocks per layer (block 0 is the null block of the manager), a
+   * buffer each K and V or, `placement` "arena", ranges of a few arenas. Throws a clear error
+   * when a layer's range exceeds the binding limit or memory runs out.
    */
   static async allocate(
     gpu: Gpu,
     config: ModelConfig,
     dtype: StorageDtype,
     geometry: { blockSize: number; numBlocks: number },
+    placement: Placement = "each",
   ): Promise<KvBuffers> {
     const { blockSize, numBlocks } = geometry;
     if (!Number.isInteger(blockSize) || blockSize < 1 || (blockSize & (blockSize - 1)) !== 0) {
@@ -54,37 +60,39 @@ export class KvBuffers {
           } blocks`,
       );
     }
-    const layers: { k: GPUBuffer; v: GPUBuffer }[] = [];
-    gpu.device.pushErrorScope("out-of-memory");
+    const size = Math.ceil(layerBytes / 16) * 16;
+    const requests = [];
     for (let l = 0; l < config.numLayers; l++) {
-      const make = (kv: string) =>
-        gpu.device.createBuffer({
-          label: `kv.${kv}.${l}`,
-          size: Math.ceil(layerBytes / 16) * 16,
-          usage: BufferUsage.STORAGE | BufferUsage.COPY_DST | BufferUsage.COPY_SRC,
-        });
-      layers.push({ k: make("k"), v: make("v") });
+      requests.push({ label: `kv.k.${l}`, size }, { label: `kv.v.${l}`, size });
     }
-    const oom = await gpu.device.popErrorScope();
-    if (oom) {
-      for (const l of layers) {
-        l.k.destroy();
-        l.v.destroy();
-      }
-      throw new Error(
-        `kv cache: out of GPU memory for ${numBlocks} blocks (${
-          (2 * layerBytes * config.numLayers / 2 ** 30).toFixed(2)
-        } GiB); ask for fewer (--kv-cache-gb)`,
-      );
-    }
-    return new KvBuffers(blockSize, numBlocks, 2 * layerBytes * config.numLayers, layers);
+    const { ranges, buffers } = await allocateRanges(
+      gpu,
+      requests,
+      placement,
+      () =>
+        new Error(
+          `kv cache: out of GPU memory for ${numBlocks} blocks (${
+            (2 * layerBytes * config.numLayers / 2 ** 30).toFixed(2)
+          } GiB); ask for fewer (--kv-cache-gb)`,
+        ),
+      "kv arena",
+    );
+    const layers = Array.from(
+      { length: config.numLayers },
+      (_, l) => ({ k: ranges[2 * l], v: ranges[2 * l + 1] }),
+    );
+    return new KvBuffers(
+      blockSize,
+      numBlocks,
+      2 * layerBytes * config.numLayers,
+      layers,
+      buffers,
+      placement,
+    );
   }
 
   /** Frees the cache. */
   destroy(): void {
-    for (const l of this.layers) {
-      l.k.destroy();
-      l.v.destroy();
-    }
+    for (const b of this.buffers) b.destroy();
   }
 }

@@ -40,6 +40,7 @@ import type { StorageDtype } from "../../src/model/gpu_weights.ts";
 import { ReferenceKvCache, ReferenceModel } from "../../src/model/reference_model.ts";
 import { ModelTokenizer } from "../../src/model/tokenizer.ts";
 import { sharedGpu } from "../shared_gpu.ts";
+import { readBuffer } from "../../src/gpu/buffers.ts";
 import {
   argmax,
   buildBatch,
@@ -437,23 +438,26 @@ test("split-K partials that grow while a prepared step waits stay alive until it
   }
 });
 
-test("weights in one arena (weightPlacement arena) give the same logits as a buffer each", async () => {
+test("weights and KV in arenas (weightPlacement, kvPlacement) give the logits and KV of a buffer each", async () => {
   const gpu = await sharedGpu();
   // tiny-mixtral ties its LM head to the embedding: one range read by both
   for (const [fixture, dtype] of [["tiny-qwen3-moe", "f16"], ["tiny-mixtral", "f32"]] as const) {
     if (dtype === "f16" && !gpu.f16) continue;
-    const logitsOf = async (weightPlacement: "each" | "arena") => {
+    const run = async (placement: "each" | "arena") => {
       const model = await GpuModel.load(gpu, dirs[fixture], {
         dtype,
         ...MODEL_OPTIONS,
-        weightPlacement,
+        weightPlacement: placement,
+        kvPlacement: placement,
       });
       try {
         const w = model.weights;
-        assert.is(w.placement, weightPlacement);
-        if (weightPlacement === "arena") {
-          // every weight a range of the one arena (lavapipe's largest buffer holds them all),
-          // none overlapping, each on its alignment
+        assert.is(w.placement, placement);
+        assert.is(model.kv.placement, placement);
+        const kv = model.kv.layers.flatMap((l) => [l.k, l.v]);
+        if (placement === "arena") {
+          // every weight and KV range in one arena of its kind (lavapipe's largest buffer
+          // holds them all), none overlapping, each on its alignment
           assert.is(w.bufferCount, 1);
           const ranges = [
             w.embed,
@@ -467,31 +471,63 @@ test("weights in one arena (weightPlacement arena) give the same logits as a buf
               l.down,
               ...[l.qNorm, l.kNorm, l.router].filter((x) => x !== null),
             ]),
-          ].sort((a, b) => a.offset - b.offset);
-          for (let i = 0; i < ranges.length; i++) {
-            assert.is(ranges[i].buffer, w.embed.buffer);
-            assert.is(ranges[i].offset % (ranges[i].size >= 2 ** 21 ? 2 ** 21 : 256), 0);
-            if (i > 0) assert.ok(ranges[i].offset >= ranges[i - 1].offset + ranges[i - 1].size);
+          ];
+          for (const set of [ranges, kv]) {
+            set.sort((a, b) => a.offset - b.offset);
+            for (let i = 0; i < set.length; i++) {
+              assert.is(set[i].buffer, set[0].buffer);
+              assert.is(set[i].offset % (set[i].size >= 2 ** 21 ? 2 ** 21 : 256), 0);
+              if (i > 0) assert.ok(set[i].offset >= set[i - 1].offset + set[i - 1].size);
+            }
           }
         } else {
           assert.is(w.layers[0].qkv.offset, 0);
           assert.ok(w.layers[0].qkv.buffer !== w.layers[0].o.buffer);
+          assert.ok(kv.every((r) => r.offset === 0));
         }
-        const prefill = await runStep(model, [
-          { tokens: prompt.slice(0, 6), start: 0, table: [1, 2], rows: "all" },
+        // prefill, decode, a decode on a copy of block 2 (block 3), then one that zeroes block 2
+        const logits = [
+          (await runStep(model, [{
+            tokens: prompt.slice(0, 6),
+            start: 0,
+            table: [1, 2],
+            rows: "all",
+          }]))
+            .logits,
+          (await runStep(model, [{ tokens: [9707], start: 6, table: [1, 2], rows: "last" }]))
+            .logits,
+          (await runStep(
+            model,
+            [{ tokens: [1879], start: 7, table: [1, 3], rows: "last" }],
+            [],
+            [[2, 3]],
+          )).logits,
+        ];
+        const { batch } = buildBatch(model.blockSize, [
+          { tokens: [11], start: 8, table: [1, 3, 4], rows: "last" },
         ]);
-        const decode = await runStep(model, [
-          { tokens: [prompt[6]], start: 6, table: [1, 2], rows: "last" },
-        ]);
-        return [prefill.logits, decode.logits];
+        const out = model.forward({ ...batch, blockZeros: [2] });
+        logits.push((await Promise.all([out.sampled, out.logits!]))[1]);
+        const caches = [];
+        for (const r of kv) {
+          caches.push(new Uint8Array(await readBuffer(gpu.device, r.buffer, r.size, r.offset)));
+        }
+        return { logits, caches };
       } finally {
         model.destroy();
       }
     };
-    const each = await logitsOf("each");
-    const arena = await logitsOf("arena");
-    for (let i = 0; i < each.length; i++) {
-      assert.is(maxAbsDiff(arena[i], each[i]), 0, `${fixture} ${dtype} step ${i}`);
+    const each = await run("each");
+    const arena = await run("arena");
+    for (let i = 0; i < each.logits.length; i++) {
+      assert.is(maxAbsDiff(arena.logits[i], each.logits[i]), 0, `${fixture} ${dtype} step ${i}`);
+    }
+    // block 2 zeroed in every layer's K and V, block 3 (its copy) not; the same bytes both ways
+    const block = each.caches[0].length / MODEL_OPTIONS.numBlocks;
+    for (let c = 0; c < each.caches.length; c++) {
+      assert.ok(each.caches[c].subarray(2 * block, 3 * block).every((x) => x === 0));
+      assert.ok(each.caches[c].subarray(3 * block, 4 * block).some((x) => x !== 0));
+      assert.equal(arena.caches[c], each.caches[c], `${fixture} cache ${c}`);
     }
   }
 });

@@ -42,7 +42,7 @@ async function caches(): Promise<Uint8Array[]> {
   const out: Uint8Array[] = [];
   for (const layer of model.kv.layers) {
     for (const buf of [layer.k, layer.v]) {
-      out.push(new Uint8Array(await readBuffer(gpu.device, buf, buf.size)));
+      out.push(new Uint8Array(await readBuffer(gpu.device, buf.buffer, buf.size, buf.offset)));
     }
   }
   return out;
