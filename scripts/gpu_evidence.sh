@@ -237,13 +237,13 @@ for stage in "$@"; do
       ;;
     coldread)
       # Is each layer's slow first read (session 43) the Vulkan driver's mapping of a buffer a
-      # weight? The loads alone over 48 copies a buffer each and in one buffer, with and without
+      # weight? The loads alone over 48 copies a buffer each and in arenas, with and without
       # a 64 KB pretouch; CUDA's allocator (PyTorch) read the same way; then the model with its
       # weights a buffer each, in arenas, and with its KV cache in arenas too, in turn twice
       # (EVIDENCE_COLD_BATCH, ctx 1024).
-      log "the cold read: probe-reads a buffer each / one buffer, PyTorch, perf-decode by placement"
-      for v in "l1:--layers 1" "l48:--layers 48" "l48-one:--layers 48 --one-buffer" \
-        "l48-pt:--layers 48 --pretouch 64" "l48-one-pt:--layers 48 --one-buffer --pretouch 64"; do
+      log "the cold read: probe-reads a buffer each / arenas, PyTorch, perf-decode by placement"
+      for v in "l1:--layers 1" "l48:--layers 48" "l48-arena:--layers 48 --placement arena" \
+        "l48-pt:--layers 48 --pretouch 64" "l48-arena-pt:--layers 48 --placement arena --pretouch 64"; do
         run probe-reads --patterns gu.tiles,dn.tiles --configs wg8k.r2 ${v#*:} \
           --json "$out/probe-reads-${v%%:*}.json" >"$out/probe-reads-${v%%:*}.txt" 2>&1
         grep -E "^(gu|dn)\.tiles +wg" "$out/probe-reads-${v%%:*}.txt"

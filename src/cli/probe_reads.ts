@@ -20,6 +20,12 @@
 import process from "node:process";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { createStorage, readBuffer, uploadBuffer } from "../gpu/buffers.ts";
+import {
+  allocateRanges,
+  type BufferRange,
+  type Placement,
+  PLACEMENTS,
+} from "../gpu/buffer_ranges.ts";
 import { MAX_TIMED_PASSES, PassTimer } from "../gpu/timestamps.ts";
 import {
   compilePretouch,
@@ -38,9 +44,6 @@ import { formatTable } from "../util/table.ts";
 import { upperMedian } from "../util/sample_stats.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 import { userPath } from "../util/user_path.ts";
-
-/** Where each copy starts in the one buffer of --one-buffer (a multiple of any huge page). */
-const ONE_BUFFER_ALIGN = 2 * 1024 * 1024;
 
 const SPEC = {
   patterns: {
@@ -87,11 +90,13 @@ const SPEC = {
     help: "KB between the 4-byte loads of a dispatch that touches the weights just before " +
       "each timed read (0: none)",
   },
-  "one-buffer": {
-    type: "boolean",
-    default: false,
-    help: "the copies of --layers in one buffer, each bound at its own 2 MiB-aligned offset, " +
-      "instead of a buffer each (whether the driver maps a larger allocation in larger pages)",
+  placement: {
+    type: "string",
+    values: PLACEMENTS,
+    default: "each",
+    help: "how the copies of --layers take GPU memory, as the model's --weight-placement: each " +
+      "(a buffer a copy) or arena (ranges of as few buffers of at most 16 GiB as the adapter " +
+      "allows, on 2 MiB): whether the driver maps larger allocations in larger pages",
   },
   json: { type: "string", help: "write the rows as JSON" },
 } as const;
@@ -144,26 +149,27 @@ await runCli(async () => {
       words[i] = ((Math.imul(i + 1, 0x9e3779b1) & 0xbfffbfff) | 0x04000400) >>> 0;
     }
     const expected = readPatternXor(words);
+    // the copies, a buffer each or ranges of arenas (the model's allocator), filled on the GPU
     const source = uploadBuffer(d, `probe-reads.${matrix}`, words);
-    const owned = [source];
-    const layers: GPUBufferBinding[] = [];
+    const { ranges: layers, buffers: stores } = await allocateRanges(
+      gpu,
+      Array.from(
+        { length: opts.layers },
+        (_, k) => ({ label: `probe-reads.${matrix}.${k}`, size: words.byteLength }),
+      ),
+      opts.placement as Placement,
+      (label, size, before) =>
+        new Error(
+          `probe-reads: out of GPU memory allocating ${label} (${
+            (size / 2 ** 20).toFixed(0)
+          } MiB) after ${(before / 2 ** 30).toFixed(2)} GiB of copies`,
+        ),
+      `probe-reads.${matrix} arena`,
+    );
+    const owned = [...stores, source];
     const fill = d.createCommandEncoder();
-    if (opts["one-buffer"]) {
-      const stride = Math.ceil(words.byteLength / ONE_BUFFER_ALIGN) * ONE_BUFFER_ALIGN;
-      const arena = createStorage(d, `probe-reads.${matrix}.all`, stride * opts.layers);
-      owned.push(arena);
-      for (let k = 0; k < opts.layers; k++) {
-        fill.copyBufferToBuffer(source, 0, arena, k * stride, words.byteLength);
-        layers.push({ buffer: arena, offset: k * stride, size: words.byteLength });
-      }
-    } else {
-      layers.push({ buffer: source, offset: 0, size: words.byteLength });
-      for (let k = 1; k < opts.layers; k++) {
-        const copy = createStorage(d, `probe-reads.${matrix}.${k}`, words.byteLength);
-        owned.push(copy);
-        fill.copyBufferToBuffer(source, 0, copy, 0, words.byteLength);
-        layers.push({ buffer: copy, offset: 0, size: words.byteLength });
-      }
+    for (const copy of layers) {
+      fill.copyBufferToBuffer(source, 0, copy.buffer, copy.offset, words.byteLength);
     }
     d.queue.submit([fill.finish()]);
     const pretouch = opts.pretouch > 0
@@ -222,7 +228,8 @@ await runCli(async () => {
             : null,
           covered: covered === null ? "-" : covered ? "yes" : "NO",
           layers: layers.length,
-          one_buffer: opts["one-buffer"],
+          placement: opts.placement,
+          buffers: stores.length,
           pretouch_kb: opts.pretouch,
           pretouch_us: touchSpans.length ? Math.round(upperMedian(touchSpans) * 10) / 10 : null,
         });
@@ -236,7 +243,9 @@ await runCli(async () => {
     rows.map((r) => [
       String(r.pattern),
       String(r.config),
-      `${r.layers}${r.one_buffer ? " (one buffer)" : ""}`,
+      `${r.layers}${
+        r.placement === "arena" ? ` (${r.buffers} arena${r.buffers === 1 ? "" : "s"})` : ""
+      }`,
       r.pretouch_us === null ? "-" : `${r.pretouch_us} (${r.pretouch_kb} KB)`,
       r.us === null ? "-" : String(r.us),
       r.gbps === null ? "-" : String(r.gbps),
@@ -261,7 +270,7 @@ await runCli(async () => {
 function weightsAndOut(
   d: GPUDevice,
   pipeline: GPUComputePipeline,
-  w: GPUBufferBinding,
+  w: BufferRange,
   out: GPUBuffer,
 ): GPUBindGroup {
   return d.createBindGroup({

@@ -55,7 +55,7 @@ export type WeightBinding = BufferRange;
  * together); "arena", every weight a range of a few arenas of at most 16 GiB (four for
  * Qwen3-30B-A3B's 57 GiB of f16). A question for the driver: whether it maps a few large
  * allocations in larger pages than many of 0.5-0.8 GB (each layer's first read of its weights
- * is slow; `probe-reads --one-buffer` asks it of the loads alone).
+ * is slow; `probe-reads --placement arena` asks it of the loads alone).
  */
 export type WeightPlacement = Placement;
 

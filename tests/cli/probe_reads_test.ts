@@ -84,12 +84,13 @@ test("probe-reads reads copies of the weights in turn, each after a timed pretou
   assert.is(row.pretouch_kb, 4);
   assert.ok(row.pretouch_us > 0 && row.us > 0, JSON.stringify(row));
   assert.match(stdout, /\(4 KB\)/);
-  // in one buffer, each copy bound at its own offset: the check reads the last copy's lanes
+  // in an arena, each copy bound at its own offset: the check reads the last copy's lanes
   // (bound where no copy was written, it would read zeros and fail)
-  const one = layers("--one-buffer");
-  assert.is(one.row.covered, "yes");
-  assert.is(one.row.one_buffer, true);
-  assert.match(one.stdout, /3 \(one buffer\)/);
+  const arena = layers("--placement", "arena");
+  assert.is(arena.row.covered, "yes");
+  assert.is(arena.row.placement, "arena");
+  assert.is(arena.row.buffers, 1);
+  assert.match(arena.stdout, /3 \(1 arena\)/);
   const tooMany = runTask("probe_reads", ["--reps", "100", "--layers", "48"]);
   assert.is(tooMany.code, 2);
   assert.match(tooMany.stderr, /--reps 100 x --layers 48: at most 2047 timed dispatches/);
