@@ -248,12 +248,18 @@ for stage in "$@"; do
           --json "$out/probe-reads-${v%%:*}.json" >"$out/probe-reads-${v%%:*}.txt" 2>&1
         grep -E "^(gu|dn)\.tiles +wg" "$out/probe-reads-${v%%:*}.txt"
       done
-      timeout -k 10 "$limit" python3 scripts/peers/torch_cold_reads.py --layers 48 \
-        --out "$out/torch-cold-reads.json" 2>&1 | tee "$out/torch-cold-reads.txt"
+      # (EVIDENCE_PEER=off: no PyTorch; EVIDENCE_GPU=N: CUDA on that GPU too)
+      if [ "${EVIDENCE_PEER:-on}" != off ]; then
+        cuda=()
+        [ -z "${EVIDENCE_GPU:-}" ] ||
+          cuda=(env CUDA_DEVICE_ORDER=PCI_BUS_ID "CUDA_VISIBLE_DEVICES=$EVIDENCE_GPU")
+        "${cuda[@]}" timeout -k 10 "$limit" python3 scripts/peers/torch_cold_reads.py --layers 48 \
+          --out "$out/torch-cold-reads.json" 2>&1 | tee "$out/torch-cold-reads.txt"
+      fi
       for round in 1 2; do
         for v in "each:" "arena:--weight-placement arena" \
           "arena-kv:--weight-placement arena --kv-placement arena"; do
-          run perf-decode --batch "${EVIDENCE_COLD_BATCH:-1,8,64}" --ctx 1024 \
+          run perf-decode --model $model --batch "${EVIDENCE_COLD_BATCH:-1,8,64}" --ctx 1024 \
             --kv-cache-gb "${EVIDENCE_KV_GB:-40}" ${v#*:} \
             --json "$out/decode-${v%%:*}-$round.json" >"$out/decode-${v%%:*}-$round.txt" 2>&1
           grep -E "^[0-9]+ x [0-9]+: GPU" "$out/decode-${v%%:*}-$round.txt" | sed "s/^/${v%%:*}: /"

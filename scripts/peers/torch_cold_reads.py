@@ -95,6 +95,8 @@ def main():
         "device": torch.cuda.get_device_name(),
         "layers": a.layers,
         "read": "torch.sum over int32 words, CUDA events around each read",
+        # (expandable segments map memory otherwise than cudaMalloc's)
+        "pytorch_cuda_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
         "points": points,
     }
     tmp = a.out + ".tmp"

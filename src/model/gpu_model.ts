@@ -1115,19 +1115,15 @@ export class GpuModel implements ForwardModel {
     let weights: GpuWeights;
     if (config.synthetic) {
       onProgress?.(`drawing ${config.name} weights on the GPU (${dtype})`);
-      weights = await GpuWeights.synthetic(gpu, config, dtype, expertTiles, placement);
+      weights = await GpuWeights.synthetic(gpu, config, dtype, { expertTiles, placement });
     } else {
       onProgress?.(`loading ${spec} (${dtype})`);
       const ckpt = Checkpoint.open(spec);
       try {
-        weights = await GpuWeights.fromCheckpoint(
-          gpu,
-          config,
-          ckpt,
-          dtype,
+        weights = await GpuWeights.fromCheckpoint(gpu, config, ckpt, dtype, {
           expertTiles,
           placement,
-        );
+        });
       } finally {
         ckpt.close();
       }
@@ -1146,7 +1142,13 @@ export class GpuModel implements ForwardModel {
           : ""
       }`,
     );
-    return await GpuModel.create(gpu, config, weights, options);
+    try {
+      return await GpuModel.create(gpu, config, weights, options);
+    } catch (err) {
+      // (the KV cache or a pipeline failed: the weights go with it)
+      weights.destroy();
+      throw err;
+    }
   }
 
   /** Builds the model around loaded weights: KV cache, pipelines, scratch. */

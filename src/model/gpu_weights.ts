@@ -59,6 +59,14 @@ export type WeightBinding = BufferRange;
  */
 export type WeightPlacement = Placement;
 
+/** How GpuWeights lays its weights out and places them. */
+export interface WeightOptions {
+  /** The MoE expert weights in tiles (kernels/expert_tiles.ts); default false. */
+  readonly expertTiles?: boolean;
+  /** A buffer a weight, or ranges of arenas; default "each". */
+  readonly placement?: WeightPlacement;
+}
+
 /** One layer's weights (shapes in the comments, Linear layout [out, in]). */
 export interface LayerWeights {
   readonly kind: "moe" | "dense";
@@ -117,9 +125,9 @@ export class GpuWeights {
     config: ModelConfig,
     ckpt: Checkpoint,
     dtype: StorageDtype,
-    expertTiles = false,
-    placement: WeightPlacement = "each",
-    onProgress?: (doneBytes: number, totalBytes: number) => void,
+    { expertTiles = false, placement = "each", onProgress }: WeightOptions & {
+      onProgress?: (doneBytes: number, totalBytes: number) => void;
+    } = {},
   ): Promise<GpuWeights> {
     checkCheckpointTensors(config, ckpt);
     const overflow: F16Overflow = { count: 0, maxAbs: 0 };
@@ -136,8 +144,7 @@ export class GpuWeights {
     gpu: Gpu,
     config: ModelConfig,
     dtype: StorageDtype,
-    expertTiles = false,
-    placement: WeightPlacement = "each",
+    { expertTiles = false, placement = "each" }: WeightOptions = {},
   ): Promise<GpuWeights> {
     const fill = await KernelCall.create(gpu, fillRandom.spec, [dtype]);
     const overflow: F16Overflow = { count: 0, maxAbs: 0 };
@@ -400,7 +407,13 @@ async function build(
       ),
     "weights arena",
   );
-  for (let i = 0; i < plans.length; i++) await fill(at[i], plans[i]);
+  try {
+    for (let i = 0; i < plans.length; i++) await fill(at[i], plans[i]);
+  } catch (err) {
+    // (a checkpoint that fails to read: nothing of the model stays allocated)
+    for (const b of buffers) b.destroy();
+    throw err;
+  }
   const ref = (i: number | null) => (i === null ? null : at[i]);
   const layers: LayerWeights[] = layerSlots.map((x) => ({
     kind: x.kind,

@@ -84,8 +84,8 @@ test("probe-reads reads copies of the weights in turn, each after a timed pretou
   assert.is(row.pretouch_kb, 4);
   assert.ok(row.pretouch_us > 0 && row.us > 0, JSON.stringify(row));
   assert.match(stdout, /\(4 KB\)/);
-  // in an arena, each copy bound at its own offset: the check reads the last copy's lanes
-  // (bound where no copy was written, it would read zeros and fail)
+  // in an arena: the check reads the last copy's lanes, so a copy bound where none was written
+  // (zeros) fails it; copies bound at one offset would pass (they hold the same words)
   const arena = layers("--placement", "arena");
   assert.is(arena.row.covered, "yes");
   assert.is(arena.row.placement, "arena");

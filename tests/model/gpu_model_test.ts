@@ -472,7 +472,7 @@ test("weights and KV in arenas (weightPlacement, kvPlacement) give the logits an
               ...[l.qNorm, l.kNorm, l.router].filter((x) => x !== null),
             ]),
           ];
-          for (const set of [ranges, kv]) {
+          for (const set of [[...ranges], [...kv]]) {
             set.sort((a, b) => a.offset - b.offset);
             for (let i = 0; i < set.length; i++) {
               assert.is(set[i].buffer, set[0].buffer);

@@ -14,15 +14,14 @@ import { sharedGpu } from "../shared_gpu.ts";
 test("synthetic weights drawn into the arena equal those drawn a buffer each", async () => {
   const gpu = await sharedGpu();
   const config = resolveModelConfig(ensureFixture("tiny-qwen3-moe").dir);
-  const each = await GpuWeights.synthetic(gpu, config, "f32", false, "each");
-  const arena = await GpuWeights.synthetic(gpu, config, "f32", false, "arena");
+  const each = await GpuWeights.synthetic(gpu, config, "f32", { placement: "each" });
+  const arena = await GpuWeights.synthetic(gpu, config, "f32", { placement: "arena" });
   // an adapter whose largest buffer holds about half the model: the weights in two arenas
   const small = { ...gpu, limits: { ...gpu.limits, maxBufferSize: 48 * 2 ** 20 } };
-  const split = await GpuWeights.synthetic(small, config, "f32", false, "arena");
+  const split = await GpuWeights.synthetic(small, config, "f32", { placement: "arena" });
   try {
     assert.is(arena.bufferCount, 1);
     assert.ok(each.bufferCount > 10);
-    assert.is(arena.bytes >= each.bytes, true);
     assert.ok(split.bufferCount >= 2, `${split.bufferCount} arenas`);
     assert.ok(split.lmHead.buffer !== split.embed.buffer, "the LM head in an arena of its own");
     const read = async (w: WeightBinding) =>
