@@ -21,7 +21,7 @@ import {
   TENSOR_CORE_PREFILL_FORMS,
   type TensorCorePrefillForm,
 } from "../model/gpu_model.ts";
-import type { WeightPlacement } from "../model/gpu_weights.ts";
+import { type Placement, PLACEMENTS } from "../gpu/buffer_ranges.ts";
 import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
 import { resolveModelConfig } from "../model/config.ts";
 import { userPath } from "../util/user_path.ts";
@@ -277,14 +277,14 @@ export const TENSOR_CORE_OPTIONS = {
   },
   weightPlacement: {
     type: "string",
-    values: ["each", "arena"],
+    values: PLACEMENTS,
     help: "how the weights take GPU memory: each (a buffer a weight) or arena (every weight a " +
       "range of as few buffers of at most 16 GiB as the adapter allows, ranges of 2 MiB and more " +
       "on 2 MiB) (default: each)",
   },
   kvPlacement: {
     type: "string",
-    values: ["each", "arena"],
+    values: PLACEMENTS,
     help: "how the KV cache takes GPU memory: each (a buffer a layer's K and V) or arena (ranges " +
       "of as few buffers of at most 16 GiB as the adapter allows) (default: each)",
   },
@@ -354,8 +354,8 @@ export function tensorCoreOptions(
   },
 ): GpuModelOptions {
   return {
-    weightPlacement: o.weightPlacement as WeightPlacement | undefined,
-    kvPlacement: o.kvPlacement as WeightPlacement | undefined,
+    weightPlacement: o.weightPlacement as Placement | undefined,
+    kvPlacement: o.kvPlacement as Placement | undefined,
     prefillAttention: o.prefillAttention as PrefillAttentionForm | undefined,
     moeTensorCoreRows: o.moeTensorCoreRows,
     moeTensorCoreDecodeRows: o.moeTcDecodeRows,

@@ -77,7 +77,7 @@ import {
 import { MOE_STAGE_LABEL, type MoeStage } from "../../kernels/moe_cost.ts";
 import { Checkpoint } from "./checkpoint.ts";
 import { type ModelConfig, resolveModelConfig } from "./config.ts";
-import { GpuWeights, type StorageDtype, type WeightPlacement } from "./gpu_weights.ts";
+import { GpuWeights, type StorageDtype } from "./gpu_weights.ts";
 import { type Placement, PLACEMENTS } from "../gpu/buffer_ranges.ts";
 import { ModelOptionError } from "./model_option_error.ts";
 import { kvBlockBytes, KvBuffers } from "./kv_buffers.ts";
@@ -476,14 +476,14 @@ export interface GpuModelOptions {
    */
   readonly moeExpertTiles?: boolean;
   /**
-   * How the weights take GPU memory (gpu_weights.ts' WeightPlacement): "each", a buffer a
+   * How the weights take GPU memory (buffer_ranges.ts' Placement): "each", a buffer a
    * weight, or "arena", every weight a range of as few buffers of at most 16 GiB as the
    * adapter allows (four for Qwen3-30B-A3B in f16), ranges of 2 MiB and more starting on 2 MiB.
    * Default "each". The arena asks the driver whether a few large allocations read faster cold
    * (session 43: each layer's first read of its weights is slow, at 64 KB-page granularity);
    * not yet measured on the H200.
    */
-  readonly weightPlacement?: WeightPlacement;
+  readonly weightPlacement?: Placement;
   /**
    * How the KV cache takes GPU memory (buffer_ranges.ts' Placement): "each", a buffer a
    * layer's K and V (0.6 GB each at 60 GB of cache on Qwen3-30B-A3B), or "arena", ranges of a

@@ -44,41 +44,35 @@ import {
 /** Storage type of weights and KV on the GPU. */
 export type StorageDtype = "f16" | "f32";
 
-/**
- * Where one weight lies: a buffer of its own (offset 0), or its range of an arena buffer
- * (WeightPlacement "arena"). Bound as it is (a GPUBufferBinding).
- */
-export type WeightBinding = BufferRange;
-
-/**
- * How the weights take GPU memory (buffer_ranges.ts): "each", a buffer a weight (fused pieces
- * together); "arena", every weight a range of a few arenas of at most 16 GiB (four for
- * Qwen3-30B-A3B's 57 GiB of f16). A question for the driver: whether it maps a few large
- * allocations in larger pages than many of 0.5-0.8 GB (each layer's first read of its weights
- * is slow; `probe-reads --placement arena` asks it of the loads alone).
- */
-export type WeightPlacement = Placement;
-
 /** How GpuWeights lays its weights out and places them. */
 export interface WeightOptions {
   /** The MoE expert weights in tiles (kernels/expert_tiles.ts); default false. */
   readonly expertTiles?: boolean;
-  /** A buffer a weight, or ranges of arenas; default "each". */
-  readonly placement?: WeightPlacement;
+  /**
+   * A buffer a weight (fused pieces together), or every weight a range of a few arenas of at
+   * most 16 GiB (buffer_ranges.ts; four for Qwen3-30B-A3B's 57 GiB of f16); default "each".
+   * A question for the driver: whether it maps a few large allocations in larger pages than
+   * many of 0.5-0.8 GB (each layer's first read of its weights is slow; `probe-reads
+   * --placement arena` asks it of the loads alone).
+   */
+  readonly placement?: Placement;
 }
 
-/** One layer's weights (shapes in the comments, Linear layout [out, in]). */
+/**
+ * One layer's weights (shapes in the comments, Linear layout [out, in]), each a buffer of its
+ * own (offset 0) or a range of an arena, bound as it is.
+ */
 export interface LayerWeights {
   readonly kind: "moe" | "dense";
-  readonly inputNorm: WeightBinding; // [hidden]
-  readonly postNorm: WeightBinding; // [hidden]
-  readonly qkv: WeightBinding; // [(heads + 2 kv_heads) * head_dim, hidden]
-  readonly o: WeightBinding; // [hidden, heads * head_dim]
-  readonly qNorm: WeightBinding | null; // [head_dim]
-  readonly kNorm: WeightBinding | null; // [head_dim]
-  readonly router: WeightBinding | null; // [experts, hidden]
-  readonly gateUp: WeightBinding; // moe: [experts, 2 * inter, hidden]; dense: [2 * inter, hidden]
-  readonly down: WeightBinding; // moe: [experts, hidden, inter]; dense: [hidden, inter]
+  readonly inputNorm: BufferRange; // [hidden]
+  readonly postNorm: BufferRange; // [hidden]
+  readonly qkv: BufferRange; // [(heads + 2 kv_heads) * head_dim, hidden]
+  readonly o: BufferRange; // [hidden, heads * head_dim]
+  readonly qNorm: BufferRange | null; // [head_dim]
+  readonly kNorm: BufferRange | null; // [head_dim]
+  readonly router: BufferRange | null; // [experts, hidden]
+  readonly gateUp: BufferRange; // moe: [experts, 2 * inter, hidden]; dense: [2 * inter, hidden]
+  readonly down: BufferRange; // moe: [experts, hidden, inter]; dense: [hidden, inter]
 }
 
 /** A piece of a fused buffer: which tensor fills it, at which byte offset, with what scale. */
@@ -104,9 +98,9 @@ export class GpuWeights {
   private constructor(
     readonly config: ModelConfig,
     readonly dtype: StorageDtype,
-    readonly embed: WeightBinding,
-    readonly finalNorm: WeightBinding,
-    readonly lmHead: WeightBinding,
+    readonly embed: BufferRange,
+    readonly finalNorm: BufferRange,
+    readonly lmHead: BufferRange,
     readonly layers: readonly LayerWeights[],
     /** Total bytes of weight buffers. */
     readonly bytes: number,
@@ -116,7 +110,7 @@ export class GpuWeights {
     /** The MoE expert weights are stored in tiles (kernels/expert_tiles.ts). */
     readonly expertTiles: boolean,
     /** How the weights take GPU memory. */
-    readonly placement: WeightPlacement,
+    readonly placement: Placement,
   ) {}
 
   /** Streams every tensor of a checkpoint into GPU buffers (converted to `dtype`). */
@@ -195,15 +189,15 @@ export class GpuWeights {
     config: ModelConfig,
     dtype: StorageDtype,
     parts: {
-      embed: WeightBinding;
-      finalNorm: WeightBinding;
-      lmHead: WeightBinding;
+      embed: BufferRange;
+      finalNorm: BufferRange;
+      lmHead: BufferRange;
       layers: LayerWeights[];
       bytes: number;
       overflow: F16Overflow;
       buffers: GPUBuffer[];
       expertTiles: boolean;
-      placement: WeightPlacement;
+      placement: Placement;
     },
   ): GpuWeights {
     return new GpuWeights(
@@ -236,8 +230,8 @@ async function build(
   dtype: StorageDtype,
   overflow: F16Overflow,
   expertTiles: boolean,
-  placement: WeightPlacement,
-  fill: (at: WeightBinding, plan: BufferPlan) => Promise<void>,
+  placement: Placement,
+  fill: (at: BufferRange, plan: BufferPlan) => Promise<void>,
 ): Promise<GpuWeights> {
   if (
     expertTiles &&
@@ -252,17 +246,20 @@ async function build(
   const qRows = config.numHeads * hd, kvRows = config.numKvHeads * hd;
   const maxBinding = gpu.limits.maxStorageBufferBindingSize;
 
-  // 1. every weight's plan, in order; a layer names its weights by plan index
+  // 1. every weight's plan, in order, and the slot its place goes to (filled in 2.)
   const plans: BufferPlan[] = [];
-  const make = (plan: BufferPlan): number => {
-    const size = planBytes(plan, es);
+  const slots: { buffer: GPUBuffer; offset: number; size: number }[] = [];
+  const make = (plan: BufferPlan): BufferRange => {
+    const size = Math.max(16, Math.ceil((plan.elements * es) / 16) * 16);
     if (size > maxBinding) {
       throw new Error(
         `weights: ${plan.label} needs ${size} bytes, over this adapter's ${maxBinding}-byte binding limit`,
       );
     }
+    const slot = { buffer: undefined as unknown as GPUBuffer, offset: 0, size };
     plans.push(plan);
-    return plans.length - 1;
+    slots.push(slot);
+    return slot;
   };
   const single = (
     label: string,
@@ -272,21 +269,9 @@ async function build(
     scale: number,
   ): BufferPlan => ({ label, elements, pieces: [{ tensor, offset: 0, elements, base, scale }] });
   const linear = (fanIn: number) => 1 / Math.sqrt(fanIn);
-  type Slots = {
-    readonly kind: LayerWeights["kind"];
-    readonly inputNorm: number;
-    readonly postNorm: number;
-    readonly qkv: number;
-    readonly o: number;
-    readonly qNorm: number | null;
-    readonly kNorm: number | null;
-    readonly router: number | null;
-    readonly gateUp: number;
-    readonly down: number;
-  };
 
   const embed = make(single(EMBED_TENSOR, EMBED_TENSOR, config.vocabSize * H, 0, 1));
-  const layerSlots: Slots[] = [];
+  const layers: LayerWeights[] = [];
   for (let l = 0; l < config.numLayers; l++) {
     const a = attentionTensorNames(config, l);
     const qkvPieces: Piece[] = [
@@ -362,7 +347,7 @@ async function build(
         elements: E * H * I,
         pieces: downPieces,
       });
-      layerSlots.push({ kind, inputNorm, postNorm, qkv, o, qNorm, kNorm, router, gateUp, down });
+      layers.push({ kind, inputNorm, postNorm, qkv, o, qNorm, kNorm, router, gateUp, down });
     } else {
       const I = config.intermediateSize;
       const t = denseMlpTensorNames(l);
@@ -375,7 +360,7 @@ async function build(
         ],
       });
       const down = make(single(t.down, t.down, H * I, 0, linear(I)));
-      layerSlots.push({
+      layers.push({
         kind,
         inputNorm,
         postNorm,
@@ -395,10 +380,9 @@ async function build(
   );
 
   // 2. where each lies, 3. filled in order
-  const sizes = plans.map((plan) => planBytes(plan, es));
-  const { ranges: at, buffers, bytes } = await allocateRanges(
+  const { ranges, buffers, bytes } = await allocateRanges(
     gpu,
-    plans.map((plan, i) => ({ label: plan.label, size: sizes[i] })),
+    plans.map((plan, i) => ({ label: plan.label, size: slots[i].size })),
     placement,
     (label, size, before) =>
       new Error(
@@ -407,30 +391,18 @@ async function build(
       ),
     "weights arena",
   );
+  ranges.forEach((r, i) => Object.assign(slots[i], r));
   try {
-    for (let i = 0; i < plans.length; i++) await fill(at[i], plans[i]);
+    for (let i = 0; i < plans.length; i++) await fill(slots[i], plans[i]);
   } catch (err) {
     // (a checkpoint that fails to read: nothing of the model stays allocated)
     for (const b of buffers) b.destroy();
     throw err;
   }
-  const ref = (i: number | null) => (i === null ? null : at[i]);
-  const layers: LayerWeights[] = layerSlots.map((x) => ({
-    kind: x.kind,
-    inputNorm: at[x.inputNorm],
-    postNorm: at[x.postNorm],
-    qkv: at[x.qkv],
-    o: at[x.o],
-    qNorm: ref(x.qNorm),
-    kNorm: ref(x.kNorm),
-    router: ref(x.router),
-    gateUp: at[x.gateUp],
-    down: at[x.down],
-  }));
   return GpuWeights.assemble(config, dtype, {
-    embed: at[embed],
-    finalNorm: at[finalNorm],
-    lmHead: at[lmHead],
+    embed,
+    finalNorm,
+    lmHead,
     layers,
     bytes,
     overflow,
@@ -440,11 +412,6 @@ async function build(
   });
 }
 
-/** Bytes a weight's buffer or range takes (whole 16-byte words). */
-function planBytes(plan: BufferPlan, es: number): number {
-  return Math.max(16, Math.ceil((plan.elements * es) / 16) * 16);
-}
-
 const CHUNK_BYTES = 8 * 2 ** 20;
 
 /** Streams one tensor into its weight's place at the piece's offset, chunk by chunk. */
@@ -452,7 +419,7 @@ async function uploadTensor(
   gpu: Gpu,
   ckpt: Checkpoint,
   piece: Piece,
-  at: WeightBinding,
+  at: BufferRange,
   dtype: StorageDtype,
   overflow: F16Overflow,
 ): Promise<void> {

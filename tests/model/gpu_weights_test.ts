@@ -8,7 +8,8 @@ import * as assert from "uvu/assert";
 import { ensureFixture } from "../../scripts/fixtures.ts";
 import { readBuffer } from "../../src/gpu/buffers.ts";
 import { resolveModelConfig } from "../../src/model/config.ts";
-import { GpuWeights, type WeightBinding } from "../../src/model/gpu_weights.ts";
+import type { BufferRange } from "../../src/gpu/buffer_ranges.ts";
+import { GpuWeights } from "../../src/model/gpu_weights.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 
 test("synthetic weights drawn into the arena equal those drawn a buffer each", async () => {
@@ -24,7 +25,7 @@ test("synthetic weights drawn into the arena equal those drawn a buffer each", a
     assert.ok(each.bufferCount > 10);
     assert.ok(split.bufferCount >= 2, `${split.bufferCount} arenas`);
     assert.ok(split.lmHead.buffer !== split.embed.buffer, "the LM head in an arena of its own");
-    const read = async (w: WeightBinding) =>
+    const read = async (w: BufferRange) =>
       new Uint8Array(await readBuffer(gpu.device, w.buffer, w.size, w.offset));
     const pick = (w: GpuWeights) => [
       w.embed,
