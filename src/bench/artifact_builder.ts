@@ -217,12 +217,28 @@ export class ArtifactBuilder {
       },
       measurement_policy: { decode: "steady_state_second_step", prefill: "single_step" },
       synthetic_prompts: this.syntheticPrompts,
-      kvwarm: this.kvwarm(),
+      kvwarm: this.#kvwarmMeasured(),
       results: [...this.#results],
       iteration_groups: [...this.#groups],
       skipped_points: [...this.#skipped],
       error,
       attention_dp: this.attentionDp(),
+    };
+  }
+
+  /**
+   * The kvwarm section with its point counts taken from the rows written: the seeder counts a
+   * point when it seeds it, and a point skipped after that (a shed shadow, a shape mismatch)
+   * has no row to count.
+   */
+  #kvwarmMeasured(): KvwarmSection {
+    const k = this.kvwarm();
+    if (!k.enabled) return k;
+    const rows = (regime: string) => this.#results.filter((r) => r.kv_seed_regime === regime);
+    return {
+      ...k,
+      points_real_kv: rows("real_kv").length,
+      points_fake_fallback: rows("fake_fallback").length,
     };
   }
 

@@ -8,6 +8,9 @@
  * writer.maybeCheckpoint(finishedPoints, () => builder.build("partial", "checkpoint", null));
  * ```
  */
+import { closeSync, mkdirSync, openSync, rmSync, statSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import process from "node:process";
 import type { BenchArtifact } from "./artifact.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
 
@@ -25,6 +28,27 @@ export class ArtifactWriter {
   /** Files written so far (checkpoints and final). */
   get writes(): number {
     return this.#writes;
+  }
+
+  /**
+   * Throws, naming the reason, when the artifact cannot be written at `path` (a folder there,
+   * a folder that cannot be made or written to): checked before any work, so a run never
+   * measures for hours only to lose its points at the first write.
+   */
+  check(): void {
+    const dir = dirname(this.path);
+    try {
+      if (statSync(this.path, { throwIfNoEntry: false })?.isDirectory()) {
+        throw new Error("it is a folder");
+      }
+      mkdirSync(dir, { recursive: true });
+      // the atomic write's temporary file goes beside the artifact: try one there
+      const probe = join(dir, `.${basename(this.path)}.${process.pid}.check`);
+      closeSync(openSync(probe, "w"));
+      rmSync(probe);
+    } catch (err) {
+      throw new Error(`cannot write the artifact ${this.path}: ${(err as Error).message}`);
+    }
   }
 
   /** Writes `artifact` atomically. */

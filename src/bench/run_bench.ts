@@ -184,6 +184,7 @@ export class BenchRun {
     const { engine, engineInfo } = inputs;
     const b = this.builder;
     try {
+      this.writer.check();
       b.engine = engineInfo;
       let capacity = benchCapacity(engine);
       b.capacity = capacity;
@@ -270,13 +271,21 @@ export class BenchRun {
         onPointStart: (id) => (this.#currentPoint = id),
         onPointDone: (n) => {
           this.#currentPoint = null;
-          this.writer.maybeCheckpoint(n, () => b.build("partial", "checkpoint", null));
+          // after an interrupt the final artifact is on disk: a checkpoint must not replace it
+          if (this.#final === null) {
+            this.writer.maybeCheckpoint(n, () => b.build("partial", "checkpoint", null));
+          }
         },
       }, planned);
       if (this.#final) return this.#final; // interrupted: that artifact stands
       return this.#finish(b.build(end === "complete" ? "complete" : "partial", end, null));
     } catch (err) {
-      this.fail(err, err instanceof ManifestError ? "input" : "runtime");
+      try {
+        this.fail(err, err instanceof ManifestError ? "input" : "runtime");
+      } catch (writeErr) {
+        // the artifact's path itself failed: say so, and let the run's own error stand
+        o.log(`bench: no artifact written: ${(writeErr as Error).message}`);
+      }
       throw err;
     }
   }

@@ -24,6 +24,7 @@ import { modelPoolTokenizer } from "../bench/model_tokenizer.ts";
 import { stepTrace } from "../bench/step_trace.ts";
 import { CLOCK_WARMUP_SECONDS } from "../bench/warmup.ts";
 import { KVWARM_STAGE_TOKENS } from "../bench/kvwarm/kvwarm_seeder.ts";
+import { ArtifactWriter } from "../bench/artifact_writer.ts";
 import { BenchRun, type ManifestInput } from "../bench/run_bench.ts";
 import { loadTextPool, type TextPool, TextPoolError } from "../bench/text_pool.ts";
 import { ensureFixture } from "../../scripts/fixtures.ts";
@@ -250,12 +251,16 @@ function runtime(): string {
 
 function readManifest(path: string): ManifestInput {
   if (!existsSync(path)) throw new InputError(`--points ${path}: no such file`);
-  const bytes = readFileSync(path);
-  return {
-    manifest: parseManifest(bytes.toString("utf8"), path),
-    path,
-    sha256: createHash("sha256").update(bytes).digest("hex"),
-  };
+  let text: string, sha256: string;
+  try {
+    const bytes = readFileSync(path);
+    text = bytes.toString("utf8");
+    sha256 = createHash("sha256").update(bytes).digest("hex");
+  } catch (err) {
+    // a folder or a file this user may not read
+    throw new InputError(`--points ${path}: cannot read it: ${(err as Error).message}`);
+  }
+  return { manifest: parseManifest(text, path), path, sha256 };
 }
 
 await runCli(async () => {
@@ -297,6 +302,12 @@ await runCli(async () => {
     );
   }
   const out = dp ? dp.outPath(requestedOut) : requestedOut;
+  try {
+    new ArtifactWriter(out, 0).check();
+  } catch (err) {
+    await abortRank(dp, err);
+    throw new UsageError(`--out: ${(err as Error).message}`);
+  }
   let trace: ReturnType<typeof stepTrace> | null = null;
   if (opts.stepTrace !== undefined) {
     const path = userPath(opts.stepTrace);

@@ -16,7 +16,13 @@ export function writeFileAtomic(path: string, data: string | Uint8Array): void {
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
   const fd = openSync(tmp, "w");
   try {
-    writeSync(fd, typeof data === "string" ? new TextEncoder().encode(data) : data);
+    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    // writeSync may write less than asked (a full disk, a signal): write the rest, or throw
+    for (let done = 0; done < bytes.length;) {
+      const n = writeSync(fd, bytes, done, bytes.length - done);
+      if (n <= 0) throw new Error(`${path}: wrote ${done} of ${bytes.length} bytes`);
+      done += n;
+    }
     fsyncSync(fd);
   } finally {
     closeSync(fd);

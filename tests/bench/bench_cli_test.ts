@@ -6,7 +6,7 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -106,6 +106,39 @@ test("a missing manifest file and an unknown flag exit with code 2", async () =>
   const flag = await start(["--batch", "4"]).exit;
   assert.is(flag.code, 2);
   assert.match(flag.stderr, /unknown option --batch/);
+});
+
+test("--points naming a folder, or --out naming one: exit code 2 naming the option", async () => {
+  const dir = workdir();
+  const folder = join(dir, "points");
+  mkdirSync(folder);
+  const out = join(dir, "out.json");
+  const points = await start([
+    "--model",
+    "synthetic:qwen3-30b-a3b",
+    "--points",
+    folder,
+    "--out",
+    out,
+  ])
+    .exit;
+  assert.is(points.code, 2, points.stderr);
+  assert.not.match(points.stderr, /\n\s+at /, "no stack trace");
+  assert.match(points.stderr, /--points .*points: cannot read it/);
+  assert.is(read(out).status, "failed");
+  const manifest = manifestFile(dir, { schema_version: 1, decode: [] });
+  const outDir = await start([
+    "--model",
+    "synthetic:qwen3-30b-a3b",
+    "--points",
+    manifest,
+    "--out",
+    folder,
+  ])
+    .exit;
+  assert.is(outDir.code, 2, outDir.stderr);
+  assert.not.match(outDir.stderr, /\n\s+at /, "no stack trace");
+  assert.match(outDir.stderr, /--out: cannot write the artifact .*points: it is a folder/);
 });
 
 test("a point the engine cannot hold: exit code 2 before anything runs, naming point and field", async () => {

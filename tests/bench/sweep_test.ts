@@ -7,7 +7,9 @@
  */
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { BenchArtifact, DecodePoint, KvwarmSection } from "../../src/bench/artifact.ts";
 import { checkArtifact } from "../../src/bench/artifact_check.ts";
 import { type DecodeSeeder, FakeKvSeeder } from "../../src/bench/decode_seeder.ts";
@@ -292,7 +294,8 @@ test("the soft timeout ends the clock warm-up too: it runs from the sweep's star
   const clock = artifact.measurement_protocol.preparation.warmup!.clock!;
   assert.is(clock.ended, "stop");
   assert.ok(clock.seconds < 30, `the clock warm-up stopped at the deadline (${clock.seconds} s)`);
-  assert.equal([artifact.status, artifact.stop_reason], ["partial", "soft_timeout"]);
+  // the one point still runs (the first always does), and with it every point ran
+  assert.equal([artifact.status, artifact.stop_reason], ["complete", "complete"]);
   assert.ok(
     b.logs.some((l) => /^warm-up: .* ended by the group's vote or the soft timeout\)$/.test(l)),
   );
@@ -313,6 +316,57 @@ test("the soft timeout is checked at point boundaries and ends the run partial",
   assert.is(artifact.results.length, 1, "the first point still runs to its end");
   assert.is(artifact.coverage.points_not_run, 2);
   assert.equal(file, artifact);
+});
+
+test("a soft timeout passed during the last point leaves the run complete: every point ran", async () => {
+  const b = cpuBench({
+    schema_version: 1,
+    decode: [{ batch_size: 1, total_kv_read_tokens: 10 }],
+  }, { softTimeoutSeconds: 1e-9 });
+  const { artifact } = await runCpuBench(b);
+  valid(artifact);
+  assert.is(artifact.results.length, 1);
+  assert.is(artifact.coverage.points_not_run, 0);
+  assert.equal([artifact.status, artifact.stop_reason, artifact.usable], [
+    "complete",
+    "complete",
+    true,
+  ]);
+});
+
+test("an --out that cannot take the artifact is refused before any step runs", async () => {
+  const out = mkdtempSync(join(tmpdir(), "webfpm-out-folder-"));
+  const b = cpuBench({
+    schema_version: 1,
+    decode: [1, 2, 3].map((i) => ({ batch_size: 1, total_kv_read_tokens: 10 * i })),
+  }, { out });
+  const err = await runCpuBench(b).then(() => null, (e: Error) => e);
+  assert.match(err?.message ?? "", /cannot write the artifact .*: it is a folder/);
+  assert.is(b.model.batches.length, 0, "no step ran");
+  assert.ok(b.logs.some((l) => /^bench: no artifact written: /.test(l)));
+});
+
+test("a checkpoint after an interrupt leaves the interrupted artifact on disk", async () => {
+  // a peer rank's Ctrl-C calls run.interrupt and the sweep finishes the point in progress,
+  // whose checkpoint must not replace the interrupted artifact
+  const b = cpuBench({
+    schema_version: 1,
+    decode: [1, 2, 3].map((i) => ({ batch_size: 1, total_kv_read_tokens: 10 * i })),
+  }, { checkpointEvery: 1 });
+  let interrupted = false;
+  const { artifact, file } = await runCpuBench(b, {
+    hooks: [{
+      afterStep: () => {
+        if (!interrupted && b.run.builder.results.length === 1) {
+          interrupted = true;
+          b.run.interrupt("SIGINT");
+        }
+      },
+    }],
+  });
+  assert.ok(interrupted);
+  assert.is(artifact.stop_reason, "interrupted");
+  assert.equal([file.stop_reason, file.error?.kind ?? null], ["interrupted", "interrupted"]);
 });
 
 test("an interrupt writes a partial artifact at once that keeps the measured points", async () => {

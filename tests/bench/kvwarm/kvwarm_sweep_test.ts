@@ -343,4 +343,31 @@ test("the soft timeout mid-build: chains shed through the finish path, the fence
   ]);
 });
 
+test("a real-KV point skipped after its seeding is not counted in the kvwarm section", async () => {
+  const b = kvwarmBench({
+    schema_version: 1,
+    decode: [{ batch_size: 2, total_kv_read_tokens: 40 }],
+  });
+  let shed = false;
+  const artifact = await b.run.run(
+    { engine: b.engine, engineInfo: MOE_ENGINE_INFO, tokenizer: qwen3Tokenizer },
+    {
+      hooks: [{
+        afterStep: (_seq, o) => {
+          // the replica's admission step: one of its shadows goes, so the steady step has
+          // another shape and the point is skipped
+          const id = "bench:test-run:dp0:1:replica0:1";
+          if (!shed && o !== null && o.numPrefillRequests === 2 && b.engine.getRequest(id)) {
+            shed = true;
+            b.engine.shed(id);
+          }
+        },
+      }],
+    },
+  );
+  assert.ok(shed, "the replica's shadow was shed");
+  assert.equal([artifact.results.length, artifact.skipped_points.length], [0, 1]);
+  assert.equal([artifact.kvwarm.points_real_kv, artifact.kvwarm.points_fake_fallback], [0, 0]);
+});
+
 test.run();
