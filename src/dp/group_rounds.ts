@@ -222,7 +222,21 @@ export class GroupRounds {
           [sender],
         );
       }
-      if (message.type === "error") throw peerError(message.message, sender);
+      if (message.type === "error") {
+        // A follower that gave up on its hello first (it started waiting before rank 0 did)
+        // blames rank 0; rank 0 knows which ranks never connected, and names them.
+        const silent = [...pending].filter((r) => r !== sender);
+        if (type === "hello" && silent.length > 0) {
+          const who = `rank${silent.length > 1 ? "s" : ""} ${silent.join(", ")}`;
+          throw new DpError(
+            "timeout",
+            `${who} never connected to rank 0 at ${this.endpoint}; rank ${sender} stopped ` +
+              `waiting first (${message.message})`,
+            silent,
+          );
+        }
+        throw peerError(message.message, sender);
+      }
       if (message.type !== type || message.round !== round) {
         throw new DpError(
           "lockstep",
@@ -283,7 +297,7 @@ export class GroupRounds {
         type === "hello"
           ? `rank 0 at ${link.endpoint} did not answer rank ${this.rank}'s hello within ${
             seconds(waitMs)
-          }`
+          } (rank 0 is not up, or still waits for a rank that has not connected)`
           : `timed out after ${
             seconds(waitMs)
           } waiting for rank 0 (${link.endpoint}) to answer rank ${this.rank}'s ${

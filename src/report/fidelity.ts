@@ -111,7 +111,7 @@ export function fidelity(
     predictors.push([
       regime,
       new LatencyPredictor(all.rows, { regimes: [regime, ...new Set(decode)] }),
-      (k) => k !== "decode",
+      (k) => k !== null && k !== "decode",
     ]);
   }
   for (const [regime, predictor, applies] of predictors) {

@@ -9,8 +9,7 @@
  *   ratio where the same coordinates were measured both ways;
  * - the median-of-N spread of every multi-sample point;
  * - skipped points and their reasons;
- * - the shader timing breakdown, where the artifact recorded kernel timings (or profile
- *   summaries were given).
+ * - the shader timing breakdown of the `profile --json` summaries given (`report --profile`).
  *
  * Every chart is an `<svg class="chart" data-chart="NAME">`.
  *
@@ -46,18 +45,6 @@ export interface ReportKernelTimings {
   readonly summary: KernelTimingSummary;
 }
 
-/** Kernel timings recorded in an artifact (`--kernel-timings`), when it has them. */
-export function artifactKernelTimings(artifact: BenchArtifact): ReportKernelTimings[] {
-  const recorded = (artifact as unknown as {
-    kernel_timings?: readonly { point_key?: string; summary?: KernelTimingSummary }[];
-  }).kernel_timings;
-  if (!Array.isArray(recorded)) return [];
-  return recorded.filter((k) => k?.summary && Array.isArray(k.summary.rows)).map((k) => ({
-    title: k.point_key ?? "point",
-    summary: k.summary!,
-  }));
-}
-
 /** The report page. */
 export function renderReport(
   artifacts: readonly ReportArtifact[],
@@ -68,12 +55,7 @@ export function renderReport(
   const rows = artifacts.flatMap((a) =>
     libraryRows([a.artifact]).map((r) => ({ ...r, source: a.name }))
   );
-  const timings = [
-    ...artifacts.flatMap((a) =>
-      artifactKernelTimings(a.artifact).map((t) => ({ ...t, title: `${a.name}: ${t.title}` }))
-    ),
-    ...(options.kernelTimings ?? []),
-  ];
+  const timings = options.kernelTimings ?? [];
   const title = options.title ??
     `webfpm latency report: ${artifacts.map((a) => a.name).join(", ")}`;
   const sections = [
@@ -337,10 +319,17 @@ function prefillChart(rows: readonly Row[]): string {
   if (prefill.length === 0) return empty("No prefill points in these artifacts.");
   const groups = new Map<string, Row[]>();
   for (const r of prefill) {
-    const k = `B=${r.batch} KV=${short(r.kv)} ${r.regime}`;
+    const k = `${r.batch} ${r.kv} ${r.regime}`;
     groups.set(k, [...(groups.get(k) ?? []), r]);
   }
-  const series = [...groups].slice(0, 8).map(([label, rs]) => ({
+  // a slice's label rounds its KV tokens; slices whose rounded labels meet keep exact ones
+  const label = (r: Row, exact: boolean) =>
+    `B=${r.batch} KV=${exact ? r.kv : short(r.kv)} ${r.regime}`;
+  const rounded = [...groups.values()].map((rs) => label(rs[0], false));
+  const series = [...groups.values()].slice(0, 8).map((rs, i) => ({
+    label: label(rs[0], rounded.indexOf(rounded[i]) !== rounded.lastIndexOf(rounded[i])),
+    rs,
+  })).map(({ label, rs }) => ({
     label,
     points: rs.map((r) => ({
       x: r.tokens,
@@ -409,28 +398,33 @@ function fakeVsReal(rows: readonly Row[]): string {
         })),
       })),
       { x: "total KV tokens", y: "fake / real wall", yLog: false, yRef: 1 },
-    ) + table(
-      [
-        "batch",
-        "KV tokens",
-        "real ms (median)",
-        "fake ms",
-        "fake regime",
-        "fake / real",
-        "fake from",
-        "real from",
-      ],
-      pairs.map((p) => [
-        p.batch,
-        p.kv,
-        ms(p.real),
-        ms(p.fake),
-        p.regime,
-        p.ratio.toFixed(3),
-        p.fakeFrom,
-        p.realFrom,
-      ]),
-    );
+    ) + (batches.length > 8
+      ? `<p class="note">The chart shows batches ${
+        batches.slice(0, 8).join(", ")
+      } of ${batches.length}; the table lists every pair.</p>`
+      : "") +
+      table(
+        [
+          "batch",
+          "KV tokens",
+          "real ms (median)",
+          "fake ms",
+          "fake regime",
+          "fake / real",
+          "fake from",
+          "real from",
+        ],
+        pairs.map((p) => [
+          p.batch,
+          p.kv,
+          ms(p.real),
+          ms(p.fake),
+          p.regime,
+          p.ratio.toFixed(3),
+          p.fakeFrom,
+          p.realFrom,
+        ]),
+      );
   }
   return byRegime + ratio;
 }
@@ -509,7 +503,8 @@ function skipped(artifacts: readonly ReportArtifact[]): string {
 function kernelBreakdown(timings: readonly ReportKernelTimings[]): string {
   if (timings.length === 0) {
     return empty(
-      "No kernel timings recorded (bench --kernel-timings, or pass profile --json files).",
+      "No kernel timings given (run deno task profile --json FILE for a step shape and " +
+        "pass the files to report --profile).",
     );
   }
   const labels = [...new Set(timings.flatMap((t) => t.summary.rows.map((r) => r.label)))];

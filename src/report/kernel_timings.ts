@@ -2,8 +2,7 @@
  * Per-kernel timing summary of profiled steps: one row per dispatch label (the labels of
  * GpuModel's profile mode, which are also the keys of the step cost model), with calls,
  * GPU time, share of the step, bytes moved, achieved GB/s, % of the measured bandwidth
- * roof and FLOP/s. Plain JSON, so the benchmark can record it in the artifact
- * (`--kernel-timings`) and the report can draw it.
+ * roof and FLOP/s. Plain JSON: `profile --json` writes it and `report --profile` draws it.
  *
  * ```ts
  * const summary = summarizeSpans([{ spans: await model.lastStepSpans(), cost: cost.byLabel }], {

@@ -83,6 +83,20 @@ export function checkArtifact(obj: unknown, name: string): BenchArtifact {
         }
       }
     }
+    // the row's coordinates come from its first fpm: a step of the point's kind
+    const f = r.fpms[0];
+    if (r.point.kind === "decode") {
+      if (f.num_decode_requests < 1) {
+        throw new Error(`${where}: a decode fpm needs num_decode_requests >= 1`);
+      }
+      if (f.sum_decode_kv_tokens < f.num_decode_requests) {
+        throw new Error(`${where}: fpm sum_decode_kv_tokens < num_decode_requests`);
+      }
+    } else if (f.num_prefill_requests < 1 || f.sum_prefill_tokens < 1) {
+      throw new Error(
+        `${where}: a prefill fpm needs num_prefill_requests and sum_prefill_tokens >= 1`,
+      );
+    }
   }
   return a as BenchArtifact;
 }
@@ -96,9 +110,10 @@ export function libraryRows(artifacts: readonly BenchArtifact[]): LibraryRow[] {
       if (r.kv_seed_regime.startsWith("skip:")) continue;
       const fpm = r.fpms[0];
       const group = groups.get(r.benchmark_id);
-      const wall = group && group.ranks > 1
-        ? group.wall_time
-        : Math.max(...r.fpms.map((f) => f.wall_time));
+      // a group's point: its estimate and samples are the group's (each sample the slowest
+      // rank's), not this rank's own
+      const grouped = group !== undefined && group.ranks > 1;
+      const wall = grouped ? group.wall_time : Math.max(...r.fpms.map((f) => f.wall_time));
       const decode = r.point.kind === "decode";
       const m = fpm.benchmark_measurement;
       rows.push({
@@ -111,7 +126,10 @@ export function libraryRows(artifacts: readonly BenchArtifact[]): LibraryRow[] {
         regime: r.kv_seed_regime,
         pointKey: r.point_key,
         benchmarkId: r.benchmark_id,
-        sampleWallsMs: (m?.samples ?? []).map((s) => s.wall_time * 1000),
+        sampleWallsMs: (grouped ? group.iteration_walls : (m?.samples ?? []).map((s) =>
+          s.wall_time
+        ))
+          .map((w) => w * 1000),
         medianOf: m?.estimate?.median_of ?? 1,
         runId: a.run_id,
       });

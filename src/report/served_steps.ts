@@ -156,6 +156,12 @@ export function parseServedSteps(text: string, name = "steps"): ServedStepLog {
     if (s.num_prefill_requests + s.num_decode_requests !== s.num_requests) {
       throw new Error(`${name}:${n}: prefill + decode requests != num_requests`);
     }
+    if (s.num_requests < 1 || s.num_scheduled_tokens < 1) {
+      throw new Error(`${name}:${n}: a step needs at least one request and one scheduled token`);
+    }
+    if (s.sum_decode_kv_tokens < s.num_decode_requests) {
+      throw new Error(`${name}:${n}: sum_decode_kv_tokens < num_decode_requests`);
+    }
     steps.push(s);
   }
   if (!header) throw new Error(`${name}: empty step log`);

@@ -108,4 +108,70 @@ test("fidelity prints MAPE, p50 and p90 per regime and step kind, and writes JSO
   assert.match(bad.stderr, /must be the replay_header|not JSON/);
 });
 
+test("fidelity refuses a served step no engine writes (fewer KV tokens than requests) with exit code 2", () => {
+  const library = join(dir, "lib-kv.json");
+  writeFileSync(
+    library,
+    JSON.stringify(syntheticArtifact([
+      { point: decodePoint(1, 1), regime: "real_kv", walls: [0.002] },
+      { point: decodePoint(4, 400), regime: "real_kv", walls: [0.003] },
+    ])),
+  );
+  const served = join(dir, "steps-kv.jsonl");
+  const header = {
+    kind: "replay_header" as const,
+    schema_version: 1 as const,
+    model: "m",
+    trace: { path: "t", sha256: "x", requests: 1 },
+    engine: {},
+    gpu: "g",
+    started_at: "now",
+  };
+  // four decode requests reading two KV tokens
+  const step: ServedStep = {
+    kind: "step",
+    step_id: 1,
+    num_requests: 4,
+    num_scheduled_tokens: 4,
+    num_prefill_requests: 0,
+    sum_prefill_tokens: 0,
+    sum_prefill_kv_tokens: 0,
+    num_decode_requests: 4,
+    sum_decode_kv_tokens: 2,
+    num_preempted: 0,
+    num_block_copies: 0,
+    t_ms: 1,
+    wall_ms: 3,
+    interval_ms: 3,
+    gpu_ms: null,
+  };
+  writeFileSync(served, formatStepLine(header) + formatStepLine(step));
+  const r = runTask("fidelity", ["--library", library, "--served", served]);
+  assert.is(r.code, 2, r.stderr);
+  assert.not.match(r.stderr, /\n\s+at /, "no stack trace");
+  assert.match(r.stderr, /steps-kv\.jsonl:2: sum_decode_kv_tokens < num_decode_requests/);
+});
+
+test("predict refuses a library decode row without requests with exit code 2", () => {
+  const a = syntheticArtifact([
+    { point: decodePoint(1, 16), regime: "real_kv", walls: [0.002] },
+    { point: decodePoint(4, 64), regime: "real_kv", walls: [0.003] },
+  ]);
+  // A decode fpm with num_decode_requests 0 (checkArtifact accepts any integer >= 0).
+  const bad = {
+    ...a,
+    results: a.results.map((r, i) =>
+      i === 0
+        ? { ...r, fpms: r.fpms.map((f) => ({ ...f, num_decode_requests: 0, num_requests: 0 })) }
+        : r
+    ),
+  };
+  const library = join(dir, "bad.json");
+  writeFileSync(library, JSON.stringify(bad));
+  const r = runTask("predict", ["--library", library, "--batch", "4", "--kv", "64"]);
+  assert.is(r.code, 2, r.stderr);
+  assert.not.match(r.stderr, /\n\s+at /, "no stack trace");
+  assert.match(r.stderr, /results\[0\]: a decode fpm needs num_decode_requests >= 1/);
+});
+
 test.run();

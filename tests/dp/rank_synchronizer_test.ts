@@ -301,4 +301,31 @@ test("a follower that sends its notice and leaves mid-round: rank 0 reports the 
   }
 });
 
+test("a rank that never connects is named by rank 0 even when a follower gave up on rank 0 first", async () => {
+  // bench calls connect() after loading the model, so the ranks' hello rounds start apart
+  // by their load times. Here rank 1 starts 1.5 s before rank 0 (the follower's grace is a
+  // quarter of the 1 s limit), and rank 2 died while loading: it never connects. README:
+  // "a rank that dies or never connects is named in the others' timeout error".
+  const group = await createGroup(3, { timeoutMs: 1000 }, [0, 1]);
+  try {
+    const e1 = failureOf(group[1].connect());
+    await sleep(1500);
+    const e0 = await failureOf(group[0].connect());
+    const err1 = await e1;
+    // rank 0 knows who is missing (it holds rank 1's hello); its error, the one the merged
+    // artifact reports, must name rank 2, not only rank 1's complaint about rank 0.
+    assert.equal([e0.code, e0.ranks], ["timeout", [2]]);
+    assert.match(
+      e0.message,
+      /^rank 2 never connected to rank 0 at .*; rank 1 stopped waiting first/,
+    );
+    assert.match(
+      err1.message,
+      /rank 0 is not up, or still waits for a rank that has not connected/,
+    );
+  } finally {
+    closeAll(group);
+  }
+});
+
 test.run();

@@ -191,4 +191,28 @@ test("a step log round-trips and malformed lines are named", () => {
   );
 });
 
+test("a unit of two kinds is scored under 'all' only, by no regime's predictor", () => {
+  // A prefill step, then a decode step seen late (interval under 90% of its GPU time): one
+  // unit of two kinds. fidelity.ts's module doc: "A unit of steps of different kinds is
+  // scored under "all" only, by the whole library."
+  const report = fidelity(rows(), [
+    { ...prefillStep(1, 500, 10), gpu_ms: 10 },
+    { ...decodeStep(2, 2, 100, 5), gpu_ms: 10 },
+  ], { methods: ["grid"] });
+  assert.is(report.coalesced, 1);
+  const g = (regime: string, kind: string) =>
+    report.groups.find((x) => x.regime === regime && x.kind === kind);
+  assert.ok(g("all", "all"));
+  assert.is(g("real_kv", "all"), undefined); // the decode regimes leave it out ...
+  // ... but the prefill regime's predictor scores it (decode step predicted by every decode
+  // regime's rows merged), so its "all" line holds a decode step.
+  assert.is(
+    g("not_applicable", "all"),
+    undefined,
+    `not_applicable/all scored ${
+      g("not_applicable", "all")?.scored
+    } steps of a prefill+decode unit`,
+  );
+});
+
 test.run();

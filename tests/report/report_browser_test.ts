@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { renderReport } from "../../src/report/html_report.ts";
 import { CHROMIUM_PATH, withChromium } from "./chromium.ts";
-import { reportArtifacts } from "./report_fixture.ts";
+import { reportArtifacts, reportTimings } from "./report_fixture.ts";
 
 test("the report loads offline without console errors, every chart renders, a screenshot is written", async () => {
   assert.ok(
@@ -19,7 +19,7 @@ test("the report loads offline without console errors, every chart renders, a sc
   );
   const dir = mkdtempSync(join(tmpdir(), "webfpm-report-"));
   const page = join(dir, "report.html");
-  writeFileSync(page, renderReport(reportArtifacts()));
+  writeFileSync(page, renderReport(reportArtifacts(), { kernelTimings: reportTimings() }));
   const shot = join(dir, "report.png");
   await withChromium(async (context) => {
     const tab = await context.newPage();

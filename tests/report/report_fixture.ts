@@ -1,9 +1,10 @@
 /**
  * Artifacts that exercise every section of the HTML report: decode points on real and
  * fake KV at the same coordinates (median-of-3 on the real ones), prefill slices,
- * skipped points, and recorded kernel timings.
+ * skipped points; and a kernel timing summary as `profile --json` writes it.
  */
 import type { BenchArtifact } from "../../src/bench/artifact.ts";
+import type { ReportKernelTimings } from "../../src/report/html_report.ts";
 import { summarizeSpans } from "../../src/report/kernel_timings.ts";
 import {
   decodePoint,
@@ -12,7 +13,7 @@ import {
   type SyntheticRow,
 } from "./synthetic_artifact.ts";
 
-/** Two artifacts: a real-KV run with kernel timings, and a fake-KV (legacy) run. */
+/** Two artifacts: a real-KV run and a fake-KV (legacy) run. */
 export function reportArtifacts(): { name: string; artifact: BenchArtifact }[] {
   const real: SyntheticRow[] = [];
   const fake: SyntheticRow[] = [];
@@ -38,7 +39,22 @@ export function reportArtifacts(): { name: string; artifact: BenchArtifact }[] {
       });
     }
   }
-  const timings = summarizeSpans([{
+  const realArtifact = syntheticArtifact(real, {
+    runId: "real-run",
+    skipped: [
+      { point: decodePoint(16, 65536), reason: "capacity: the pool cannot hold 16 x 4096" },
+      { point: prefillPoint(4, 4096, 2048), reason: "fake_prefix_miss: 3 of 128 blocks evicted" },
+    ],
+  });
+  return [
+    { name: "real.json", artifact: realArtifact },
+    { name: "fake.json", artifact: syntheticArtifact(fake, { runId: "fake-run" }) },
+  ];
+}
+
+/** One step's kernel timing summary, as `report --profile` reads it from `profile --json`. */
+export function reportTimings(): ReportKernelTimings[] {
+  const summary = summarizeSpans([{
     spans: [
       { label: "rmsnorm", kernel: "rmsnorm", us: 20, startUs: 0 },
       { label: "linear qkv", kernel: "gemv", us: 60, startUs: 25 },
@@ -47,18 +63,5 @@ export function reportArtifacts(): { name: string; artifact: BenchArtifact }[] {
     ],
     cost: new Map([["linear qkv", { calls: 1, bytes: 6e6, flops: 6e6 }]]),
   }], { bandwidthGbps: 200 });
-  const realArtifact = {
-    ...syntheticArtifact(real, {
-      runId: "real-run",
-      skipped: [
-        { point: decodePoint(16, 65536), reason: "capacity: the pool cannot hold 16 x 4096" },
-        { point: prefillPoint(4, 4096, 2048), reason: "fake_prefix_miss: 3 of 128 blocks evicted" },
-      ],
-    }),
-    kernel_timings: [{ benchmark_id: 2, point_key: "decode:1:256", summary: timings }],
-  } as BenchArtifact;
-  return [
-    { name: "real.json", artifact: realArtifact },
-    { name: "fake.json", artifact: syntheticArtifact(fake, { runId: "fake-run" }) },
-  ];
+  return [{ title: "profile.json: decode 1 x 256", summary }];
 }
