@@ -134,6 +134,12 @@ export class Engine {
           `step token budget ${tokens} must be an integer in 1..${most} (the model's step)`,
         );
       }
+      if (!this.config.enableChunkedPrefill && tokens < this.config.maxModelLen) {
+        throw new Error(
+          `without chunked prefill the step token budget (${tokens}) must be >= maxModelLen ` +
+            `(${this.config.maxModelLen}), or a long request could never be scheduled`,
+        );
+      }
     }
     this.scheduler.stepTokenBudget = tokens;
   }

@@ -195,8 +195,11 @@ export class Scheduler {
     }
     this.kv.completeStep(output.stepId);
     output.sampleRequests.forEach((request, row) => {
-      if (request.status === "finished" || request.stopped) return;
+      if (request.status === "finished") return;
       request.numOutputPlaceholders--;
+      // a token past a stop (a step scheduled before the stop was seen): discarded, but no
+      // longer in flight, so a park waiting for the request to drain can happen
+      if (request.stopped) return;
       const token = sampled[row];
       request.tokenIds.push(token);
       this.kv.cacheBlocks(request, request.numComputedTokens);

@@ -6,7 +6,12 @@ import type { GenerationParams } from "../../src/engine/generation_params.ts";
 import type { RequestOutput } from "../../src/engine/request.ts";
 import type { StepObservation } from "../../src/engine/step_observation.ts";
 import { Rng } from "../../src/util/rng.ts";
-import { CpuTestModel, type CpuTestModelOptions, referenceGenerate } from "./cpu_test_model.ts";
+import {
+  CpuTestModel,
+  type CpuTestModelOptions,
+  nextToken,
+  referenceGenerate,
+} from "./cpu_test_model.ts";
 
 function setup(model: Partial<CpuTestModelOptions>, config: Partial<EngineConfig> = {}) {
   const m = new CpuTestModel({ numBlocks: 64, blockSize: 4, ...model });
@@ -328,6 +333,38 @@ test("prefix caching: a request sharing a cached prefix (and salt) computes only
       referenceGenerate(Array.from(r.promptTokenIds), r.params, model),
     );
   }
+});
+
+test("async: a request to park that stops on EOS while its next step is in flight parks once that step lands", async () => {
+  const prompt = [5, 6, 7];
+  const eos = nextToken(prompt, { temperature: 0, seed: 0 }, 50); // the first sampled token
+  const model = new CpuTestModel({ numBlocks: 32, blockSize: 4, eosTokenIds: [eos] });
+  const engine = new Engine(model, { watermark: 0, asyncScheduling: true });
+  const r = engine.addRequest(prompt, { maxTokens: 10 }, { parkOnFinish: true });
+  await engine.step(); // samples EOS; r's next decode was scheduled before it arrived
+  assert.ok(r.stopped);
+  await engine.step(); // that step's token is discarded and r drains
+  assert.equal([r.status, r.numOutputPlaceholders, r.outputTokenIds], ["parked", 0, [eos]]);
+  assert.not.ok(engine.hasUnfinishedRequests());
+  // and runUntilDone ends rather than reporting no progress
+  const again = new Engine(new CpuTestModel({ numBlocks: 32, blockSize: 4, eosTokenIds: [eos] }), {
+    watermark: 0,
+    asyncScheduling: true,
+  });
+  const q = again.addRequest(prompt, { maxTokens: 10 }, { parkOnFinish: true });
+  await again.runUntilDone();
+  assert.is(q.status, "parked");
+});
+
+test("without chunked prefill a step token budget below maxModelLen is refused, as in the config", () => {
+  const model = new CpuTestModel({ numBlocks: 32, blockSize: 4, maxModelLen: 64 });
+  const engine = new Engine(model, { watermark: 0, enableChunkedPrefill: false });
+  assert.throws(
+    () => engine.setStepTokenBudget(8),
+    /without chunked prefill the step token budget \(8\) must be >= maxModelLen \(64\)/,
+  );
+  engine.setStepTokenBudget(64);
+  assert.is(engine.stepTokenBudget, 64);
 });
 
 test.run();
