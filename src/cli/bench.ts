@@ -10,7 +10,7 @@
  * the measured points), 130 Ctrl-C (a `partial` artifact keeps them).
  */
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync } from "node:fs";
 import { basename, join } from "node:path";
 import process from "node:process";
 import { Engine } from "../engine/engine.ts";
@@ -307,6 +307,12 @@ await runCli(async () => {
   } catch (err) {
     await abortRank(dp, err);
     throw new UsageError(`--out: ${(err as Error).message}`);
+  }
+  if (dp && existsSync(out)) {
+    // a rank's file from an earlier run must not stand in for this run's in the merge, should
+    // this rank die before its first write: kept aside, not lost
+    renameSync(out, `${out}.prev`);
+    log(`dp: moved the earlier run's ${basename(out)} to ${basename(out)}.prev`);
   }
   let trace: ReturnType<typeof stepTrace> | null = null;
   if (opts.stepTrace !== undefined) {

@@ -293,8 +293,12 @@ test("a rank that never connects: a timeout error naming it, on rank 0 and on a 
     "off",
     ...SMALL_ENGINE,
   ];
+  // an earlier run's file of this rank is moved aside, not merged as this run's
+  writeFileSync(join(w.dir, "run_dp0.json"), "an earlier run's\n");
   const alone0 = await bench(["--dp-rank", "0", ...common]).exit;
   assert.is(alone0.code, 1, alone0.stderr);
+  assert.is(readFileSync(join(w.dir, "run_dp0.json.prev"), "utf8"), "an earlier run's\n");
+  assert.match(alone0.stderr, /dp: moved the earlier run's run_dp0\.json to run_dp0\.json\.prev/);
   const never = new RegExp(
     `rank 1 never connected to rank 0 at tcp://${
       master.replace(/\./g, "\\.")
