@@ -47,6 +47,12 @@ export interface KernelCase<F extends ParamFields> {
    */
   reference(inputs: Record<string, HostArray>, variant: Variant): Record<string, HostArray>;
   tolerance(variant: Variant): Tolerance;
+  /**
+   * Tolerances of some compared bindings in place of `tolerance`'s: an f32 output beside an
+   * f16 one keeps the f32 bound its own arithmetic earns (one bound a case would let an error
+   * of f16's rounding size through).
+   */
+  bindingTolerances?(variant: Variant): Readonly<Record<string, Tolerance>>;
   /** Minimum bytes the kernel must move (each input read once, each output written once). */
   bytes(variant: Variant): number;
   readonly flops: number;

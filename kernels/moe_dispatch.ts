@@ -15,7 +15,7 @@
  * ```
  */
 import type { Rng } from "../src/util/rng.ts";
-import type { KernelCase } from "./case.ts";
+import type { HostArray, KernelCase } from "./case.ts";
 import type { BindingSpec, KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { MOE_MAX_EXPERTS, MOE_MAX_TOPK } from "./moe_router.ts";
@@ -262,12 +262,22 @@ function dispatchCase(
       badId ? " bad-id" : ""
     } ${note}`.trim(),
     params: p,
+    // With a bad id, row_of starts out holding an earlier layer's rows (0), not the poison
+    // (0xffffffff, MOE_NO_ROW itself): the dropped assignment's MOE_NO_ROW must be written.
     inputs: (rng) => {
       const ids = sampleRouting(rng, tokens, experts, topK, pattern);
-      if (badId) ids[Math.floor(n / 2)] = experts + 3;
-      return { topk_ids: ids };
+      const inputs: Record<string, HostArray> = { topk_ids: ids };
+      if (badId) {
+        ids[Math.floor(n / 2)] = experts + 3;
+        inputs.row_of = new Uint32Array(n);
+      }
+      return inputs;
     },
-    outputs: dispatchOutputSizes(n, experts, maxItems),
+    outputs: Object.fromEntries(
+      Object.entries(dispatchOutputSizes(n, experts, maxItems)).filter(([k]) =>
+        !(badId && k === "row_of")
+      ),
+    ),
     reference: (inp) => dispatchOutputsOf(moeDispatchRef(inp.topk_ids as Int32Array, p)),
     tolerance: () => ({ atol: 0, rtol: 0 }),
     bytes: () => n * 12 + (experts + 1) * 4 + 16 * (1 + maxItems) + 24,

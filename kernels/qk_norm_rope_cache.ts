@@ -180,6 +180,8 @@ interface CaseShape extends QkvShape {
   readonly padding?: readonly number[];
   /** Split-K partial sums the kernel adds up (default 1: the projection itself). */
   readonly splits?: number;
+  /** The projection's spread (default 2); about sqrt(eps) makes the norm's eps count. */
+  readonly qkvStd?: number;
 }
 
 function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
@@ -208,7 +210,10 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
       const slotMapping = Int32Array.from(rng.shuffle([...Array(slots).keys()]).slice(0, tokens));
       for (const t of c.padding ?? []) slotMapping[t] = -1;
       return {
-        qkv: rng.fillNormal(new Float32Array(splits * tokens * width), 2 / Math.sqrt(splits)),
+        qkv: rng.fillNormal(
+          new Float32Array(splits * tokens * width),
+          (c.qkvStd ?? 2) / Math.sqrt(splits),
+        ),
         q_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
         k_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
         cos_sin: ropeTable(c.maxPositions, hd, 1e6),
@@ -241,6 +246,8 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
       return { q_out: r.q, k_cache: r.kCache, v_cache: r.vCache };
     },
     tolerance: (v) => v.dtype === "f16" ? { atol: 1e-4, rtol: 1e-3 } : { atol: 1e-5, rtol: 1e-4 },
+    // q_out is f32 in every form, computed in f32 from the (rounded) inputs: the f32 bound
+    bindingTolerances: () => ({ q_out: { atol: 1e-5, rtol: 1e-4 } }),
     bytes: (v) => {
       const t = v.dtype === "f16" ? 2 : 4;
       return splits * tokens * width * 4 + tokens * nq * hd * 4 +
@@ -275,6 +282,18 @@ export const cases: KernelCase<typeof params.fields>[] = [
     maxPositions: 64,
     qkNorm: true,
     padding: [3],
+  }),
+  qkCase({
+    label: "4 tokens q/kv=2/1 hd=16 bs=4, qk norm, rms ~ 1e-3 (eps counts)",
+    tokens: 4,
+    numQHeads: 2,
+    numKvHeads: 1,
+    headDim: 16,
+    blockSize: 4,
+    numBlocks: 2,
+    maxPositions: 64,
+    qkNorm: true,
+    qkvStd: 1e-3,
   }),
   qkCase(MIXTRAL_FORM),
   qkCase({

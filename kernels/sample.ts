@@ -147,11 +147,16 @@ export function sampleRef(
   return out;
 }
 
+/**
+ * `spread`: the logits' standard deviation. At 3 the winner hardly depends on T; flat logits
+ * (0.5 over a small vocabulary) make a wrong or ignored temperature pick other tokens.
+ */
 function sampleCase(
   vocab: number,
   temperatures: readonly number[],
   note = "",
   ties = false,
+  spread = 3,
 ): KernelCase<typeof params.fields> {
   const rows = temperatures.length;
   return {
@@ -160,7 +165,7 @@ function sampleCase(
     } ${note}`.trim(),
     params: sampleParams(rows, vocab),
     inputs: (rng) => {
-      const logits = rng.fillNormal(new Float32Array(rows * vocab), 3);
+      const logits = rng.fillNormal(new Float32Array(rows * vocab), spread);
       // Whole numbers in a narrow range: every row has tied maxima.
       if (ties) {
         for (let i = 0; i < logits.length; i++) logits[i] = Math.min(2, Math.round(logits[i]));
@@ -189,6 +194,7 @@ export const cases = [
   sampleCase(1001, [0, 0.7, 1, 1.5, 0, 1]),
   sampleCase(37, mixed(9), "", true),
   sampleCase(5, [1, 1, 1, 1, 0.5, 0.5, 2, 2]),
+  sampleCase(64, [0.25, 0.5, 2, 4, 0.25, 0.5, 2, 4, 0, 1], "flat logits", false, 0.5),
   sampleCase(151936, [0], "qwen3 vocab"),
   sampleCase(151936, [0.7], "qwen3 vocab"),
   sampleCase(151936, mixed(64), "qwen3 vocab"),

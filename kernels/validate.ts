@@ -185,12 +185,14 @@ export async function validateCase<F extends ParamFields>(
   device.queue.submit([encoder.finish()]);
 
   const expected = await cachedReference(spec.name, kcase, inputs, variant, references);
-  const tol = kcase.tolerance(variant);
+  const caseTol = kcase.tolerance(variant);
+  const bindingTols = kcase.bindingTolerances?.(variant) ?? {};
   let maxAbs = 0, maxRef = 0, bad = 0;
   let firstBad: string | undefined;
   for (const [name, want] of Object.entries(expected)) {
     const binding = spec.bindings.find((b) => b.name === name);
     if (!binding) throw new Error(`${spec.name}: reference names unknown binding '${name}'`);
+    const tol = bindingTols[name] ?? caseTol;
     const raw = await readBuffer(
       device,
       buffers[name],
@@ -241,8 +243,8 @@ export async function validateCase<F extends ParamFields>(
     variant: variant.name,
     maxAbs,
     maxRel: maxRef > 0 ? maxAbs / maxRef : maxAbs,
-    atol: tol.atol,
-    rtol: tol.rtol,
+    atol: caseTol.atol,
+    rtol: caseTol.rtol,
     pass: bad === 0,
     bad,
     firstBad,

@@ -23,7 +23,13 @@ async function dispatch(
   const p = moeDispatchParams({ tokens, topK, experts, blockM, gridXGateUp: 7, gridXDown: 9 });
   const n = tokens * topK;
   const maxItems = moeMaxWorkItems(n, experts, blockM);
-  const out = await dispatchOnce(await sharedGpu(), spec, "f32", p, { topk_ids: ids }, {
+  // row_of starts out holding neither a row nor MOE_NO_ROW (the outputs' 0xff poison is
+  // MOE_NO_ROW itself): every entry the test reads back was written by the kernel
+  const stale = new Uint32Array(Math.max(1, n)).fill(0xdeadbeef);
+  const out = await dispatchOnce(await sharedGpu(), spec, "f32", p, {
+    topk_ids: ids,
+    row_of: stale,
+  }, {
     expert_offsets: (experts + 1) * 4,
     sorted_token: Math.max(4, n * 4),
     row_of: Math.max(4, n * 4),
