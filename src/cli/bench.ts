@@ -44,6 +44,7 @@ import {
   stepRoundLine,
 } from "../bench/dp/mod.ts";
 import { launchRanks } from "./bench_launcher.ts";
+import { checkedModel } from "./model_spec.ts";
 
 const DEFAULT_FIXTURE = "tiny-qwen3-moe";
 /**
@@ -327,11 +328,19 @@ await runCli(async () => {
   const preset = opts.grid ?? (defaultModel ? "smoke" : "full");
 
   let manifest: ManifestInput | null = null;
-  let manifestError: unknown = null;
+  // bad input found before any work: a failed artifact names it (exit 2)
+  let inputError: unknown = null;
   try {
     manifest = opts.points === undefined ? null : readManifest(userPath(opts.points));
   } catch (err) {
-    manifestError = err;
+    inputError = err;
+  }
+  if (inputError === null && !defaultModel) {
+    try {
+      checkedModel(modelSpec); // the config and the checkpoint's tensors, before the GPU opens
+    } catch (err) {
+      inputError = err;
+    }
   }
   // kvwarm's stage steps (untimed): the run's seeder takes them, the model's step holds them
   const stageTokens = opts.kvwarmStepTokens ?? KVWARM_STAGE_TOKENS;
@@ -359,13 +368,11 @@ await runCli(async () => {
     run.builder.attentionDp = () => dp.section();
     dp.onPeerInterrupt = (why) => run.interrupt(why);
   }
-  if (manifestError !== null) {
-    run.fail(manifestError, "input");
+  if (inputError !== null) {
+    run.fail(inputError, "input");
     log(`bench: wrote ${out} (status failed)`);
-    await abortRank(dp, manifestError);
-    throw manifestError instanceof ManifestError
-      ? new InputError(manifestError.message)
-      : manifestError;
+    await abortRank(dp, inputError);
+    throw inputError instanceof ManifestError ? new InputError(inputError.message) : inputError;
   }
   // the signal that interrupted this rank, if one did
   let ownSignal: "SIGINT" | "SIGTERM" | null = null;

@@ -23,9 +23,9 @@ import {
 } from "../model/gpu_model.ts";
 import { type Placement, PLACEMENTS } from "../gpu/buffer_ranges.ts";
 import { ModelTokenizer, qwen3TokenizerJsonPath } from "../model/tokenizer.ts";
-import { resolveModelConfig } from "../model/config.ts";
 import { userPath } from "../util/user_path.ts";
 import { InputError } from "./run_cli.ts";
+import { checkedModel } from "./model_spec.ts";
 import type { OptionSpec } from "./args.ts";
 
 /** Options every model-running command of this area takes. */
@@ -446,12 +446,7 @@ export async function loadModel(
   log: (line: string) => void,
   extra: { profile?: boolean } = {},
 ): Promise<GpuModel> {
-  const spec = modelSpec(opts);
-  try {
-    resolveModelConfig(spec);
-  } catch (err) {
-    throw new InputError(`--model ${opts.model}: ${(err as Error).message}`);
-  }
+  const { spec } = checkedModel(modelSpec(opts));
   return await GpuModel.load(gpu, spec, {
     dtype: opts.dtype as "f16" | "f32" | undefined,
     kvCacheBytes: opts.kvCacheGb === undefined ? undefined : Math.floor(opts.kvCacheGb * 2 ** 30),
@@ -462,9 +457,16 @@ export async function loadModel(
   }, log);
 }
 
-/** The model's tokenizer: the folder's tokenizer.json, or Qwen3's for synthetic models. */
+/**
+ * The model's tokenizer: the folder's tokenizer.json, or Qwen3's for synthetic models and
+ * folders without one (as openModelSpec); InputError naming a file that cannot be read.
+ */
 export function loadTokenizer(opts: ModelOptionValues): ModelTokenizer {
   const spec = modelSpec(opts);
-  if (spec.startsWith("synthetic:")) return ModelTokenizer.fromFile(qwen3TokenizerJsonPath());
-  return ModelTokenizer.fromDir(spec);
+  const own = spec.startsWith("synthetic:") ? null : join(spec, "tokenizer.json");
+  try {
+    return ModelTokenizer.fromFile(own && existsSync(own) ? own : qwen3TokenizerJsonPath());
+  } catch (err) {
+    throw new InputError((err as Error).message);
+  }
 }

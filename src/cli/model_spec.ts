@@ -30,11 +30,11 @@ export interface ModelSpec {
 }
 
 /**
- * Resolves and checks `--model` (a folder path relative to the caller, or
- * `synthetic:NAME`): config, checkpoint tensors (names, shapes, dtypes) and tokenizer.
- * Throws InputError naming the problem.
+ * Resolves and checks `--model` (a folder path relative to the caller, or `synthetic:NAME`):
+ * its config and, for a folder, the checkpoint's tensors (names, shapes, dtypes, every shard
+ * readable), before any GPU work. Throws InputError naming the problem.
  */
-export function openModelSpec(model: string): ModelSpec {
+export function checkedModel(model: string): { spec: string; config: ModelConfig } {
   const synthetic = model.startsWith("synthetic:");
   const spec = synthetic ? model : userPath(model);
   if (!synthetic) {
@@ -59,6 +59,16 @@ export function openModelSpec(model: string): ModelSpec {
       throw new InputError((err as Error).message);
     }
   }
+  return { spec, config };
+}
+
+/**
+ * Resolves and checks `--model` as {@link checkedModel} does, and opens its tokenizer.
+ * Throws InputError naming the problem.
+ */
+export function openModelSpec(model: string): ModelSpec {
+  const { spec, config } = checkedModel(model);
+  const synthetic = spec.startsWith("synthetic:");
   const own = synthetic ? null : join(spec, "tokenizer.json");
   const path = own && existsSync(own) ? own : qwen3TokenizerJsonPath();
   let tokenizer: ModelTokenizer;

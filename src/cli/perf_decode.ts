@@ -34,6 +34,7 @@ import { runCli } from "./run_cli.ts";
 import { runRecord } from "./run_record.ts";
 import { round3, upperMedian } from "../util/sample_stats.ts";
 import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
+import { checkedModel } from "./model_spec.ts";
 
 const SPEC = {
   model: {
@@ -200,6 +201,7 @@ await runCli(async () => {
     : [];
   const ctxs = intList("--ctx", o.ctx);
   const peer: PeerPoint[] = o.peer ? readPeer(userPath(o.peer)) : [];
+  const { spec: modelSpec } = checkedModel(o.model);
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
   const bw = await readRoof(gpu, o.bandwidthGbps);
@@ -211,7 +213,7 @@ await runCli(async () => {
   const extraPoints = [...profilePoints, ...stagePoints];
   const maxBatch = Math.max(...batches, ...extraPoints.map(([b]) => b));
   const maxCtx = Math.max(...ctxs, ...extraPoints.map(([, c]) => c));
-  const model0 = await GpuModel.load(gpu, o.model, {
+  const model0 = await GpuModel.load(gpu, modelSpec, {
     dtype: o.dtype as "f16" | "f32" | undefined,
     kvCacheBytes: o.kvCacheGb ? o.kvCacheGb * 2 ** 30 : undefined,
     maxNumSeqs: Math.max(maxBatch, 1),

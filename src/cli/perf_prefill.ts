@@ -18,6 +18,7 @@ import { runCli } from "./run_cli.ts";
 import { runRecord } from "./run_record.ts";
 import { upperMedian } from "../util/sample_stats.ts";
 import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
+import { checkedModel } from "./model_spec.ts";
 import { reportStepProfile } from "../perf/kernel_profile.ts";
 
 const SPEC = {
@@ -95,6 +96,7 @@ await runCli(async () => {
     }
   }
   const peer: PeerPoint[] = o.peer ? readPeer(userPath(o.peer)) : [];
+  const { spec: modelSpec } = checkedModel(o.model);
   const gpu = await openGpu();
   console.log(describeGpu(gpu));
   const maxSeqTokens = Math.max(...shapes.map((s) => s.tokens), ...profileShapes.map(([, t]) => t));
@@ -107,7 +109,7 @@ await runCli(async () => {
       `a sequence of ${maxSeqTokens} tokens exceeds --max-num-tokens ${o.maxNumTokens}`,
     );
   }
-  const model = await GpuModel.load(gpu, o.model, {
+  const model = await GpuModel.load(gpu, modelSpec, {
     dtype: o.dtype as "f16" | "f32" | undefined,
     kvCacheBytes: o.kvCacheGb ? o.kvCacheGb * 2 ** 30 : undefined,
     maxNumTokens: o.maxNumTokens,

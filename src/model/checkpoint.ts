@@ -63,7 +63,10 @@ export class Checkpoint {
     }
     const byShard = new Map<string, string[]>();
     for (const [name, shard] of Object.entries(weightMap as Record<string, unknown>)) {
-      if (typeof shard !== "string" || shard.includes("/") || shard.includes("\\")) {
+      if (
+        typeof shard !== "string" || shard === "" || shard === "." || shard === ".." ||
+        shard.includes("/") || shard.includes("\\")
+      ) {
         throw new Error(`${indexPath}: tensor "${name}" maps to a bad shard name ${shard}`);
       }
       const names = byShard.get(shard) ?? [];

@@ -324,20 +324,27 @@ function readJson(path: string): unknown {
   }
 }
 
-/** rope_theta from transformers 5 `rope_parameters` or transformers 4 top level. */
+/**
+ * rope_theta from transformers 5 `rope_parameters` or transformers 4 top level. Both blocks are
+ * checked: transformers 5 runs `rope_scaling` where a config has both (a YaRN block added to a
+ * transformers-5 config, as model cards suggest), so a non-default type in either is refused.
+ */
 function parseRope(c: Record<string, unknown>, name: string): number {
-  const params = c.rope_parameters ?? c.rope_scaling;
   let theta = c.rope_theta;
-  if (params !== undefined && params !== null) {
+  for (const field of ["rope_parameters", "rope_scaling"] as const) {
+    const params = c[field];
+    if (params === undefined || params === null) continue;
     if (typeof params !== "object" || Array.isArray(params)) {
-      throw new Error(`${name}: field "rope_parameters" is not an object`);
+      throw new Error(`${name}: field "${field}" is not an object`);
     }
     const p = params as Record<string, unknown>;
     const type = p.rope_type ?? p.type ?? "default";
     if (type !== "default") {
-      throw new Error(`${name}: unsupported rope type "${type}" (only "default")`);
+      throw new Error(`${name}: unsupported rope type "${type}" in "${field}" (only "default")`);
     }
-    if (p.rope_theta !== undefined) theta = p.rope_theta;
+    if (p.rope_theta !== undefined && (field === "rope_parameters" || theta === undefined)) {
+      theta = p.rope_theta;
+    }
   }
   if (theta === undefined || theta === null) throw new Error(`${name}: missing field "rope_theta"`);
   if (typeof theta !== "number" || !(theta > 0)) {

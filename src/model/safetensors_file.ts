@@ -41,7 +41,10 @@ export class SafetensorsFile {
   static open(path: string): SafetensorsFile {
     const fd = openSync(path, "r");
     try {
-      const fileSize = fstatSync(fd).size;
+      const stat = fstatSync(fd);
+      // a folder opens on Linux, and only its first read fails (EISDIR, naming no file)
+      if (!stat.isFile()) throw new Error(`${path}: not a file`);
+      const fileSize = stat.size;
       const prefix = new Uint8Array(8);
       if (fileSize >= 8) preadFully(fd, prefix, 0, path);
       const len = checkSafetensorsHeaderLength(prefix, fileSize, path);

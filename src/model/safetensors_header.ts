@@ -123,7 +123,8 @@ export function parseSafetensorsHeader(
 
   for (const [name, entry] of Object.entries(parsed as Record<string, unknown>)) {
     if (name === "__metadata__") {
-      metadata = checkMetadata(entry, file);
+      // the reference reader takes an explicit null as no metadata
+      if (entry !== null) metadata = checkMetadata(entry, file);
       continue;
     }
     const where = `${file}: tensor "${name}"`;

@@ -1,6 +1,6 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureFixture } from "../../scripts/fixtures.ts";
@@ -171,6 +171,36 @@ test("a non-float tensor is refused by the float readers with its dtype", () => 
   assert.throws(() => ckpt.readF32("ids"), /"ids" has dtype I32/);
   assert.throws(() => ckpt.readF16Bits("ids"), /"ids" has dtype I32/);
   ckpt.close();
+});
+
+function errorOf(f: () => unknown): Error {
+  try {
+    f();
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error("expected an error");
+}
+
+test("an index naming a folder for a shard ('', '.', '..') is refused, naming the index", () => {
+  for (const shard of ["", ".", ".."]) {
+    const dir = mkdtempSync(join(tmpdir(), "webfpm-s47b-"));
+    const index = join(dir, "model.safetensors.index.json");
+    writeFileSync(index, JSON.stringify({ weight_map: { "model.norm.weight": shard } }));
+    const err = errorOf(() => Checkpoint.open(dir));
+    assert.not.match(err.message, /^EISDIR/, `shard ${JSON.stringify(shard)}: ${err.message}`);
+    assert.ok(
+      err.message.includes(index) || err.message.includes(dir),
+      `shard ${JSON.stringify(shard)}: ${err.message}`,
+    );
+  }
+});
+
+test("a model.safetensors that is a folder is refused, naming it", () => {
+  const dir = mkdtempSync(join(tmpdir(), "webfpm-s47b-"));
+  mkdirSync(join(dir, "model.safetensors"));
+  const err = errorOf(() => Checkpoint.open(dir));
+  assert.match(err.message, /model\.safetensors: not a file$/);
 });
 
 test.run();

@@ -4,7 +4,10 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SafetensorsFile } from "../../src/model/safetensors_file.ts";
-import { MAX_SAFETENSORS_HEADER_BYTES } from "../../src/model/safetensors_header.ts";
+import {
+  MAX_SAFETENSORS_HEADER_BYTES,
+  parseSafetensorsHeader,
+} from "../../src/model/safetensors_header.ts";
 import {
   encodeSafetensorsHeader,
   SafetensorsWriter,
@@ -202,6 +205,17 @@ test("a file shorter than the length prefix is not a safetensors file", () => {
   const path = join(dir, "tiny.safetensors");
   writeFileSync(path, new Uint8Array(3));
   throwsWith(() => SafetensorsFile.open(path), path, "not a safetensors file");
+});
+
+test('a header with "__metadata__": null is read, as the reference reader reads it', () => {
+  // safetensors' own reader (serde Option<HashMap>) takes null as no metadata
+  const json = new TextEncoder().encode(JSON.stringify({
+    __metadata__: null,
+    a: { dtype: "F32", shape: [1], data_offsets: [0, 4] },
+  }));
+  const header = parseSafetensorsHeader(json, 8 + json.length + 4, "model.safetensors");
+  assert.equal([...header.tensors.keys()], ["a"]);
+  assert.equal(header.metadata, {});
 });
 
 test.run();
