@@ -18,6 +18,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -89,7 +90,14 @@ const HOST_PACKAGES = [
 await runCli(() => {
   const opts = parseArgs("bundle", "Writes the offline linux-x64 bundle.", {
     out: { type: "string", default: "dist/webfpm-linux-x64.tar", help: "archive to write" },
-    xzLevel: { type: "number", default: 6, integer: true, min: 0, help: "xz compression level" },
+    xzLevel: {
+      type: "number",
+      default: 6,
+      integer: true,
+      min: 0,
+      max: 9,
+      help: "xz compression level",
+    },
   }, process.argv.slice(2));
   const out = userPath(opts.out);
   const work = mkdtempSync(join(tmpdir(), "webfpm-bundle-"));
@@ -141,7 +149,10 @@ await runCli(() => {
     execFileSync("chmod", ["+x", join(top, "run")]);
     writeFileSync(join(top, "VERSION"), bundleId(top) + "\n");
     mkdirSync(dirname(out), { recursive: true });
-    execFileSync("tar", ["-C", work, "-cf", out, "webfpm"]);
+    // written beside and renamed into place: a failed tar leaves the last bundle whole
+    const partial = `${out}.partial`;
+    execFileSync("tar", ["-C", work, "-cf", partial, "webfpm"]);
+    renameSync(partial, out);
     const size = statSync(out).size;
     console.log(`bundle: ${relative(process.cwd(), out)} ${(size / 2 ** 20).toFixed(1)} MiB`);
     for (const f of readdirSync(top)) {

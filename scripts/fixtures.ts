@@ -216,10 +216,29 @@ function pad5(n: number): string {
 }
 
 if (import.meta.main) {
-  const recipes = fixtureRecipes();
-  const names = process.argv.slice(2);
-  for (const name of names.length > 0 ? names : Object.keys(recipes)) {
-    const { dir, generated } = ensureFixture(name);
-    console.log(`${generated ? "wrote" : "up to date"}: ${dir}`);
-  }
+  // the CLI helpers only where this runs as the task (src imports ensureFixture)
+  const { parseArgs, UsageError } = await import("../src/cli/args.ts");
+  const { runCli } = await import("../src/cli/run_cli.ts");
+  await runCli(() => {
+    const recipes = fixtureRecipes();
+    const known = Object.keys(recipes);
+    const opts = parseArgs(
+      "fixtures",
+      `Writes the deterministic tiny checkpoints to fixtures/out/ (all, or those named: ${
+        known.join(", ")
+      }).`,
+      {},
+      process.argv.slice(2),
+      "[NAME...]",
+    );
+    const unknown = opts._.filter((n) => !(n in recipes));
+    if (unknown.length > 0) {
+      throw new UsageError(`no fixture ${unknown.join(", ")} (known: ${known.join(", ")})`);
+    }
+    for (const name of opts._.length > 0 ? opts._ : known) {
+      const { dir, generated } = ensureFixture(name);
+      console.log(`${generated ? "wrote" : "up to date"}: ${dir}`);
+    }
+    return 0;
+  });
 }

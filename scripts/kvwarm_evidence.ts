@@ -20,7 +20,8 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
-import { parseArgs, UsageError } from "../src/cli/args.ts";
+import { parseArgs, type Parsed, UsageError } from "../src/cli/args.ts";
+import { runCli } from "../src/cli/run_cli.ts";
 import { Engine } from "../src/engine/engine.ts";
 import { openGpu } from "../src/gpu/device.ts";
 import { isMoeModel } from "../src/model/config.ts";
@@ -34,7 +35,7 @@ import { formatTable } from "../src/util/table.ts";
 import { ensureFixture } from "./fixtures.ts";
 import { userPath } from "../src/util/user_path.ts";
 
-const opts = parseArgs("kvwarm_evidence", "fake vs real KV on the same decode points", {
+const SPEC = {
   regime: { type: "string", values: ["fake", "real", "baseline"], help: "the run to do" },
   name: { type: "string", help: "file name of the run (default: the regime)" },
   compare: { type: "boolean", default: false, help: "print the tables of the saved runs" },
@@ -45,9 +46,8 @@ const opts = parseArgs("kvwarm_evidence", "fake vs real KV on the same decode po
   kvCacheGb: { type: "number", min: 0, help: "KV cache GiB (default: the model's choice)" },
   maxModelLen: { type: "number", integer: true, min: 8, help: "max model length" },
   outDir: { type: "string", default: "tmp/kvwarm-evidence", help: "where the runs go" },
-}, process.argv.slice(2));
-/** Where the runs go, resolved against the folder the user ran from (also through the bundle). */
-const outDir = userPath(opts.outDir);
+} as const;
+type Options = Parsed<typeof SPEC>;
 
 /** What a run saves beside its artifact. */
 interface Extra {
@@ -74,7 +74,12 @@ function experts(r: BenchResult, routing: Map<number, RoutingCapture>): [number,
   return [distinct / n, busiest / n];
 }
 
-async function runOne(regime: string, name: string): Promise<void> {
+async function runOne(
+  opts: Options,
+  outDir: string,
+  regime: string,
+  name: string,
+): Promise<void> {
   const spec = opts.model ?? ensureFixture("tiny-qwen3-moe").dir;
   const points = opts.batches.flatMap((b) =>
     opts.ctx.map((c) => ({ batch_size: Number(b), total_kv_read_tokens: Number(b) * Number(c) }))
@@ -146,7 +151,7 @@ async function runOne(regime: string, name: string): Promise<void> {
   }
 }
 
-function compare(): void {
+function compare(outDir: string): void {
   const runs = readdirSync(outDir).filter((f) => f.endsWith(".extra.json")).map((f) => {
     const name = f.slice(0, -".extra.json".length);
     const artifact: BenchArtifact = JSON.parse(
@@ -215,7 +220,18 @@ function compare(): void {
   }
 }
 
-mkdirSync(outDir, { recursive: true });
-if (opts.compare) compare();
-else if (opts.regime) await runOne(opts.regime, opts.name ?? opts.regime);
-else throw new UsageError("give --regime fake|real|baseline or --compare");
+await runCli(async () => {
+  const opts = parseArgs(
+    "kvwarm-evidence",
+    "fake vs real KV on the same decode points",
+    SPEC,
+    process.argv.slice(2),
+  );
+  // where the runs go, resolved against the folder the user ran from (also through the bundle)
+  const outDir = userPath(opts.outDir);
+  mkdirSync(outDir, { recursive: true });
+  if (opts.compare) compare(outDir);
+  else if (opts.regime) await runOne(opts, outDir, opts.regime, opts.name ?? opts.regime);
+  else throw new UsageError("give --regime fake|real|baseline or --compare");
+  return 0;
+});

@@ -9,7 +9,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import process from "node:process";
-import { parseArgs } from "../src/cli/args.ts";
+import { parseArgs, UsageError } from "../src/cli/args.ts";
 import { runCli } from "../src/cli/run_cli.ts";
 
 const ROOT = join(dirname(new URL(import.meta.url).pathname), "..");
@@ -35,6 +35,12 @@ await runCli(() => {
   const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
   const externals = Object.keys(pkg.dependencies ?? {}).flatMap((p) => ["--external", p]);
   const entries = cliEntries();
+  const unknown = (opts.task ?? []).filter((t) => !entries.has(t));
+  if (unknown.length > 0) {
+    throw new UsageError(
+      `--task: no src/cli task ${unknown.join(", ")} (known: ${[...entries.keys()].join(", ")})`,
+    );
+  }
   const outDir = join(ROOT, "dist", "node");
   mkdirSync(outDir, { recursive: true });
   for (const [task, entry] of entries) {

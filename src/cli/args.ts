@@ -14,7 +14,14 @@ import process from "node:process";
 
 export type OptionSpec =
   | { type: "string"; default?: string; help: string; values?: readonly string[] }
-  | { type: "number"; default?: number; help: string; integer?: boolean; min?: number }
+  | {
+    type: "number";
+    default?: number;
+    help: string;
+    integer?: boolean;
+    min?: number;
+    max?: number;
+  }
   | { type: "boolean"; default?: boolean; help: string }
   | { type: "list"; default?: readonly string[]; help: string };
 
@@ -39,13 +46,15 @@ export class UsageError extends Error {
 
 const flagName = (key: string) => "--" + key.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
 
-/** The --help text of a command. */
+/** The --help text of a command (`positionals`: how its arguments read, when it takes any). */
 export function helpText(
   command: string,
   summary: string,
   spec: Record<string, OptionSpec>,
+  positionals?: string,
 ): string {
-  const lines = [`usage: deno task ${command} [options]`, "", summary, "", "options:"];
+  const usage = `usage: deno task ${command} [options]${positionals ? ` ${positionals}` : ""}`;
+  const lines = [usage, "", summary, "", "options:"];
   for (const [key, s] of Object.entries(spec)) {
     const arg = s.type === "boolean"
       ? ""
@@ -62,12 +71,18 @@ export function helpText(
   return lines.join("\n");
 }
 
-/** Parses argv against the spec; prints help and exits 0 on --help. */
+/**
+ * Parses argv against the spec; prints help and exits 0 on --help. Arguments that are not
+ * options are refused unless `positionals` says how they read (e.g. "A.json B.json"): a
+ * forgotten flag (`validate rmsnorm`) or a space in a list (`--batch 1 8`) is an error, not
+ * silently dropped.
+ */
 export function parseArgs<const T extends Record<string, OptionSpec>>(
   command: string,
   summary: string,
   spec: T,
   argv: readonly string[],
+  positionals?: string,
 ): Parsed<T> {
   const out: Record<string, unknown> = {};
   const positional: string[] = [];
@@ -76,10 +91,13 @@ export function parseArgs<const T extends Record<string, OptionSpec>>(
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === "--help" || arg === "-h") {
-      console.log(helpText(command, summary, spec));
+      console.log(helpText(command, summary, spec, positionals));
       process.exit(0);
     }
     if (!arg.startsWith("--")) {
+      if (positionals === undefined) {
+        throw new UsageError(`unexpected argument '${arg}' (${command} takes options only)`);
+      }
       positional.push(arg);
       continue;
     }
@@ -109,6 +127,7 @@ export function parseArgs<const T extends Record<string, OptionSpec>>(
         throw new UsageError(`${flag}: '${raw}' is not an integer`);
       }
       if (s.min !== undefined && n < s.min) throw new UsageError(`${flag}: ${n} is below ${s.min}`);
+      if (s.max !== undefined && n > s.max) throw new UsageError(`${flag}: ${n} is above ${s.max}`);
       out[key] = n;
     } else if (s.type === "list") {
       out[key] = raw.split(",").map((x) => x.trim()).filter((x) => x.length);
@@ -123,13 +142,17 @@ export function parseArgs<const T extends Record<string, OptionSpec>>(
   return out as Parsed<T>;
 }
 
-/** Parses a comma-separated list of positive integers ("1,8,32"). */
+/** Parses a comma-separated list of distinct positive integers ("1,8,32"). */
 export function intList(flag: string, values: readonly string[]): number[] {
+  if (values.length === 0) throw new UsageError(`${flag}: nothing given`);
+  const seen = new Set<number>();
   return values.map((v) => {
     const n = Number(v);
     if (!Number.isInteger(n) || n <= 0) {
       throw new UsageError(`${flag}: '${v}' is not a positive integer`);
     }
+    if (seen.has(n)) throw new UsageError(`${flag}: ${n} is given twice`);
+    seen.add(n);
     return n;
   });
 }
@@ -144,12 +167,15 @@ export function sizePairs(
   what: string,
 ): [number, number][] {
   if (values.length === 0) throw new UsageError(`${flag}: nothing given`);
+  const seen = new Set<string>();
   return values.map((v) => {
     const m = /^(\d+)x(\d+)$/.exec(v.trim());
     const a = m ? Number(m[1]) : 0, b = m ? Number(m[2]) : 0;
     if (!(a >= 1 && b >= 1)) {
       throw new UsageError(`${flag}: '${v}' is not ${what} with both at least 1`);
     }
+    if (seen.has(`${a}x${b}`)) throw new UsageError(`${flag}: ${a}x${b} is given twice`);
+    seen.add(`${a}x${b}`);
     return [a, b];
   });
 }

@@ -266,7 +266,6 @@ function readManifest(path: string): ManifestInput {
 
 await runCli(async () => {
   const opts = parseArgs("bench", SUMMARY, SPEC, process.argv.slice(2));
-  if (opts._.length > 0) throw new UsageError(`unexpected argument ${opts._[0]}`);
   const blockSize = opts.blockSize;
   if ((blockSize & (blockSize - 1)) !== 0) {
     throw new UsageError(`--block-size: ${blockSize} is not a power of two`);

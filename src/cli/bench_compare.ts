@@ -29,6 +29,7 @@ await runCli(() => {
     "Per-point repeatability of two benchmark runs of the same points.",
     SPEC,
     process.argv.slice(2),
+    "A.json B.json",
   );
   if (opts._.length !== 2) throw new UsageError("name two artifacts: A.json B.json");
   const [a, b] = opts._.map((p) => {

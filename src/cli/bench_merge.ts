@@ -26,7 +26,6 @@ await runCli(() => {
     SPEC,
     process.argv.slice(2),
   );
-  if (opts._.length > 0) throw new UsageError(`unexpected argument ${opts._[0]}`);
   if (opts.out === undefined) throw new UsageError("--out is required");
   if (opts.dp === undefined) throw new UsageError("--dp is required");
   const out = userPath(opts.out);

@@ -65,6 +65,9 @@ await runCli(async () => {
   if (!existsSync(outDir) || !statSync(outDir).isDirectory()) {
     throw new InputError(`--out: folder ${outDir} does not exist`);
   }
+  if (existsSync(out) && statSync(out).isDirectory()) {
+    throw new InputError(`--out ${out} is a folder`);
+  }
   const model = openModelSpec(opts.model);
   if (model.tokenizerNote && opts.prompt !== undefined) console.error(model.tokenizerNote);
   const ids = opts.tokenIds !== undefined

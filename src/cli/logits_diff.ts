@@ -31,6 +31,7 @@ const SPEC = {
   minArgmaxAgree: {
     type: "number",
     min: 0,
+    max: 1,
     help: "exit 1 when the share of positions with the same argmax is below this (0-1)",
   },
 } as const;
@@ -41,6 +42,7 @@ await runCli(() => {
     "How two logits files of the same prompt differ.",
     SPEC,
     process.argv.slice(2),
+    "A.safetensors B.safetensors",
   );
   if (opts._.length !== 2) {
     throw new UsageError("name two logits files: A.safetensors B.safetensors");

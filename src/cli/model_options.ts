@@ -132,6 +132,7 @@ export const TENSOR_CORE_OPTIONS = {
   },
   moeTcDecodeRows: {
     type: "number",
+    integer: true,
     min: -1,
     help: "MoE steps with more than this many rows an expert (up to --moe-tensor-core-rows) " +
       "run the expert GEMMs' tensor-core decode forms (default 2; -1 never)",

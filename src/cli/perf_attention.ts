@@ -895,13 +895,13 @@ export async function main(argv: readonly string[]): Promise<number> {
     throw new UsageError(`--q-heads ${o.qHeads} is not a multiple of --kv-heads ${o.kvHeads}`);
   }
   if (o.headDim % 4 !== 0) throw new UsageError(`--head-dim ${o.headDim} is not a multiple of 4`);
-  const waves = intList("--split-waves", o.splitWaves ?? []);
+  const waves = o.splitWaves ? intList("--split-waves", o.splitWaves) : [];
   const asked: DecodeSplitTarget[] = [
-    ...intList("--split-workgroups", o.splitWorkgroups ?? []),
+    ...(o.splitWorkgroups ? intList("--split-workgroups", o.splitWorkgroups) : []),
     ...waves.map((wave) => ({ wave })),
   ];
   const targets: SplitPlanInputs["target"][] = asked.length ? asked : ["model"];
-  const minTokens = intList("--split-min-tokens", o.splitMinTokens ?? []);
+  const minTokens = o.splitMinTokens ? intList("--split-min-tokens", o.splitMinTokens) : [];
   const splitPlans = targets.flatMap((target) =>
     (minTokens.length ? minTokens : [undefined]).map((m) => ({ target, minTokens: m }))
   );

@@ -193,6 +193,7 @@ await runCli(async () => {
     SPEC,
     process.argv.slice(2),
   );
+  if (o.profileJson && !o.profile) throw new UsageError("--profile-json needs --profile");
   const batches = intList("--batch", o.batch);
   // the profile points, checked before minutes of GPU work
   const profilePoints = o.profile ? sizePairs("--profile", o.profile.split(","), "BATCHxCTX") : [];
@@ -231,6 +232,22 @@ await runCli(async () => {
     ...tensorCoreOptions(o),
   }, (m) => console.log(m));
   const model = model0;
+  // the profile and stage points, which run after the sweep, checked against the pool now
+  for (
+    const [points, flag, steps] of [[profilePoints, "--profile", 4], [
+      stagePoints,
+      "--stage-costs",
+      maxSteps,
+    ]] as const
+  ) {
+    for (const [b, c] of points) {
+      try {
+        new SyntheticDecode(model, b, c, steps);
+      } catch (err) {
+        throw new UsageError(`${flag} ${b}x${c}: ${(err as Error).message}`);
+      }
+    }
+  }
   const lv = model.linearVariants;
   console.log(
     `kernels: linear ${lv.gemv}, GEMM ${lv.gemm}, decode attention ${lv.decodeAttention}, ` +
@@ -475,10 +492,12 @@ function decodeStepCost(model: GpuModel, batch: number, ctx: number) {
 }
 
 function readPeer(path: string): PeerPoint[] {
+  let points: unknown;
   try {
-    const data = JSON.parse(readFileSync(path, "utf8"));
-    return data.points as PeerPoint[];
+    points = JSON.parse(readFileSync(path, "utf8"))?.points;
   } catch (err) {
     throw new UsageError(`--peer ${path}: ${(err as Error).message}`);
   }
+  if (!Array.isArray(points)) throw new UsageError(`--peer ${path}: no "points" list`);
+  return points as PeerPoint[];
 }

@@ -80,6 +80,7 @@ await runCli(async () => {
     SPEC,
     process.argv.slice(2),
   );
+  if (o.profileJson && !o.profile) throw new UsageError("--profile-json needs --profile");
   const shapes = sizePairs("--shapes", o.shapes, "BATCHxTOKENS").map(([batch, tokens]) => ({
     batch,
     tokens,
@@ -254,9 +255,12 @@ await runCli(async () => {
 });
 
 function readPeer(path: string): PeerPoint[] {
+  let points: unknown;
   try {
-    return JSON.parse(readFileSync(path, "utf8")).points as PeerPoint[];
+    points = JSON.parse(readFileSync(path, "utf8"))?.points;
   } catch (err) {
     throw new UsageError(`--peer ${path}: ${(err as Error).message}`);
   }
+  if (!Array.isArray(points)) throw new UsageError(`--peer ${path}: no "points" list`);
+  return points as PeerPoint[];
 }

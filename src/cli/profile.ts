@@ -5,16 +5,16 @@
  * step, bytes moved, achieved GB/s, % of the measured read-bandwidth roof, TFLOP/s.
  * `--trace` writes the last measured step as Chrome trace-event JSON (open it in Perfetto).
  */
-import { writeFileSync } from "node:fs";
 import process from "node:process";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { Engine } from "../engine/engine.ts";
 import { rooflineBytes } from "../model/step_cost.ts";
 import { chromeTrace } from "../report/chrome_trace.ts";
 import { summarizeSpans } from "../report/kernel_timings.ts";
+import { writeFileAtomic, writeJsonAtomic } from "../util/atomic_file.ts";
 import { formatTable } from "../util/table.ts";
 import { userPath } from "../util/user_path.ts";
-import { parseArgs } from "./args.ts";
+import { parseArgs, UsageError } from "./args.ts";
 import { loadModel, MODEL_OPTIONS } from "./model_options.ts";
 import { profileSteps } from "./profile_steps.ts";
 import { readBandwidthGbps } from "./bandwidth_roof.ts";
@@ -47,7 +47,7 @@ const SPEC = {
   json: { type: "string", help: "write the summary as JSON" },
   bandwidthGbps: {
     type: "number",
-    min: 0,
+    min: 1,
     help: "read-bandwidth roof in GB/s (default: measured with the read_bandwidth kernel)",
   },
 } as const;
@@ -59,6 +59,9 @@ await runCli(async () => {
     SPEC,
     process.argv.slice(2),
   );
+  if (opts.prefillTokens === undefined && opts.ctx < 1) {
+    throw new UsageError("a decode profile needs --ctx >= 1 (--ctx 0 only with --prefill-tokens)");
+  }
   const gpu = await openGpu();
   if (!gpu.timestamps) {
     throw new InputError("this adapter has no timestamp queries: kernels cannot be timed");
@@ -83,19 +86,13 @@ await runCli(async () => {
     maxNumBatchedTokens: budget,
     maxNumSeqs: model.maxNumSeqs,
   });
-  let steps;
-  try {
-    steps = await profileSteps(engine, model, {
-      batch: opts.batch,
-      ctx: opts.ctx,
-      prefillTokens: T,
-      steps: opts.steps,
-    });
-  } catch (err) {
-    const msg = (err as Error).message;
-    if (/^--|KV pool|exceeds/.test(msg)) throw new InputError(msg);
-    throw err;
-  }
+  // a shape the engine cannot take is an InputError (profile_steps.ts)
+  const steps = await profileSteps(engine, model, {
+    batch: opts.batch,
+    ctx: opts.ctx,
+    prefillTokens: T,
+    steps: opts.steps,
+  });
   const summary = summarizeSpans(steps, { bandwidthGbps: bandwidth });
   const title = T === undefined
     ? `decode batch ${opts.batch} ctx ${opts.ctx}`
@@ -134,18 +131,17 @@ await runCli(async () => {
         [label, c],
       ) => [label, { bytes_per_call: c.bytes / c.calls, flops_per_call: c.flops / c.calls }]),
     );
-    writeFileSync(userPath(opts.trace), JSON.stringify(chromeTrace(last.spans, { title, extra })));
+    writeFileAtomic(
+      userPath(opts.trace),
+      JSON.stringify(chromeTrace(last.spans, { title, extra })),
+    );
     console.log(`wrote ${opts.trace} (open it in Perfetto)`);
   }
   if (opts.json) {
-    writeFileSync(
-      userPath(opts.json),
-      JSON.stringify(
-        { shape: { batch: opts.batch, ctx: opts.ctx, prefill_tokens: T ?? null }, summary },
-        null,
-        1,
-      ),
-    );
+    writeJsonAtomic(userPath(opts.json), {
+      shape: { batch: opts.batch, ctx: opts.ctx, prefill_tokens: T ?? null },
+      summary,
+    });
   }
   model.destroy();
   gpu.destroy();

@@ -10,6 +10,7 @@
  * summarizeSpans(steps);
  * ```
  */
+import { InputError } from "./run_cli.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { GpuModel } from "../model/gpu_model.ts";
 import type { StepShape } from "../model/step_cost.ts";
@@ -43,31 +44,35 @@ export function balancedPartition(total: number, n: number): number[] {
 export function checkProfileShape(engine: Engine, shape: ProfileShape): void {
   const { batch, ctx } = shape;
   const T = shape.prefillTokens;
-  if (!Number.isInteger(batch) || batch < 1) throw new Error(`--batch must be >= 1, got ${batch}`);
-  if (!Number.isInteger(ctx) || ctx < 0) throw new Error(`--ctx must be >= 0, got ${ctx}`);
+  if (!Number.isInteger(batch) || batch < 1) {
+    throw new InputError(`--batch must be >= 1, got ${batch}`);
+  }
+  if (!Number.isInteger(ctx) || ctx < 0) throw new InputError(`--ctx must be >= 0, got ${ctx}`);
   if (batch > engine.config.maxNumSeqs) {
-    throw new Error(`--batch ${batch} exceeds the engine's ${engine.config.maxNumSeqs} sequences`);
+    throw new InputError(
+      `--batch ${batch} exceeds the engine's ${engine.config.maxNumSeqs} sequences`,
+    );
   }
   const steps = shape.steps ?? 3;
   if (T === undefined) {
-    if (ctx < 1) throw new Error("a decode profile needs --ctx >= 1");
+    if (ctx < 1) throw new InputError("a decode profile needs --ctx >= 1");
     if (ctx + steps + 2 > engine.config.maxModelLen) {
-      throw new Error(
+      throw new InputError(
         `--ctx ${ctx} plus ${steps + 1} steps exceeds max_model_len ${engine.config.maxModelLen}`,
       );
     }
   } else {
     if (!Number.isInteger(T) || T < batch) {
-      throw new Error(`--prefill-tokens must be an integer >= --batch (${batch}), got ${T}`);
+      throw new InputError(`--prefill-tokens must be an integer >= --batch (${batch}), got ${T}`);
     }
     if (T > engine.config.maxNumBatchedTokens) {
-      throw new Error(
+      throw new InputError(
         `--prefill-tokens ${T} exceeds the step budget of ${engine.config.maxNumBatchedTokens} tokens`,
       );
     }
     const longest = ctx + Math.ceil(T / batch);
     if (longest + 1 > engine.config.maxModelLen) {
-      throw new Error(
+      throw new InputError(
         `a request of ${longest} tokens exceeds max_model_len ${engine.config.maxModelLen}`,
       );
     }
@@ -96,7 +101,7 @@ export async function profileSteps(
         ignoreEos: true,
         cacheSalt: id,
       }, { requestId: id });
-      if (!req) throw new Error(`the KV pool cannot hold ${batch} requests of ${len} tokens`);
+      if (!req) throw new InputError(`the KV pool cannot hold ${batch} requests of ${len} tokens`);
       return req;
     });
   const measure = async (shapeOf: StepShape): Promise<ProfiledShapeStep> => {

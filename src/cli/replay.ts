@@ -5,7 +5,8 @@
  * per step (src/report/served_steps.ts), for `deno task fidelity`.
  */
 import { createHash } from "node:crypto";
-import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
 import process from "node:process";
 import { describeGpu, openGpu } from "../gpu/device.ts";
 import { Engine } from "../engine/engine.ts";
@@ -61,6 +62,13 @@ await runCli(async () => {
     throw new InputError((err as Error).message);
   }
   const chosen = opts.limit ? trace.requests.slice(0, opts.limit) : trace.requests;
+  if (chosen.length === 0) throw new InputError(`--trace ${opts.trace}: no requests to serve`);
+  // the step log's folder, made (or refused) before the model loads
+  try {
+    mkdirSync(dirname(userPath(opts.out)), { recursive: true });
+  } catch (err) {
+    throw new InputError(`--out ${opts.out}: ${(err as Error).message}`);
+  }
   const tokenizer = loadTokenizer(opts);
   let mismatches = 0;
   const tokenized = chosen.map((r) => {

@@ -27,6 +27,7 @@ await runCli(() => {
     "Writes one self-contained HTML report from benchmark artifacts (positional arguments).",
     SPEC,
     process.argv.slice(2),
+    "ARTIFACT.json...",
   );
   if (opts._.length === 0) throw new UsageError("name at least one artifact");
   if (!opts.out) throw new UsageError("--out is required");

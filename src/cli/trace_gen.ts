@@ -8,7 +8,7 @@
  * (nlp-corpus bodies whose sha256(body)[0] is odd; the benchmark measures on the other
  * half).
  */
-import { writeFileSync } from "node:fs";
+import { writeFileAtomic } from "../util/atomic_file.ts";
 import process from "node:process";
 import {
   isCollectionBody,
@@ -80,9 +80,14 @@ await runCli(() => {
   if (!opts.out) throw new UsageError("--out is required");
   if (!(opts.rate > 0)) throw new UsageError("--rate must be > 0");
   if (!(opts.shape > 0)) throw new UsageError("--shape must be > 0");
-  const tokenizer = opts.tokenizer
-    ? ModelTokenizer.fromDir(userPath(opts.tokenizer))
-    : ModelTokenizer.fromFile(qwen3TokenizerJsonPath());
+  let tokenizer: ModelTokenizer;
+  try {
+    tokenizer = opts.tokenizer
+      ? ModelTokenizer.fromDir(userPath(opts.tokenizer))
+      : ModelTokenizer.fromFile(qwen3TokenizerJsonPath());
+  } catch (err) {
+    throw new InputError(`--tokenizer: ${(err as Error).message}`);
+  }
   const { bodies, version } = loadTextBodies();
   const heldOut = bodies.filter((b) => !isCollectionBody(b));
   const want = Math.max(200_000, 4 * opts.promptMax);
@@ -131,7 +136,7 @@ await runCli(() => {
   } catch (err) {
     throw new InputError((err as Error).message);
   }
-  writeFileSync(userPath(opts.out), formatRequestTrace(trace));
+  writeFileAtomic(userPath(opts.out), formatRequestTrace(trace));
   const last = trace.requests[trace.requests.length - 1];
   const sum = (f: (r: TraceRequest) => number) => trace.requests.reduce((s, r) => s + f(r), 0);
   console.log(

@@ -84,6 +84,17 @@ await runCli(async () => {
       }
     })
     : KERNELS;
+  if (opts.variant) {
+    const known = new Set(modules.flatMap((m) => m.spec.variants.map((v) => v.name)));
+    const unknown = opts.variant.filter((v) => !known.has(v));
+    if (unknown.length > 0) {
+      throw new UsageError(
+        `--variant: ${unknown.join(", ")} is no variant of ${
+          opts.kernel ? opts.kernel.join(", ") : "any kernel"
+        } (known: ${[...known].join(", ")})`,
+      );
+    }
+  }
   const gpu = await openGpu({ noF16: opts.noF16, noSubgroups: opts.noSubgroups });
   const reps = opts.reps ?? (gpu.adapter.type === "cpu" ? 2 : 10);
   console.log(describeGpu(gpu));
