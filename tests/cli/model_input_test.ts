@@ -13,7 +13,6 @@ import {
   openSync,
   readFileSync,
   statSync,
-  writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,8 +21,6 @@ import { loadModel, loadTokenizer } from "../../src/cli/model_options.ts";
 import { InputError } from "../../src/cli/run_cli.ts";
 import type { Gpu } from "../../src/gpu/device.ts";
 import { ModelTokenizer, qwen3TokenizerJsonPath } from "../../src/model/tokenizer.ts";
-import { formatRequestTrace } from "../../src/report/request_trace.ts";
-import { generateTrace } from "../../src/report/trace_generator.ts";
 import { runTask } from "./cli_run.ts";
 
 const STACK_LINE = /^\s+at /m;
@@ -79,26 +76,9 @@ test("bench --model with no safetensors: exit 2, no stack trace, a failed artifa
 
 test("replay --model with a truncated shard: exit 2 naming it, no stack trace", () => {
   const dir = truncatedDense();
-  const tokenizer = ModelTokenizer.fromDir(dir);
-  const ids = tokenizer.encode("The committee met on Tuesday to review the budget. ".repeat(8));
-  const trace = generateTrace({
-    tokens: ids,
-    decode: (w) => tokenizer.decode(w),
-    corpus: { name: "t", sha256: "-", documents: 1, tokenizer: dir },
-  }, {
-    requests: 1,
-    seed: "s47b",
-    rateRps: 20,
-    promptMedian: 8,
-    promptSigma: 0.1,
-    promptMax: 10,
-    outputMedian: 2,
-    outputSigma: 0.1,
-    outputMin: 2,
-    outputMax: 2,
-  });
   const tracePath = join(dir, "trace.jsonl");
-  writeFileSync(tracePath, formatRequestTrace(trace));
+  const gen = runTask("trace_gen", ["--out", tracePath, "--requests", "1", "--prompt-max", "16"]);
+  assert.is(gen.code, 0, gen.stderr);
   const r = runTask("replay", [
     "--model",
     dir,

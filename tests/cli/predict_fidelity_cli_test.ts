@@ -32,6 +32,19 @@ writeFileSync(
   ])),
 );
 
+/** A step log's header for a trace of `requests` requests. */
+function replayHeader(requests: number) {
+  return {
+    kind: "replay_header" as const,
+    schema_version: 1 as const,
+    model: "m",
+    trace: { path: "t", sha256: "x", requests },
+    engine: {},
+    gpu: "g",
+    started_at: "now",
+  };
+}
+
 test("predict prints grid and fit predictions for a decode and a prefill step", () => {
   const d = runTask("predict", ["--library", library, "--batch", "4", "--kv", "200"]);
   assert.is(d.code, 0, d.stderr);
@@ -55,15 +68,7 @@ test("predict refuses outside the collected domain with exit code 2 and says why
 });
 
 test("fidelity prints MAPE, p50 and p90 per regime and step kind, and writes JSON", () => {
-  const header = {
-    kind: "replay_header" as const,
-    schema_version: 1 as const,
-    model: "m",
-    trace: { path: "t", sha256: "x", requests: 2 },
-    engine: {},
-    gpu: "g",
-    started_at: "now",
-  };
+  const header = replayHeader(2);
   const step = (id: number, b: number, k: number, ms: number): ServedStep => ({
     kind: "step",
     step_id: id,
@@ -118,15 +123,7 @@ test("fidelity refuses a served step no engine writes (fewer KV tokens than requ
     ])),
   );
   const served = join(dir, "steps-kv.jsonl");
-  const header = {
-    kind: "replay_header" as const,
-    schema_version: 1 as const,
-    model: "m",
-    trace: { path: "t", sha256: "x", requests: 1 },
-    engine: {},
-    gpu: "g",
-    started_at: "now",
-  };
+  const header = replayHeader(1);
   // four decode requests reading two KV tokens
   const step: ServedStep = {
     kind: "step",

@@ -40,45 +40,50 @@ function usageExit(r: { code: number; stdout: string; stderr: string }, what: Re
   assert.match(out, what);
 }
 
+/** perf-decode on the tiny fixture at one short point (a few seconds on lavapipe). */
+const PERF_DECODE = [
+  "--model",
+  tiny,
+  "--ctx",
+  "16",
+  "--steps",
+  "3",
+  "--warmup",
+  "1",
+  "--warmup-s",
+  "0",
+  "--bandwidth-gbps",
+  "100",
+];
+/** perf-prefill on the tiny fixture at one short shape. */
+const PERF_PREFILL = [
+  "--model",
+  tiny,
+  "--shapes",
+  "1x16",
+  "--max-num-tokens",
+  "64",
+  "--warmup-s",
+  "0",
+  "--reps",
+  "1",
+];
+
 // --- perf-prefill / perf-decode -----------------------------------------------------------
 
 test("perf-prefill: a --peer file without a points array is exit 2 naming --peer", () => {
   const peer = join(dir, "peer.json");
   writeFileSync(peer, "{}\n");
-  const r = runTask("perf_prefill", [
-    "--model",
-    tiny,
-    "--shapes",
-    "1x16",
-    "--max-num-tokens",
-    "64",
-    "--warmup-s",
-    "0",
-    "--reps",
-    "1",
-    "--peer",
-    peer,
-  ]);
+  const r = runTask("perf_prefill", [...PERF_PREFILL, "--peer", peer]);
   usageExit(r, /--peer/);
 });
 
 test("perf-decode: a --profile point the KV pool cannot hold is exit 2 before the sweep", () => {
   const json = join(dir, "pd.json");
   const r = runTask("perf_decode", [
-    "--model",
-    tiny,
+    ...PERF_DECODE,
     "--batch",
     "1",
-    "--ctx",
-    "16",
-    "--steps",
-    "3",
-    "--warmup",
-    "1",
-    "--warmup-s",
-    "0",
-    "--bandwidth-gbps",
-    "100",
     "--kv-cache-gb",
     "0.01",
     "--profile",
@@ -92,55 +97,17 @@ test("perf-decode: a --profile point the KV pool cannot hold is exit 2 before th
 });
 
 test("perf-decode: an empty --batch list is exit 2, not a run that measures nothing", () => {
-  const r = runTask("perf_decode", [
-    "--model",
-    tiny,
-    "--batch=",
-    "--ctx",
-    "16",
-    "--warmup-s",
-    "0",
-    "--bandwidth-gbps",
-    "100",
-  ]);
+  const r = runTask("perf_decode", [...PERF_DECODE, "--batch="]);
   usageExit(r, /--batch/);
 });
 
 test("perf-decode: duplicate --batch values are exit 2 (the point would be measured twice)", () => {
-  const r = runTask("perf_decode", [
-    "--model",
-    tiny,
-    "--batch",
-    "1,1",
-    "--ctx",
-    "16",
-    "--steps",
-    "3",
-    "--warmup",
-    "1",
-    "--warmup-s",
-    "0",
-    "--bandwidth-gbps",
-    "100",
-  ]);
+  const r = runTask("perf_decode", [...PERF_DECODE, "--batch", "1,1"]);
   usageExit(r, /--batch/);
 });
 
 test("perf-prefill: --profile-json without --profile is exit 2, not silently ignored", () => {
-  const r = runTask("perf_prefill", [
-    "--model",
-    tiny,
-    "--shapes",
-    "1x16",
-    "--max-num-tokens",
-    "64",
-    "--warmup-s",
-    "0",
-    "--reps",
-    "1",
-    "--profile-json",
-    join(dir, "prof.json"),
-  ]);
+  const r = runTask("perf_prefill", [...PERF_PREFILL, "--profile-json", join(dir, "prof.json")]);
   usageExit(r, /--profile/);
 });
 
@@ -171,7 +138,7 @@ test("profile: --bandwidth-gbps 0 is refused as usage (exit 2), not a crash afte
   usageExit(r, /--bandwidth-gbps/);
 });
 
-test("profile: --json in a folder that does not exist is written (or exit 2), no stack", () => {
+test("profile: --json in a folder that does not exist is written there", () => {
   const json = join(dir, "no-such-folder", "p.json");
   const r = runTask("profile", [
     ...PROFILE,
@@ -182,8 +149,8 @@ test("profile: --json in a folder that does not exist is written (or exit 2), no
     "--json",
     json,
   ]);
-  if (r.code === 0) assert.ok(existsSync(json));
-  else usageExit(r, /no-such-folder/);
+  assert.is(r.code, 0, r.stderr);
+  assert.ok(JSON.parse(readFileSync(json, "utf8")).summary.rows.length > 0);
 });
 
 // --- trace-gen / replay ----------------------------------------------------------------------
@@ -193,11 +160,11 @@ test("trace-gen: --tokenizer DIR without tokenizer.json is exit 2 naming it", ()
   usageExit(r, /tokenizer/);
 });
 
-test("trace-gen: --out in a folder that does not exist is written (or exit 2), no stack", () => {
+test("trace-gen: --out in a folder that does not exist is written there", () => {
   const out = join(dir, "no-such-folder-2", "t.jsonl");
   const r = runTask("trace_gen", ["--out", out, "--requests", "2", "--prompt-max", "32"]);
-  if (r.code === 0) assert.ok(existsSync(out));
-  else usageExit(r, /no-such-folder-2/);
+  assert.is(r.code, 0, r.stderr);
+  assert.ok(existsSync(out));
 });
 
 /** A two-request trace from trace-gen (short prompts). */
@@ -219,7 +186,7 @@ function smallTrace(): string {
   return path;
 }
 
-test("replay: --out in a folder that does not exist is written (or exit 2), no stack", () => {
+test("replay: --out in a folder that does not exist is written there", () => {
   const out = join(dir, "no-such-folder-3", "steps.jsonl");
   const r = runTask("replay", [
     "--model",
@@ -231,8 +198,8 @@ test("replay: --out in a folder that does not exist is written (or exit 2), no s
     "--warmup",
     "off",
   ]);
-  if (r.code === 0) assert.ok(existsSync(out));
-  else usageExit(r, /no-such-folder-3/);
+  assert.is(r.code, 0, r.stderr);
+  assert.ok(existsSync(out));
 });
 
 test("replay: a trace of no requests is exit 2 before any output is written", () => {

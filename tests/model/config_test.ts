@@ -231,43 +231,13 @@ test("synthetic names resolve and an unknown one lists the known names", () => {
   assert.throws(() => syntheticConfig("synthetic:gpt-5"), /synthetic:qwen3-30b-a3b/);
 });
 
-/** Qwen3-30B-A3B's config as transformers 5 writes it (rope_parameters, num_local_experts, dtype). */
-const QWEN3_MOE_V5 = {
-  architectures: ["Qwen3MoeForCausalLM"],
-  attention_bias: false,
-  bos_token_id: 151643,
-  decoder_sparse_step: 1,
-  dtype: "bfloat16",
-  eos_token_id: 151645,
-  head_dim: 128,
-  hidden_act: "silu",
-  hidden_size: 2048,
-  intermediate_size: 6144,
-  max_position_embeddings: 40960,
-  mlp_only_layers: [],
-  model_type: "qwen3_moe",
-  moe_intermediate_size: 768,
-  norm_topk_prob: true,
-  num_attention_heads: 32,
-  num_local_experts: 128,
-  num_experts_per_tok: 8,
-  num_hidden_layers: 48,
-  num_key_value_heads: 4,
-  rms_norm_eps: 1e-6,
-  rope_parameters: { rope_theta: 1000000.0, rope_type: "default" },
-  sliding_window: null,
-  tie_word_embeddings: false,
-  use_sliding_window: false,
-  vocab_size: 151936,
-};
-
 test("a YaRN rope_scaling beside a transformers-5 rope_parameters is refused, not ignored", () => {
   // Qwen's model cards tell users to add this block to config.json for long context;
-  // transformers 5 (RotaryEmbeddingConfigMixin.convert_rope_params_to_dict) takes
-  // `rope_scaling or rope_parameters`, so it runs YaRN. webfpm reads rope_parameters first
-  // and silently runs plain RoPE.
+  // transformers 5 takes `rope_scaling or rope_parameters`, so it would run YaRN
+  const { rope_theta: _theta, ...v4 } = qwen3MoeV4;
   const raw = {
-    ...QWEN3_MOE_V5,
+    ...v4,
+    rope_parameters: { rope_theta: 1000000.0, rope_type: "default" },
     rope_scaling: { rope_type: "yarn", factor: 4.0, original_max_position_embeddings: 32768 },
   };
   assert.throws(() => parseModelConfig(raw), /rope type "yarn"/);
