@@ -51,21 +51,28 @@ def make_weights(layers, dev):
 
 
 def rms(x, w):
-    x32 = x.float()
-    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + EPS)).to(DT) * w
+    # one fused kernel on CUDA (f32 inside, as HF's Qwen3RMSNorm); the peer's own hand-written
+    # chain of eight f32 kernels, four times a layer, slowed it by ~3 ms a decode step
+    return F.rms_norm(x, (x.shape[-1],), w, EPS)
 
 
 def rope_tables(max_pos, dev):
     inv = 1.0 / (THETA ** (torch.arange(0, HD, 2, device=dev, dtype=torch.float64) / HD))
     ang = torch.arange(max_pos, device=dev, dtype=torch.float64)[:, None] * inv[None]
-    return ang.cos().float(), ang.sin().float()
+    ang = torch.cat([ang, ang], -1)
+    return ang.cos().to(DT), ang.sin().to(DT)
 
 
 def apply_rope(x, cos, sin):
-    # x [..., T, HD]; cos/sin [T, HD/2]
-    x1, x2 = x[..., : HD // 2].float(), x[..., HD // 2:].float()
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).to(DT)
+    # x [..., T, HD]; cos/sin [T, HD]: HF's q * cos + rotate_half(q) * sin, in the model dtype
+    x1, x2 = x[..., : HD // 2], x[..., HD // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
 
+
+# What this version of the peer runs, written into its JSON (form 1, before 2026-12-05, wrote
+# RMSNorm and RoPE as chains of f32 eager kernels and combined the experts through an f32
+# buffer: 3.0-3.9 ms a decode step slower than GPU.md's PyTorch column, 27% in prefill)
+FORM = "2: F.rms_norm, HF RoPE in bf16, the experts combined by one bmm"
 
 GROUPED = {"ok": None}
 
@@ -96,9 +103,11 @@ def experts(h, w, topk_ids, topk_w):
                 gu = rows[start:start + c] @ w["w_gate_up"][e]
                 y[start:start + c] = (F.silu(gu[:, :I]) * gu[:, I:]) @ w["w_down"][e]
             start += c
-    out = torch.zeros(T * K, H, device=h.device, dtype=torch.float32)
-    out[order] = y.float()
-    return (out.view(T, K, H) * topk_w[..., None]).sum(1).to(DT)
+    # back to (token, slot) order, then the weighted sum over the K slots as one batched GEMM
+    # (f32 accumulation inside it), not through an f32 [T*K, H] buffer
+    inv = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=order.device))
+    yk = y[inv].view(T, K, H)
+    return torch.bmm(topk_w.to(DT).unsqueeze(1), yk).squeeze(1)
 
 
 def layer(x, w, kc, vc, pos, cos, sin, causal):
@@ -237,6 +246,7 @@ def main():
     with torch.inference_mode():
         points = decode(a, dev) if a.mode == "decode" else prefill(a, dev)
     out = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "mode": a.mode,
+           "form": FORM,
            "grouped_mm": GROUPED.get("ok"), "grouped_mm_error": GROUPED.get("why"),
            "seconds": round(time.time() - t0, 1), "points": points}
     with open(a.out, "w") as f:

@@ -169,9 +169,11 @@ await runCli(async () => {
     );
     const tps = (batch * tokens) / (gpuMs / 1e3);
     const tflops = flops / (gpuMs / 1e3) / 1e12;
-    const measured = peer.find((p) => p.batch === batch && p.tokens === tokens);
+    const measured = peer.find((p) => p.batch === batch && p.tokens === tokens)?.tokens_per_s ??
+      null;
     const ref = GPU_MD_PREFILL.find((p) => p.batch === batch && p.tokens === tokens);
-    const peerTps = measured?.tokens_per_s ?? ref?.tokensPerSecond ?? null;
+    const peerTps = measured ?? ref?.tokensPerSecond ?? null;
+    const gpuMdTps = ref?.tokensPerSecond ?? null;
     rows.push([
       `${batch} x ${tokens}`,
       String(steps.length),
@@ -181,7 +183,8 @@ await runCli(async () => {
       tflops.toFixed(1),
       peerTps === null ? "-" : String(peerTps),
       peerTps === null ? "-" : ((tps / peerTps) * 100).toFixed(0) + "%",
-      measured ? "measured" : ref ? "GPU.md" : "-",
+      measured !== null ? "measured" : ref ? "GPU.md" : "-",
+      gpuMdTps === null ? "-" : ((tps / gpuMdTps) * 100).toFixed(0) + "%",
     ]);
     points.push({
       batch,
@@ -192,7 +195,8 @@ await runCli(async () => {
       tokens_per_s: tps,
       tflops,
       torch_tokens_per_s: peerTps,
-      torch_source: measured ? `measured: ${o.peer}` : ref ? "GPU.md" : null,
+      torch_source: measured !== null ? `measured: ${o.peer}` : ref ? "GPU.md" : null,
+      gpu_md_torch_tokens_per_s: gpuMdTps,
     });
     console.log(`${batch} x ${tokens}: ${gpuMs.toFixed(1)} ms GPU, ${Math.round(tps)} tokens/s`);
   }
@@ -208,6 +212,7 @@ await runCli(async () => {
       "torch tokens/s",
       "of torch",
       "torch from",
+      "of GPU.md torch",
     ],
     rows,
   ));

@@ -17,7 +17,7 @@ import { userPath } from "../util/user_path.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { loadModel, MODEL_OPTIONS } from "./model_options.ts";
 import { profileSteps } from "./profile_steps.ts";
-import { readBandwidthGbps } from "./bandwidth_roof.ts";
+import { readRoof, roofLine } from "./bandwidth_roof.ts";
 import { InputError, runCli } from "./run_cli.ts";
 
 const SPEC = {
@@ -68,12 +68,10 @@ await runCli(async () => {
   }
   const log = (line: string) => console.error(line);
   console.log(describeGpu(gpu).split("\n")[0]);
-  let bandwidth = opts.bandwidthGbps ?? null;
-  if (bandwidth === null) {
-    const cpu = gpu.adapter.type === "cpu";
-    bandwidth = await readBandwidthGbps(gpu, cpu ? 64 * 2 ** 20 : 2 ** 30, cpu ? 3 : 10);
-    if (bandwidth !== null) log(`measured read bandwidth: ${bandwidth.toFixed(1)} GB/s`);
-  }
+  // the perf tasks' roof (the best of the read_bandwidth forms), so "% roof" means one thing
+  const roof = await readRoof(gpu, opts.bandwidthGbps);
+  log(roofLine(roof));
+  const bandwidth = roof ? roof.bytesPerSecond / 1e9 : null;
   const model = await loadModel(gpu, opts, log, { profile: true });
   const T = opts.prefillTokens;
   const budget = Math.max(T ?? 0, Math.min(2048, model.maxNumTokens));
