@@ -62,9 +62,17 @@ export class PassTimer {
     return this.labels.length;
   }
 
-  /** timestampWrites for the next pass, or undefined when timing is unavailable or full. */
+  /**
+   * timestampWrites for the next pass, or undefined when timing is unavailable. Throws when
+   * the timer is full: a pass left untimed would be missing from the GPU time, unsaid.
+   */
   next(label: string): GPUComputePassTimestampWrites | undefined {
-    if (!this.querySet || this.labels.length >= this.capacity) return undefined;
+    if (!this.querySet) return undefined;
+    if (this.labels.length >= this.capacity) {
+      throw new Error(
+        `PassTimer: more than ${this.capacity} passes between resolves (pass "${label}")`,
+      );
+    }
     const i = this.labels.length;
     this.labels.push(label);
     return {
@@ -103,7 +111,9 @@ export class PassTimer {
       batch.read.getMappedRange().slice(0, batch.labels.length * 16),
     );
     batch.read.unmap();
-    this.readBuffers.push(batch.read);
+    // a timer destroyed while this read waited frees the buffer instead of pooling it
+    if (this.destroyed) batch.read.destroy();
+    else this.readBuffers.push(batch.read);
     const t0 = ticks[0];
     return batch.labels.map((label, i) => ({
       label,
@@ -112,8 +122,11 @@ export class PassTimer {
     }));
   }
 
-  /** Frees the GPU objects. */
+  private destroyed = false;
+
+  /** Frees the GPU objects (a read in flight frees its own buffer when it ends). */
   destroy(): void {
+    this.destroyed = true;
     this.querySet?.destroy();
     this.resolveBuffer?.destroy();
     for (const b of this.readBuffers) b.destroy();

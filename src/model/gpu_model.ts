@@ -1191,163 +1191,179 @@ export class GpuModel implements ForwardModel {
       { blockSize, numBlocks },
       checkPlacement("kvPlacement", options.kvPlacement),
     );
-    const opts = {
-      dtype,
-      blockSize,
-      maxNumTokens: options.maxNumTokens ?? defaultMaxNumTokens(gpu),
-      maxNumSeqs: options.maxNumSeqs ?? (cpu ? 32 : 256),
-      maxModelLen,
-      profile: options.profile ?? false,
-      gemvMaxRows: options.gemvMaxRows ?? (cpu ? 64 : decodeForms ? 1 : 8),
-      gemvForms,
-      decodeAttention: options.decodeAttention ?? (cpu ? "direct" : "tiled"),
-      prefillAttention: prefillAttentionForm(
+    // everything after the KV cache frees it if it fails (the caller frees the weights)
+    try {
+      const opts = {
+        dtype,
+        blockSize,
+        maxNumTokens: options.maxNumTokens ?? defaultMaxNumTokens(gpu),
+        maxNumSeqs: options.maxNumSeqs ?? (cpu ? 32 : 256),
+        maxModelLen,
+        profile: options.profile ?? false,
+        gemvMaxRows: options.gemvMaxRows ?? (cpu ? 64 : decodeForms ? 1 : 8),
+        gemvForms,
+        decodeAttention: options.decodeAttention ?? (cpu ? "direct" : "tiled"),
+        prefillAttention: prefillAttentionForm(
+          gpu,
+          config,
+          dtype,
+          blockSize,
+          options.prefillAttention,
+        ),
+        stagedMaxRows: options.stagedMaxRows ?? (cpu ? 0 : 128),
+        gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
+        tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
+        tensorCoreTile: options.tensorCoreTile ?? 0,
+        tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
+        tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "rows",
+        tensorCorePrefill: options.tensorCorePrefill ?? "tcp128x128",
+        tensorCorePrefillWide: options.tensorCorePrefillWide ?? "tcp256x128",
+        lmHeadForms: options.lmHeadForms ?? LM_HEAD_FORMS,
+        tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
+        tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? TC_SPLIT_TARGET,
+        tensorCoreF32InputRows: options.tensorCoreF32InputRows ?? TC_F32_INPUT_ROWS,
+        moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
+        moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
+        moeFusedRouterTokens: options.moeFusedRouterTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS,
+        moeFusedRouterMinTokens: options.moeFusedRouterMinTokens ?? MOE_FUSED_ROUTER_MIN_TOKENS,
+        moeRouteDispatchTokens: options.moeRouteDispatchTokens ?? MOE_ROUTE_DISPATCH_MAX_TOKENS,
+        moeRoutedGateUp: options.moeRoutedGateUp ?? true,
+        moeSplitRouterTokens: options.moeSplitRouterTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS,
+        moeSplitRouterMinTokens: options.moeSplitRouterMinTokens ?? MOE_SPLIT_ROUTER_MIN_TOKENS,
+        qkvPartialsInRope: options.qkvPartialsInRope ?? true,
+        oPartialsInRouter: options.oPartialsInRouter ?? true,
+        qkInDecodeAttention: options.qkInDecodeAttention ?? true,
+        combineNormF16: options.combineNormF16 ?? true,
+        mergeF16: options.mergeF16 ?? true,
+        fuseCombineNorm: options.fuseCombineNorm ?? true,
+        qkvNormInGemv: options.qkvNormInGemv ?? true,
+        qkvScaledAfterMoe: options.qkvScaledAfterMoe ?? true,
+        oSplitsOneRow: options.oSplitsOneRow ?? O_SPLITS_ONE_ROW,
+        moeDownCombineTokens: options.moeDownCombineTokens ?? MOE_DOWN_COMBINE_MAX_TOKENS,
+        moeDownCombineForm: options.moeDownCombineForm ?? "",
+        moeRouterNorm: options.moeRouterNorm ?? true,
+        moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
+        moeExpertTiles: weights.expertTiles,
+        weightPlacement: weights.placement,
+        kvPlacement: kv.placement,
+        packedF16: dtype === "f16" &&
+          (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
+        submitLayers: submitLayers(options.submitLayers),
+        linearFewRows: options.linearFewRows ?? rowForms?.few ?? "",
+        linearOneRow: options.linearOneRow ?? "",
+        linearManyRows: options.linearManyRows ?? "staged",
+        // the defaults, then what the caller names (a kind it leaves out keeps its default)
+        manyRowsByKind: { ...rowForms?.byKind, ...options.manyRowsByKind },
+        moeDecodeForms: options.moeDecodeForms ?? {},
+        decodeSplit: {
+          workgroups: options.decodeSplit?.workgroups,
+          wave: options.decodeSplit?.wave,
+          // (undefined: each form's own, decodeSplitMinTokens)
+          minTokens: options.decodeSplit?.minTokens,
+        },
+      };
+      for (const option of ["linearFewRows", "linearOneRow"] as const) {
+        if (options[option] && !decodeForms) {
+          throw new ModelOptionError(
+            `model: ${option} needs the decode GEMV forms (gemvForms "decode")`,
+          );
+        }
+      }
+      checkDecodeSplit(opts.decodeSplit);
+      if (
+        !Number.isInteger(opts.oSplitsOneRow) || opts.oSplitsOneRow < 1 ||
+        opts.oSplitsOneRow > O_MAX_SPLITS
+      ) {
+        throw new ModelOptionError(
+          `model: oSplitsOneRow ${opts.oSplitsOneRow} must be an integer in 1..${O_MAX_SPLITS}`,
+        );
+      }
+      if (!Number.isInteger(opts.moeFusedRouterMinTokens) || opts.moeFusedRouterMinTokens < 1) {
+        throw new ModelOptionError(
+          `model: moeFusedRouterMinTokens ${opts.moeFusedRouterMinTokens} must be a positive integer`,
+        );
+      }
+      // the step's calls and the MoE block compile concurrently (a driver may compile in parallel)
+      const callsBuilt = createCalls(
         gpu,
         config,
         dtype,
+        opts.decodeAttention,
+        opts.prefillAttention,
+        opts.packedF16,
+        gemvForms,
+        {
+          one: opts.linearOneRow,
+          few: opts.linearFewRows,
+          many: opts.linearManyRows,
+          byKind: opts.manyRowsByKind,
+        },
+        opts.tensorCoreRows > 0,
+        opts.tensorCoreDecodeRows,
+        [opts.tensorCorePrefill, opts.tensorCorePrefillWide],
+        opts.lmHeadForms.map((f) => f.variant),
+        opts.tensorCoreF32InputRows > 0,
         blockSize,
-        options.prefillAttention,
-      ),
-      stagedMaxRows: options.stagedMaxRows ?? (cpu ? 0 : 128),
-      gemmSmallMaxRows: options.gemmSmallMaxRows ?? 384,
-      tensorCoreRows: options.tensorCoreRows ?? defaultTensorCoreRows(gpu, dtype),
-      tensorCoreTile: options.tensorCoreTile ?? 0,
-      tensorCoreDecodeRows: Math.min(options.tensorCoreDecodeRows ?? 128, TC_SPLIT_MAX_ROWS),
-      tensorCoreDecodeSubgroups: options.tensorCoreDecodeSubgroups ?? "rows",
-      tensorCorePrefill: options.tensorCorePrefill ?? "tcp128x128",
-      tensorCorePrefillWide: options.tensorCorePrefillWide ?? "tcp256x128",
-      lmHeadForms: options.lmHeadForms ?? LM_HEAD_FORMS,
-      tensorCoreSplitMinK: splitMinK(options.tensorCoreSplitMinK),
-      tensorCoreSplitTarget: options.tensorCoreSplitTarget ?? TC_SPLIT_TARGET,
-      tensorCoreF32InputRows: options.tensorCoreF32InputRows ?? TC_F32_INPUT_ROWS,
-      moeTensorCoreRows: options.moeTensorCoreRows ?? MOE_TC_ROWS_PER_EXPERT,
-      moeTensorCoreDecodeRows: options.moeTensorCoreDecodeRows ?? MOE_TCS_ROWS_PER_EXPERT,
-      moeFusedRouterTokens: options.moeFusedRouterTokens ?? MOE_FUSED_ROUTER_MAX_TOKENS,
-      moeFusedRouterMinTokens: options.moeFusedRouterMinTokens ?? MOE_FUSED_ROUTER_MIN_TOKENS,
-      moeRouteDispatchTokens: options.moeRouteDispatchTokens ?? MOE_ROUTE_DISPATCH_MAX_TOKENS,
-      moeRoutedGateUp: options.moeRoutedGateUp ?? true,
-      moeSplitRouterTokens: options.moeSplitRouterTokens ?? MOE_SPLIT_ROUTER_MAX_TOKENS,
-      moeSplitRouterMinTokens: options.moeSplitRouterMinTokens ?? MOE_SPLIT_ROUTER_MIN_TOKENS,
-      qkvPartialsInRope: options.qkvPartialsInRope ?? true,
-      oPartialsInRouter: options.oPartialsInRouter ?? true,
-      qkInDecodeAttention: options.qkInDecodeAttention ?? true,
-      combineNormF16: options.combineNormF16 ?? true,
-      mergeF16: options.mergeF16 ?? true,
-      fuseCombineNorm: options.fuseCombineNorm ?? true,
-      qkvNormInGemv: options.qkvNormInGemv ?? true,
-      qkvScaledAfterMoe: options.qkvScaledAfterMoe ?? true,
-      oSplitsOneRow: options.oSplitsOneRow ?? O_SPLITS_ONE_ROW,
-      moeDownCombineTokens: options.moeDownCombineTokens ?? MOE_DOWN_COMBINE_MAX_TOKENS,
-      moeDownCombineForm: options.moeDownCombineForm ?? "",
-      moeRouterNorm: options.moeRouterNorm ?? true,
-      moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
-      moeExpertTiles: weights.expertTiles,
-      weightPlacement: weights.placement,
-      kvPlacement: kv.placement,
-      packedF16: dtype === "f16" &&
-        (options.packedF16 ?? process.env.WEBFPM_F16_PACKED === "1"),
-      submitLayers: submitLayers(options.submitLayers),
-      linearFewRows: options.linearFewRows ?? rowForms?.few ?? "",
-      linearOneRow: options.linearOneRow ?? "",
-      linearManyRows: options.linearManyRows ?? "staged",
-      // the defaults, then what the caller names (a kind it leaves out keeps its default)
-      manyRowsByKind: { ...rowForms?.byKind, ...options.manyRowsByKind },
-      moeDecodeForms: options.moeDecodeForms ?? {},
-      decodeSplit: {
-        workgroups: options.decodeSplit?.workgroups,
-        wave: options.decodeSplit?.wave,
-        // (undefined: each form's own, decodeSplitMinTokens)
-        minTokens: options.decodeSplit?.minTokens,
-      },
-    };
-    for (const option of ["linearFewRows", "linearOneRow"] as const) {
-      if (options[option] && !decodeForms) {
-        throw new ModelOptionError(
-          `model: ${option} needs the decode GEMV forms (gemvForms "decode")`,
-        );
+        opts.decodeSplit.minTokens ?? DECODE_SPLIT_MIN_TOKENS,
+        options.decodeAttention === undefined,
+        opts.qkInDecodeAttention,
+        opts.qkvNormInGemv,
+        opts.qkvScaledAfterMoe,
+      );
+      const moeBuilt = config.layerKinds.includes("moe")
+        ? MoeBlock.create(gpu, {
+          hidden: config.hiddenSize,
+          inter: config.moeIntermediateSize,
+          experts: config.numExperts,
+          topK: config.numExpertsPerTok,
+          normTopk: config.normTopkProb,
+          maxTokens: opts.maxNumTokens,
+          dtype,
+          rmsNormEps: config.rmsNormEps,
+          expertTiles: weights.expertTiles,
+        }, {
+          packedF16: opts.packedF16,
+          decodeForms: opts.moeDecodeForms,
+          tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
+          tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
+          fusedRouterMaxTokens: opts.moeFusedRouterTokens,
+          fusedRouterMinTokens: opts.moeFusedRouterMinTokens,
+          fusedRouterNorm: opts.moeRouterNorm,
+          routeDispatchMaxTokens: opts.moeRouteDispatchTokens,
+          routedGateUp: opts.moeRoutedGateUp,
+          downCombineMaxTokens: opts.moeDownCombineTokens,
+          downCombineForm: opts.moeDownCombineForm || undefined,
+          splitRouterMaxTokens: opts.moeSplitRouterTokens,
+          splitRouterMinTokens: opts.moeSplitRouterMinTokens,
+          tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
+        })
+        : Promise.resolve(null);
+      const [callsDone, moeDone] = await Promise.allSettled([callsBuilt, moeBuilt]);
+      if (callsDone.status === "rejected") {
+        if (moeDone.status === "fulfilled") moeDone.value?.destroy();
+        throw callsDone.reason;
       }
+      if (moeDone.status === "rejected") {
+        for (const c of kernelCallsOf(callsDone.value)) c.destroy();
+        throw moeDone.reason;
+      }
+      const calls = callsDone.value;
+      const moe = moeDone.value;
+      let buf: ReturnType<typeof createScratch>;
+      try {
+        buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
+      } catch (err) {
+        for (const c of kernelCallsOf(calls)) c.destroy();
+        moe?.destroy();
+        throw err;
+      }
+      const model = new GpuModel(gpu, config, weights, kv, opts, calls, moe, buf);
+      model.ensurePartials(opts.maxNumSeqs * config.numHeads * 4);
+      return model;
+    } catch (err) {
+      kv.destroy();
+      throw err;
     }
-    checkDecodeSplit(opts.decodeSplit);
-    if (
-      !Number.isInteger(opts.oSplitsOneRow) || opts.oSplitsOneRow < 1 ||
-      opts.oSplitsOneRow > O_MAX_SPLITS
-    ) {
-      throw new ModelOptionError(
-        `model: oSplitsOneRow ${opts.oSplitsOneRow} must be an integer in 1..${O_MAX_SPLITS}`,
-      );
-    }
-    if (!Number.isInteger(opts.moeFusedRouterMinTokens) || opts.moeFusedRouterMinTokens < 1) {
-      throw new ModelOptionError(
-        `model: moeFusedRouterMinTokens ${opts.moeFusedRouterMinTokens} must be a positive integer`,
-      );
-    }
-    // the step's calls and the MoE block compile concurrently (a driver may compile in parallel)
-    const callsBuilt = createCalls(
-      gpu,
-      config,
-      dtype,
-      opts.decodeAttention,
-      opts.prefillAttention,
-      opts.packedF16,
-      gemvForms,
-      {
-        one: opts.linearOneRow,
-        few: opts.linearFewRows,
-        many: opts.linearManyRows,
-        byKind: opts.manyRowsByKind,
-      },
-      opts.tensorCoreRows > 0,
-      opts.tensorCoreDecodeRows,
-      [opts.tensorCorePrefill, opts.tensorCorePrefillWide],
-      opts.lmHeadForms.map((f) => f.variant),
-      opts.tensorCoreF32InputRows > 0,
-      blockSize,
-      opts.decodeSplit.minTokens ?? DECODE_SPLIT_MIN_TOKENS,
-      options.decodeAttention === undefined,
-      opts.qkInDecodeAttention,
-      opts.qkvNormInGemv,
-      opts.qkvScaledAfterMoe,
-    );
-    const moeBuilt = config.layerKinds.includes("moe")
-      ? MoeBlock.create(gpu, {
-        hidden: config.hiddenSize,
-        inter: config.moeIntermediateSize,
-        experts: config.numExperts,
-        topK: config.numExpertsPerTok,
-        normTopk: config.normTopkProb,
-        maxTokens: opts.maxNumTokens,
-        dtype,
-        rmsNormEps: config.rmsNormEps,
-        expertTiles: weights.expertTiles,
-      }, {
-        packedF16: opts.packedF16,
-        decodeForms: opts.moeDecodeForms,
-        tensorCoreRowsPerExpert: opts.moeTensorCoreRows,
-        tensorCoreDecodeRowsPerExpert: opts.moeTensorCoreDecodeRows,
-        fusedRouterMaxTokens: opts.moeFusedRouterTokens,
-        fusedRouterMinTokens: opts.moeFusedRouterMinTokens,
-        fusedRouterNorm: opts.moeRouterNorm,
-        routeDispatchMaxTokens: opts.moeRouteDispatchTokens,
-        routedGateUp: opts.moeRoutedGateUp,
-        downCombineMaxTokens: opts.moeDownCombineTokens,
-        downCombineForm: opts.moeDownCombineForm || undefined,
-        splitRouterMaxTokens: opts.moeSplitRouterTokens,
-        splitRouterMinTokens: opts.moeSplitRouterMinTokens,
-        tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
-      })
-      : Promise.resolve(null);
-    const [callsDone, moeDone] = await Promise.allSettled([callsBuilt, moeBuilt]);
-    if (callsDone.status === "rejected") {
-      if (moeDone.status === "fulfilled") moeDone.value?.destroy();
-      throw callsDone.reason;
-    }
-    if (moeDone.status === "rejected") throw moeDone.reason;
-    const calls = callsDone.value;
-    const moe = moeDone.value;
-    const buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
-    const model = new GpuModel(gpu, config, weights, kv, opts, calls, moe, buf);
-    model.ensurePartials(opts.maxNumSeqs * config.numHeads * 4);
-    return model;
   }
 
   /** Runs one step; returns at once (the promises settle when the GPU is done). */
@@ -1387,14 +1403,17 @@ export class GpuModel implements ForwardModel {
   private encode(batch: StepBatch, held: boolean): (writes: readonly HeldWrite[]) => StepOutput {
     const t0 = performance.now();
     const plan = this.plan(batch);
-    const parity = this.stepIndex++ % 2;
-    const stepIndex = this.stepIndex;
     const tInputs = performance.now();
     this.writeInputs(batch, plan);
-    const first = this.gpu.device.createCommandEncoder({ label: `step ${this.stepIndex}` });
+    const first = this.gpu.device.createCommandEncoder({ label: `step ${this.stepIndex + 1}` });
     const inputsMs = performance.now() - tInputs;
     if (batch.blockZeros?.length) this.encodeBlockZeros(first, batch.blockZeros);
+    // the step's parity only once nothing above refused it: a refused step takes none, so the
+    // next one reads the sampled ids of the step before it
+    const parity = this.stepIndex++ % 2;
+    const stepIndex = this.stepIndex;
     const routing = this.beginRoutingCapture(plan.tokens);
+    const observer = this.routingObserver;
     const step = new StepPasses(
       this.gpu.device,
       first,
@@ -1444,7 +1463,7 @@ export class GpuModel implements ForwardModel {
       const submitMs = performance.now() - tSubmit;
       if (this.retired.length > 0 && this.prepared === this.launched) this.destroyRetired();
       this.submits = step.submits + 1;
-      if (routing) this.finishRoutingCapture(routing, plan.tokens, stepIndex);
+      if (routing && observer) this.finishRoutingCapture(routing, plan.tokens, stepIndex, observer);
       const timing = this.timer.read(); // PassTimer.read paces its own wait
       if (profiled) {
         this.spans = timing.then((spans) =>
@@ -1676,8 +1695,13 @@ export class GpuModel implements ForwardModel {
     return buffer;
   }
 
-  private finishRoutingCapture(buffer: GPUBuffer, tokens: number, step: number): void {
-    const observer = this.routingObserver!;
+  /** Hands the step's routing to the observer set when it was encoded. */
+  private finishRoutingCapture(
+    buffer: GPUBuffer,
+    tokens: number,
+    step: number,
+    observer: (capture: RoutingCapture) => void,
+  ): void {
     const k = this.config.numExpertsPerTok;
     const moeLayers = this.config.layerKinds.flatMap((kind, l) => (kind === "moe" ? [l] : []));
     paced(buffer.mapAsync(MapMode.READ)).then(() => {
@@ -1693,6 +1717,10 @@ export class GpuModel implements ForwardModel {
           topkIds: all.slice(i * tokens * k, (i + 1) * tokens * k),
         })),
       });
+    }).catch((err) => {
+      // a failed read-back or an observer that throws: said, not an unhandled rejection
+      buffer.destroy();
+      console.error(`routing capture of step ${step}: ${(err as Error).message}`);
     });
   }
 
@@ -1727,6 +1755,9 @@ export class GpuModel implements ForwardModel {
     this.partials?.lse.destroy();
     this.destroyRetired();
     this.timer.destroy();
+    for (const c of kernelCallsOf(this.calls)) c.destroy();
+    for (const b of this.sampleStaging) b.destroy();
+    this.sampleStaging.length = 0;
   }
 
   private plan(batch: StepBatch): StepPlan {
@@ -3043,4 +3074,29 @@ function createScratch(
     placeholder: f32("placeholder", 4),
   };
   return { ...bufs, all, maxRows };
+}
+
+/** Every KernelCall createCalls made (each owns a params buffer): GpuModel frees them. */
+function kernelCallsOf(calls: Awaited<ReturnType<typeof createCalls>>): { destroy(): void }[] {
+  const linear = Object.values(calls.linear).flatMap((l) =>
+    l ? [l.gemv, l.gemm, ...(l.tc ? [l.tc.cast, l.tc.gemm, l.tc.reduce] : [])] : []
+  );
+  return [
+    ...linear,
+    calls.embedding,
+    calls.norm,
+    calls.finalNorm,
+    calls.qkNorm,
+    calls.prefill,
+    calls.decode,
+    calls.decodeReduce,
+    calls.decodeQk,
+    calls.blockCopy,
+    calls.silu,
+    calls.gather,
+    calls.sample,
+    calls.qkvNorm,
+    calls.oSplit,
+    calls.qkvScaled,
+  ].filter((c) => c !== null);
 }

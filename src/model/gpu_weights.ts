@@ -145,33 +145,36 @@ export class GpuWeights {
     let queued = 0;
     // (the noise is drawn per stored position: in tiles the experts get other, equally random,
     // weights than row by row)
-    const weights = await build(
-      gpu,
-      config,
-      dtype,
-      overflow,
-      expertTiles,
-      placement,
-      async (at, plan) => {
-        for (const piece of plan.pieces) {
-          submitRandomFill(gpu, fill, dtype, at, {
-            offset: piece.offset / (dtype === "f16" ? 2 : 4),
-            count: piece.elements,
-            seed: seedOf(piece.tensor),
-            base: piece.base,
-            scale: piece.scale,
-          });
-          queued += piece.elements;
-          if (queued > 1 << 28) {
-            await paced(gpu.device.queue.onSubmittedWorkDone());
-            queued = 0;
+    try {
+      const weights = await build(
+        gpu,
+        config,
+        dtype,
+        overflow,
+        expertTiles,
+        placement,
+        async (at, plan) => {
+          for (const piece of plan.pieces) {
+            submitRandomFill(gpu, fill, dtype, at, {
+              offset: piece.offset / (dtype === "f16" ? 2 : 4),
+              count: piece.elements,
+              seed: seedOf(piece.tensor),
+              base: piece.base,
+              scale: piece.scale,
+            });
+            queued += piece.elements;
+            if (queued > 1 << 28) {
+              await paced(gpu.device.queue.onSubmittedWorkDone());
+              queued = 0;
+            }
           }
-        }
-      },
-    );
-    await paced(gpu.device.queue.onSubmittedWorkDone());
-    fill.destroy();
-    return weights;
+        },
+      );
+      await paced(gpu.device.queue.onSubmittedWorkDone());
+      return weights;
+    } finally {
+      fill.destroy(); // its params buffer, on success and when the draw fails
+    }
   }
 
   /** GPU buffers the weights take (one a weight, or the arenas). */
