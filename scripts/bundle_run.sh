@@ -24,6 +24,16 @@ if [ ! -f "$base/.unpacked" ]; then
   [ -f "$base/.unpacked" ] || { echo "webfpm: could not unpack into $base" >&2; exit 1; }
 fi
 
+# dawn.node is built against glibc 2.34 (and GCC 12's libstdc++): say so rather than fail later
+glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+case "$glibc" in
+  2.[0-9] | 2.[12][0-9] | 2.3[0-3])
+    echo "webfpm: the bundle needs glibc 2.34 or newer (this host has $glibc)" >&2
+    exit 1
+    ;;
+esac
+export WEBFPM_BUNDLE=1
+
 nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] && [ -f "$nvidia_icd" ]; then
   export VK_DRIVER_FILES="$nvidia_icd"
@@ -33,7 +43,12 @@ missing="$base/lib/missing-on-$(hostname 2>/dev/null || echo host)"
 if [ ! -d "$missing" ]; then
   mpart="$missing.part.$$"
   mkdir -p "$mpart"
-  known=$(ldconfig -p 2>/dev/null || true)
+  # (ldconfig is in /sbin for a user whose PATH leaves it out)
+  known=""
+  for ldc in ldconfig /sbin/ldconfig /usr/sbin/ldconfig; do
+    if known=$("$ldc" -p 2>/dev/null); then break; fi
+    known=""
+  done
   for lib in "$base"/lib/lib*.so*; do
     name=$(basename "$lib")
     case "$known" in *"$name "*) ;; *) ln -sf "$lib" "$mpart/$name" ;; esac

@@ -64,11 +64,15 @@ export interface Gpu {
 /** Thrown when no WebGPU adapter exists; the CLI turns it into exit code 2. */
 export class NoAdapterError extends Error {
   constructor(detail: string) {
-    super(
-      `no WebGPU adapter found (${detail}).\n` +
-        `webfpm runs on Dawn's Vulkan backend: install your GPU's Vulkan driver, or run\n` +
+    // (the offline bundle's run script sets WEBFPM_BUNDLE: no setup script and no network there)
+    const install = process.env.WEBFPM_BUNDLE
+      ? `webfpm runs on Dawn's Vulkan backend: install your GPU's Vulkan driver on this host\n` +
+        `(the bundle carries the Vulkan loader, not a driver).\n`
+      : `webfpm runs on Dawn's Vulkan backend: install your GPU's Vulkan driver, or run\n` +
         `  sudo scripts/setup\n` +
-        `which installs Mesa's software Vulkan driver (lavapipe) from Debian bookworm-backports.\n` +
+        `which installs Mesa's software Vulkan driver (lavapipe) from Debian bookworm-backports.\n`;
+    super(
+      `no WebGPU adapter found (${detail}).\n` + install +
         `With a driver in a non-standard place, point VK_DRIVER_FILES at its ICD json.`,
     );
     this.name = "NoAdapterError";
