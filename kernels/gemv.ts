@@ -77,6 +77,8 @@ export const spec: KernelSpec<typeof params.fields> = {
       name: "f16-sg",
       dtype: "f16",
       subgroups: true,
+      // lid / sg_size picks its subgroup's slot: runs of consecutive invocations
+      minSubgroupSize: 1,
       shader: "gemv_subgroup.wgsl",
       consts: { WG: 256, MT: 4, RPW: 4 },
     },
@@ -90,6 +92,8 @@ export const spec: KernelSpec<typeof params.fields> = {
       name: "f16-sg-packed",
       dtype: "f16",
       subgroups: true,
+      // lid / sg_size picks its subgroup's slot: runs of consecutive invocations
+      minSubgroupSize: 1,
       packed: true,
       shader: "gemv_subgroup.wgsl",
       consts: { WG: 256, MT: 4, RPW: 4 },

@@ -214,6 +214,8 @@ export function preludeOf<F extends ParamFields>(
     lines.push("diagnostic(off, chromium.subgroup_matrix_uniformity);");
   }
   lines.push(`alias T = ${variant.dtype};`);
+  // T's largest finite value: a value stored as T clamped to it stays finite (f16: 65504)
+  lines.push(`const T_MAX: f32 = ${variant.dtype === "f16" ? "65504.0" : "0x1.fffffep+127"};`);
   lines.push(`const EXPERT_TILES: bool = ${variant.expertTiles === true};`);
   const consts = { ...variant.consts, ...extraConsts };
   for (const [k, v] of Object.entries(consts)) {

@@ -58,6 +58,8 @@ export const spec: KernelSpec<typeof params.fields> = {
       name: "f16-sg",
       dtype: "f16",
       subgroups: true,
+      // lid / sg_size picks its subgroup's slot: runs of consecutive invocations
+      minSubgroupSize: 1,
       shader: "moe_gemm_down_subgroup.wgsl",
       consts: { WG: 128, RPW: 2, MT: 4 },
     },
@@ -74,6 +76,8 @@ export const spec: KernelSpec<typeof params.fields> = {
       name: "f16-sg-packed",
       dtype: "f16",
       subgroups: true,
+      // lid / sg_size picks its subgroup's slot: runs of consecutive invocations
+      minSubgroupSize: 1,
       packed: true,
       shader: "moe_gemm_down_subgroup.wgsl",
       consts: { WG: 128, RPW: 2, MT: 4 },

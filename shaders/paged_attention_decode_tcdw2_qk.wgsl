@@ -56,7 +56,9 @@ fn put_new_kv(at: u32, lid: u32, k: vec4<f32>, v: vec4<f32>) {
 fn words_at(i: u32) -> vec4<u32> {
   var r = vec4<u32>();
   for (var j = 0u; j < 4u; j++) {
-    r[j] = pack2x16float(vec2<f32>(qk_scratch(i + 2u * j), qk_scratch(i + 2u * j + 1u)));
+    // (clamped to f16's range: pack2x16float leaves values past it undefined)
+    let pair = vec2<f32>(qk_scratch(i + 2u * j), qk_scratch(i + 2u * j + 1u));
+    r[j] = pack2x16float(clamp(pair, vec2<f32>(-T_MAX), vec2<f32>(T_MAX)));
   }
   return r;
 }

@@ -27,7 +27,8 @@ fn k_norm4(c: u32) -> vec4<f32> {
 // Column lid (below head_dim / 4) of the new key's K and V, stored as T at vec4 `at`.
 fn put_new_kv(at: u32, lid: u32, k: vec4<f32>, v: vec4<f32>) {
   if (lid < params.head_dim / 4u) {
-    k_cache[at + lid] = vec4<T>(k);
-    v_cache[at + lid] = vec4<T>(v);
+    // (clamped to T's range: an f16 cache keeps an outlier finite)
+    k_cache[at + lid] = vec4<T>(clamp(k, vec4<f32>(-T_MAX), vec4<f32>(T_MAX)));
+    v_cache[at + lid] = vec4<T>(clamp(v, vec4<f32>(-T_MAX), vec4<f32>(T_MAX)));
   }
 }

@@ -42,7 +42,7 @@ fn main(
     if (slot >= 0) {
       let dst = (u32(slot) * nkv + h - nq - nkv) * hd;
       for (var i = lid; i < hd; i += WG) {
-        v_cache[dst + i] = T(qkv_at(src + i));
+        v_cache[dst + i] = T(clamp(qkv_at(src + i), -T_MAX, T_MAX));
       }
     }
     return;
@@ -85,8 +85,9 @@ fn main(
       q_out[dst + i + half] = y2;
     } else if (slot >= 0) {
       let dst = (u32(slot) * nkv + h - nq) * hd;
-      k_cache[dst + i] = T(y1);
-      k_cache[dst + i + half] = T(y2);
+      // (clamped to T's range: an f16 cache keeps an outlier finite, as every f16 writer does)
+      k_cache[dst + i] = T(clamp(y1, -T_MAX, T_MAX));
+      k_cache[dst + i + half] = T(clamp(y2, -T_MAX, T_MAX));
     }
   }
 }
