@@ -264,6 +264,16 @@ function readManifest(path: string): ManifestInput {
   return { manifest: parseManifest(text, path), path, sha256 };
 }
 
+// A rank that `--dp N` started ends when its launcher is gone, however the launcher died: the
+// launcher never writes the rank's stdin, so its end means that (a SIGTERM, once the run can
+// write its artifact; before that, exit 143).
+let onLauncherGone: () => void = () => process.exit(143);
+if (process.env.WEBFPM_DP_LAUNCHED === "1") {
+  process.stdin.on("end", () => onLauncherGone());
+  process.stdin.on("error", () => onLauncherGone());
+  process.stdin.resume();
+}
+
 await runCli(async () => {
   const opts = parseArgs("bench", SUMMARY, SPEC, process.argv.slice(2));
   const blockSize = opts.blockSize;
@@ -376,14 +386,16 @@ await runCli(async () => {
   // the signal that interrupted this rank, if one did
   let ownSignal: "SIGINT" | "SIGTERM" | null = null;
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
-    process.on(signal, () => {
+    const handler = () => {
       ownSignal ??= signal;
       const a = run.interrupt(signal);
       log(
         `\nbench: ${signal}: wrote ${out} (status ${a.status}, ${a.results.length} points measured)`,
       );
       void abortRank(dp, interruptNotice(signal)).finally(() => process.exit(exitCodeOf(signal)));
-    });
+    };
+    process.on(signal, handler);
+    if (signal === "SIGTERM") onLauncherGone = handler;
   }
 
   let gpu: Gpu | null = null;

@@ -14,6 +14,7 @@
  * ```
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, renameSync } from "node:fs";
 import { createServer } from "node:net";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
@@ -21,6 +22,7 @@ import {
   CPU_ADAPTER_DP_TIMEOUT_SECONDS,
   mergedOutPath,
   mergeRankFiles,
+  rankOutPath,
   stepRoundLine,
 } from "../bench/dp/mod.ts";
 import { writeJsonAtomic } from "../util/atomic_file.ts";
@@ -141,11 +143,18 @@ export async function launchRanks(o: LaunchOptions): Promise<number> {
   const script = process.argv[1] ?? fileURLToPath(new URL("./bench.ts", import.meta.url));
   const { command, args } = selfCommand(script);
   o.log(`dp: starting ${o.size} ranks, rank 0 at ${master}; artifacts beside ${o.out}`);
+  // an earlier run's files must not stand in for a rank that dies before its first write (nor
+  // its merged view for a merge that fails): kept aside, not lost
+  const earlier = [...Array(o.size).keys()].map((r) => rankOutPath(o.out, r));
+  for (const path of [...earlier, mergedOutPath(o.out)]) {
+    if (existsSync(path)) renameSync(path, `${path}.prev`);
+  }
   const children: ChildProcess[] = [];
   const exits: Promise<{ rank: number; code: number | null; signal: string | null }>[] = [];
   for (let rank = 0; rank < o.size; rank++) {
     const child = spawn(command, [...args, ...rankArgv(o.argv, rank, o.size, master, o.out)], {
-      stdio: ["ignore", "pipe", "pipe"],
+      // stdin is never written: its end (the launcher gone, however it died) stops the rank
+      stdio: ["pipe", "pipe", "pipe"],
       env: { ...process.env, WEBFPM_DP_LAUNCHED: "1", WEBFPM_DP_LOCAL_SIZE: String(o.size) },
     });
     prefixLines(child.stdout!, `[rank ${rank}] `, (s) => process.stdout.write(s));
@@ -166,7 +175,9 @@ export async function launchRanks(o: LaunchOptions): Promise<number> {
       // already gone
     }
   };
+  let received: NodeJS.Signals | null = null;
   const forward = (name: NodeJS.Signals) => () => {
+    received ??= name;
     for (const c of running) signal(c, name);
   };
   const onInt = forward("SIGINT"), onTerm = forward("SIGTERM");
@@ -225,6 +236,8 @@ export async function launchRanks(o: LaunchOptions): Promise<number> {
   const codes = results.map((r) => r.code ?? 1);
   if (codes.every((c) => c === 0)) return 0;
   if (codes.includes(2)) return 2;
-  if (codes.includes(130)) return 130;
+  // stopped by a signal: the launcher's own, else the one every stopped rank reports
+  if (received === "SIGINT" || codes.includes(130)) return 130;
+  if (received === "SIGTERM" || codes.every((c) => c === 0 || c === 143)) return 143;
   return 1;
 }

@@ -68,30 +68,35 @@ export function resolveRank(inputs: RankInputs): RankIdentity {
   const port = envPort(env);
   if (flags.size > 0) return fromFlags(flags, port);
 
-  const slurm = pair(env, "SLURM_PROCID", "SLURM_NTASKS");
   const ompi = pair(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
   const pmi = pair(env, "PMI_RANK", "PMI_SIZE");
   const mpi = ompi ?? pmi;
+  // mpirun inside sbatch/salloc: each MPI rank inherits the batch step's SLURM_PROCID=0 (and
+  // SLURM_NTASKS, SLURM_LOCALID). A Slurm identity is srun's own only where it agrees with
+  // MPI's (srun --mpi sets both); else MPI, which started this process, says who it is.
+  let slurm: { rank: number; size: number } | undefined;
+  try {
+    slurm = pair(env, "SLURM_PROCID", "SLURM_NTASKS");
+  } catch (err) {
+    if (!mpi) throw err;
+  }
+  if (slurm && mpi && (slurm.rank !== mpi.rank || slurm.size !== mpi.size)) slurm = undefined;
   if (ompi && pmi && (ompi.rank !== pmi.rank || ompi.size !== pmi.size)) {
     throw config(
       `MPI's environment disagrees with itself: OMPI_COMM_WORLD says rank ${ompi.rank} of ` +
         `${ompi.size}, PMI says rank ${pmi.rank} of ${pmi.size}; pass --dp-rank/--dp-size/--dp-master`,
     );
   }
-  if (slurm && mpi && (slurm.rank !== mpi.rank || slurm.size !== mpi.size)) {
-    throw config(
-      `Slurm says rank ${slurm.rank} of ${slurm.size} but MPI says rank ${mpi.rank} of ` +
-        `${mpi.size}; pass --dp-rank/--dp-size/--dp-master explicitly`,
-    );
-  }
   const hostOverride = nonEmpty(env, "WEBFPM_DP_MASTER_HOST");
   if (slurm) {
     let host = hostOverride ?? DEFAULT_DP_HOST;
     if (hostOverride === undefined && slurm.size > 1) {
-      const nodelist = nonEmpty(env, "SLURM_JOB_NODELIST");
+      // the step's hosts (srun on part of the allocation), else the job's
+      const nodelist = nonEmpty(env, "SLURM_STEP_NODELIST") ?? nonEmpty(env, "SLURM_JOB_NODELIST");
       if (nodelist === undefined) {
         throw config(
-          `SLURM_NTASKS=${slurm.size} but SLURM_JOB_NODELIST is not set: cannot find rank 0's host`,
+          `SLURM_NTASKS=${slurm.size} but neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is ` +
+            `set: cannot find rank 0's host`,
         );
       }
       host = firstHost(nodelist);
