@@ -19,19 +19,10 @@ import { fileURLToPath } from "node:url";
 import type { BenchArtifact } from "../../../src/bench/artifact.ts";
 import { checkArtifact } from "../../../src/bench/artifact_check.ts";
 import { freePort } from "../../dp/group.ts";
+import { SMALL_ENGINE } from "../small_engine.ts";
 
 const root = fileURLToPath(new URL("../../..", import.meta.url));
 const deno = join(root, "node_modules", "deno", "deno");
-const SMALL_ENGINE = [
-  "--max-num-seqs",
-  "4",
-  "--max-num-batched-tokens",
-  "64",
-  "--max-model-len",
-  "256",
-  "--kv-cache-gb",
-  "0.01",
-];
 
 interface Proc {
   readonly child: ChildProcess;

@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import type { BenchArtifact } from "../../../src/bench/artifact.ts";
 import { mergedOutPath, rankOutPath } from "../../../src/bench/dp/rank_out_path.ts";
 import { runGroup } from "./group_harness.ts";
+import { SMALL_ENGINE } from "../small_engine.ts";
 
 const root = fileURLToPath(new URL("../../..", import.meta.url));
 const deno = join(root, "node_modules", "deno", "deno");
@@ -174,14 +175,7 @@ test("ranks do not outlive a launcher that was killed (SIGKILL)", async () => {
     "src/cli/bench.ts",
     "--dp",
     "2",
-    "--max-num-seqs",
-    "4",
-    "--max-num-batched-tokens",
-    "64",
-    "--max-model-len",
-    "256",
-    "--kv-cache-gb",
-    "0.01",
+    ...SMALL_ENGINE,
     "--out",
     out,
   ]);
