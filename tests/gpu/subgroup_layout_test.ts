@@ -18,14 +18,14 @@ test("lavapipe's subgroups are consecutive invocations, and openGpu says so", as
   assert.is(unsupportedReason(gpu, variantByName(gemv, "f32-dec")), null);
 });
 
-test("without consecutive lanes the lane-group forms are refused, the others are not", async () => {
+test("without consecutive lanes the forms that index by subgroup are refused, the others are not", async () => {
   const gpu = await sharedGpu();
   const other = { ...gpu, subgroupLanesConsecutive: false } as Gpu;
-  assert.match(
-    unsupportedReason(other, variantByName(gemv, "f32-dec")) ?? "",
-    /consecutive invocations/,
-  );
-  assert.is(unsupportedReason(other, variantByName(gemv, "f16-sg")), null);
+  // the lane groups, and the subgroup reduction whose subgroups are a row's runs of lanes
+  for (const form of ["f32-dec", "f16-sg"]) {
+    assert.match(unsupportedReason(other, variantByName(gemv, form)) ?? "", /consecutive/, form);
+  }
+  assert.is(unsupportedReason(other, variantByName(gemv, "f32")), null);
 });
 
 test.run();
