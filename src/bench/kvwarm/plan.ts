@@ -113,7 +113,11 @@ export function planKvwarm(
   }
   for (const [batch, group] of byBatch) {
     const need = (p: DecodePoint) => Math.min(deepest(p) + 1 + samples, cap);
-    const depths = [...new Set(group.map(need))].sort((a, b) => b - a);
+    // each point's full depth, and its prompt's alone (the point is warm at it, its steady
+    // steps' tokens in the shadow's private tail): the deepest that fits the pool is the rung's
+    const depths = [...new Set(group.flatMap((p) => [need(p), deepest(p) + 1]))].sort((a, b) =>
+      b - a
+    );
     let chosen: Rung | null = null;
     let tried = "";
     for (const depth of depths) {

@@ -101,7 +101,7 @@ test("capacity_fallbacks: a rung whose shallowest depth never fits uses fake KV,
   assert.equal(plan.capacityFallbacks.map((f) => f.batch), [4, 2, 1]);
   assert.match(
     plan.capacityFallbacks[0].reason,
-    /^capacity_fallback: 4 chains of 103 tokens need 28 blocks plus 4 shadow tail blocks; even the shallowest depth 13 does not fit the 7 usable blocks$/,
+    /^capacity_fallback: 4 chains of 103 tokens need 28 blocks plus 4 shadow tail blocks; even the shallowest depth 10 does not fit the 7 usable blocks$/,
   );
   assert.equal(keys(plan.order), keys(POINTS), "all fake, in the given order");
   for (const k of ["decode:B4:K400", "decode:B4:K40", "decode:B2:K200", "decode:B1:K250"]) {
