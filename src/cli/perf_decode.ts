@@ -388,7 +388,6 @@ await runCli(async () => {
   const methods: readonly StageMethod[] = o.stageMethod === "both"
     ? STAGE_METHODS
     : [o.stageMethod as StageMethod];
-  const layers = model.config.numLayers;
   for (const [sb, sc] of stagePoints) {
     const cost = decodeStepCost(model, sb, timedContext(sc, o.warmup, o.steps));
     for (const method of methods) {
@@ -405,11 +404,11 @@ await runCli(async () => {
           costs.baseMs.map((m) => m.toFixed(3)).join(" / ")
         } ms before / after)`,
       );
-      console.log(formatStageCosts(costs, cost, bw.bytesPerSecond, layers));
+      console.log(formatStageCosts(costs, cost, bw.bytesPerSecond));
       stageCostRows.push({
         batch: sb,
         ctx: sc,
-        ...stageCostsJson(costs, cost, bw.bytesPerSecond, layers),
+        ...stageCostsJson(costs, cost, bw.bytesPerSecond),
       });
     }
   }
@@ -449,6 +448,9 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
   // 200 ms of waiting, inside a point's timed steps (session 26's 1 x 1024 row has a 12.3 ms
   // gap followed by a 0.97 ms one: an arrival made late).
   let inFlight: Promise<Int32Array> | null = null;
+  // a collection first, as the bench makes one at each point's boundary: the hold counts from
+  // here, and without it nothing collected between points but V8 itself, at any moment
+  (globalThis as { gc?: () => void }).gc?.();
   holdCollections(true);
   try {
     for (let i = 0; i < warmup + timed; i++) {

@@ -1045,6 +1045,8 @@ export class GpuModel implements ForwardModel {
    * null where it did not record them (countStages off).
    */
   private stageLabelsOfStep: readonly string[] | null = null;
+  /** The layer of each of stageLabelsOfStep (null: outside the layers). */
+  private stageLayersOfStep: readonly (number | null)[] | null = null;
   /**
    * Record the pass labels of the following steps (lastStepStageUses; perf-decode
    * --stage-costs). Off, a step's encoding records nothing a dispatch.
@@ -1431,6 +1433,7 @@ export class GpuModel implements ForwardModel {
     this.routingStep = null;
     step.end();
     this.stageLabelsOfStep = this.countStages ? step.stageLabels : null;
+    this.stageLayersOfStep = this.countStages ? step.stageLayers : null;
     const enc = step.encoder;
     const rows = plan.rows;
     const staging = this.sampleStaging.pop() ?? this.gpu.device.createBuffer({
@@ -1739,6 +1742,28 @@ export class GpuModel implements ForwardModel {
     return uses;
   }
 
+  /**
+   * The layers each stage of the last step ran in: how many distinct ones, or null for a stage
+   * with a pass outside the layers (the embedding, the final norm, the LM head, or `rmsnorm`,
+   * which is also the final norm's label).
+   */
+  get lastStepStageLayers(): ReadonlyMap<string, number | null> {
+    const labels = this.stageLabelsOfStep, layers = this.stageLayersOfStep;
+    if (!labels || !layers) {
+      throw new Error(
+        "lastStepStageLayers: the last step recorded no stages (set countStages first)",
+      );
+    }
+    const seen = new Map<string, Set<number> | null>();
+    labels.forEach((label, i) => {
+      const layer = layers[i];
+      const set = seen.has(label) ? seen.get(label)! : new Set<number>();
+      if (set === null || layer === null) seen.set(label, null);
+      else seen.set(label, set.add(layer));
+    });
+    return new Map([...seen].map(([label, set]) => [label, set === null ? null : set.size]));
+  }
+
   /** Per-dispatch GPU times of the last step (profile mode only). */
   lastStepSpans(): Promise<KernelSpan[]> {
     if (!this.spans) throw new Error("lastStepSpans: no step ran with profile on");
@@ -2020,6 +2045,7 @@ export class GpuModel implements ForwardModel {
     // b.h holds layer l's input weighted by its norm weight, and ssParts its squares (qkvScaled)
     let weighted = false;
     for (let l = 0; l < cfg.numLayers; l++) {
+      step.layer = l;
       const w = this.weights.layers[l];
       const kv = this.kv.layers[l];
       if (qkvScaled && weighted) {
@@ -2176,6 +2202,7 @@ export class GpuModel implements ForwardModel {
         step.submit();
       }
     }
+    step.layer = null;
 
     const R = plan.rows;
     if (R === 0) return;
@@ -2405,6 +2432,10 @@ class StepPasses {
   submitMs = 0;
   /** The stages (pass labels) asked for, one a call, in order (where `count` asks for them). */
   readonly stageLabels: string[] = [];
+  /** The layer each of stageLabels was asked for in (null: outside the layers). */
+  readonly stageLayers: (number | null)[] = [];
+  /** The layer the step is encoding now (null outside the layers). */
+  layer: number | null = null;
   /** The step's pass with `edit`'s dispatches issued its times (made on its first use). */
   private repeated: GPUComputePassEncoder | null = null;
 
@@ -2436,7 +2467,10 @@ class StepPasses {
   }
 
   pass(label: string, kernel = label): GPUComputePassEncoder {
-    if (this.count) this.stageLabels.push(label);
+    if (this.count) {
+      this.stageLabels.push(label);
+      this.stageLayers.push(this.layer);
+    }
     const pass = this.passFor(label, kernel);
     if (label !== this.edit?.stage) return pass;
     if (this.repeated === null) this.repeated = repeatedDispatches(pass, this.edit.times);

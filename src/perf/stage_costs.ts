@@ -41,6 +41,8 @@ export interface StageCost {
   readonly stage: string;
   /** Dispatches of the stage a step (passes asked for under its label). */
   readonly uses: number;
+  /** The layers it runs in (null: a pass of it runs outside the layers). */
+  readonly layers: number | null;
   readonly gpuMs: number;
   /**
    * What the stage adds to a step: gpuMs less the step's own (mean of its two runs) where
@@ -70,17 +72,24 @@ export async function measureStageCosts(
   model.countStages = true;
   let first: number;
   let uses: ReadonlyMap<string, number>;
+  let layers: ReadonlyMap<string, number | null>;
   try {
     first = await timeSteps();
     uses = model.lastStepStageUses;
+    layers = model.lastStepStageLayers;
   } finally {
     model.countStages = false;
   }
-  const measured: { stage: string; uses: number; gpuMs: number }[] = [];
+  const measured: { stage: string; uses: number; layers: number | null; gpuMs: number }[] = [];
   try {
     for (const [stage, n] of uses) {
       model.stageEdit = { stage, times: method === "repeat" ? 2 : 0 };
-      measured.push({ stage, uses: n, gpuMs: await timeSteps() });
+      measured.push({
+        stage,
+        uses: n,
+        layers: layers.get(stage) ?? null,
+        gpuMs: await timeSteps(),
+      });
     }
   } finally {
     model.stageEdit = null;
@@ -102,7 +111,7 @@ function stepMs(costs: Pick<StageCosts, "baseMs">): number {
 
 /** One stage's figures as the table and the JSON give them. */
 interface StageRow extends StageCost {
-  /** µs a layer where the stage runs in every layer (at least `layers` dispatches a step). */
+  /** µs a layer of the layers it runs in (null where a pass of it runs outside them). */
   readonly usLayer: number | null;
   /** Its share of the step's own time. */
   readonly share: number;
@@ -114,14 +123,13 @@ function stageRows(
   costs: StageCosts,
   cost: StepCost | null,
   bytesPerSecond: number,
-  layers: number,
 ): StageRow[] {
   const baseUs = stepMs(costs) * 1e3;
   return costs.stages.map((s) => {
     const c = cost?.byLabel.get(s.stage);
     return {
       ...s,
-      usLayer: s.uses >= layers ? s.usStep / layers : null,
+      usLayer: s.layers ? s.usStep / s.layers : null,
       share: s.usStep / baseUs,
       roofUs: c && c.bytes > 0 ? (c.bytes / bytesPerSecond) * 1e6 : null,
     };
@@ -134,18 +142,17 @@ export function stagesSumUs(costs: StageCosts): number {
 }
 
 /**
- * The stages as a table, largest first: µs a step; µs a layer where the stage runs in every
- * layer; its share of the step; and against the bytes the step cost model gives it, its time at
+ * The stages as a table, largest first: µs a step; µs a layer of the layers the stage runs in
+ * (none where a pass of it runs outside them); its share of the step; and against the bytes the step cost model gives it, its time at
  * the read roof and how many times that it takes. Then how much of the step they add up to.
  */
 export function formatStageCosts(
   costs: StageCosts,
   cost: StepCost | null,
   bytesPerSecond: number,
-  layers: number,
 ): string {
   const base = stepMs(costs);
-  const rows = stageRows(costs, cost, bytesPerSecond, layers)
+  const rows = stageRows(costs, cost, bytesPerSecond)
     .sort((a, b) => b.usStep - a.usStep)
     .map((r) => [
       r.stage,
@@ -172,15 +179,15 @@ export function stageCostsJson(
   costs: StageCosts,
   cost: StepCost | null,
   bytesPerSecond: number,
-  layers: number,
 ): Record<string, unknown> {
   return {
     method: costs.method,
     base_gpu_ms: costs.baseMs.map(round3),
     stages_sum_us: round3(stagesSumUs(costs)),
-    stages: stageRows(costs, cost, bytesPerSecond, layers).map((r) => ({
+    stages: stageRows(costs, cost, bytesPerSecond).map((r) => ({
       stage: r.stage,
       dispatches: r.uses,
+      layers: r.layers,
       gpu_ms: round3(r.gpuMs),
       us_step: round3(r.usStep),
       us_layer: r.usLayer === null ? null : round3(r.usLayer),
