@@ -39,6 +39,7 @@ import {
   type Variant,
   variantByName,
 } from "../../kernels/kernel.ts";
+import type { ParamFields } from "../../kernels/params.ts";
 import * as embedding from "../../kernels/embedding.ts";
 import * as rmsnorm from "../../kernels/rmsnorm.ts";
 import * as gemv from "../../kernels/gemv.ts";
@@ -1346,7 +1347,7 @@ export class GpuModel implements ForwardModel {
         throw callsDone.reason;
       }
       if (moeDone.status === "rejected") {
-        for (const c of kernelCallsOf(callsDone.value)) c.destroy();
+        for (const c of callsDone.value.all) c.destroy();
         throw moeDone.reason;
       }
       const calls = callsDone.value;
@@ -1355,7 +1356,7 @@ export class GpuModel implements ForwardModel {
       try {
         buf = createScratch(gpu, config, opts, calls.tensorCoreK, calls.tensorCoreSplitN);
       } catch (err) {
-        for (const c of kernelCallsOf(calls)) c.destroy();
+        for (const c of calls.all) c.destroy();
         moe?.destroy();
         throw err;
       }
@@ -1780,7 +1781,7 @@ export class GpuModel implements ForwardModel {
     this.partials?.lse.destroy();
     this.destroyRetired();
     this.timer.destroy();
-    for (const c of kernelCallsOf(this.calls)) c.destroy();
+    for (const c of this.calls.all) c.destroy();
     for (const b of this.sampleStaging) b.destroy();
     this.sampleStaging.length = 0;
   }
@@ -2547,6 +2548,15 @@ async function createCalls(
   qkvNormInGemv: boolean,
   qkvScaledAfterMoe: boolean,
 ) {
+  // every call made here, in `all`: the model frees them with it (kernel params buffers)
+  const all: { destroy(): void }[] = [];
+  const make = async <F extends ParamFields>(
+    ...args: Parameters<typeof KernelCall.create<F>>
+  ): Promise<KernelCall<F>> => {
+    const call = await KernelCall.create(...args);
+    all.push(call);
+    return call;
+  };
   const packed = packedF16 ? "-packed" : "";
   const tcForm = decodeAttention.startsWith("tcdw");
   if (tcForm) {
@@ -2684,7 +2694,7 @@ async function createCalls(
   // every kind's calls compiled concurrently (a driver may compile them in parallel)
   const linearCalls = async (kind: LinearKind, n: number, k: number) => {
     const [gemvCall, gemmCall, tc] = await Promise.all([
-      KernelCall.create(
+      make(
         gpu,
         gemv.spec,
         [
@@ -2696,7 +2706,7 @@ async function createCalls(
         ],
         `gemv ${kind}`,
       ),
-      KernelCall.create(
+      make(
         gpu,
         gemm.spec,
         [gemmVariant, gemmSmallVariant],
@@ -2707,14 +2717,14 @@ async function createCalls(
       tensorCores && gemmTc.gemmTcFits(n, k) &&
         (!(kind === "gateUp" || kind === "down") || config.layerKinds.includes("dense"))
         ? Promise.all([
-          KernelCall.create(gpu, castF16.spec, ["f16"], `cast_f16 ${kind}`),
-          KernelCall.create(
+          make(gpu, castF16.spec, ["f16"], `cast_f16 ${kind}`),
+          make(
             gpu,
             gemmTc.spec,
             [...gemmTc.GEMM_TC_VARIANTS, ...stagedTc],
             `gemm_tc ${kind}`,
           ),
-          KernelCall.create(gpu, splitkReduce.spec, ["f32"], `splitk ${kind}`),
+          make(gpu, splitkReduce.spec, ["f32"], `splitk ${kind}`),
         ]).then(([cast, gemm, reduce]) => ({ cast, gemm, reduce }))
         : null,
     ]);
@@ -2762,47 +2772,48 @@ async function createCalls(
     oSplitCall,
     qkvScaledCall,
   ] = await Promise.all([
-    KernelCall.create(gpu, embedding.spec, [dtype]),
-    KernelCall.create(gpu, rmsnorm.spec, [dtype]),
-    KernelCall.create(gpu, rmsnorm.spec, [dtype], "final rmsnorm"),
-    KernelCall.create(gpu, qkNormRopeCache.spec, [dtype]),
-    KernelCall.create(
+    make(gpu, embedding.spec, [dtype]),
+    make(gpu, rmsnorm.spec, [dtype]),
+    make(gpu, rmsnorm.spec, [dtype], "final rmsnorm"),
+    make(gpu, qkNormRopeCache.spec, [dtype]),
+    make(
       gpu,
       prefillAttention === "fma" ? pagedAttention.spec : pagedAttentionTc.spec,
       [prefillVariant],
     ),
-    KernelCall.create(
+    make(
       gpu,
       pagedAttentionDecode.spec,
       [...new Set([decodeVariant, decodeDeepVariant])],
     ),
-    KernelCall.create(
+    make(
       gpu,
       decodeReduce.spec,
       dtype === "f16" ? ["f32", "f32-wg256", "f16", "f16-wg256"] : ["f32", "f32-wg256"],
     ),
     decodeQkTwins.length
-      ? KernelCall.create(gpu, pagedAttentionDecodeQk.spec, decodeQkTwins)
+      ? make(gpu, pagedAttentionDecodeQk.spec, decodeQkTwins)
       : Promise.resolve(null),
-    KernelCall.create(gpu, kvBlockCopy.spec, [dtype]),
-    KernelCall.create(gpu, siluMul.spec, ["f32"]),
-    KernelCall.create(gpu, gatherRows.spec, ["f32"]),
-    KernelCall.create(gpu, sample.spec, [sampleVariant]),
+    make(gpu, kvBlockCopy.spec, [dtype]),
+    make(gpu, siluMul.spec, ["f32"]),
+    make(gpu, gatherRows.spec, ["f32"]),
+    make(gpu, sample.spec, [sampleVariant]),
     // the one-row GEMV form with the input norm inside, for the qkv projection
     qkvNormInGemv && gemvNorm.spec.variants.some((v) => v.name === gemvVariant)
-      ? KernelCall.create(gpu, gemvNorm.spec, [gemvVariant], "gemv_norm qkv")
+      ? make(gpu, gemvNorm.spec, [gemvVariant], "gemv_norm qkv")
       : Promise.resolve(null),
     // the one-row GEMV with params of its own, for the MoE layers' o in split-K parts
     gemvForms === "decode"
-      ? KernelCall.create(gpu, gemv.spec, [gemvVariant], "gemv o split")
+      ? make(gpu, gemv.spec, [gemvVariant], "gemv o split")
       : Promise.resolve(null),
     // the same form scaling a row the MoE down GEMM weighted, after a MoE layer
     qkvNormInGemv && qkvScaledAfterMoe &&
       gemvScaled.spec.variants.some((v) => v.name === gemvVariant)
-      ? KernelCall.create(gpu, gemvScaled.spec, [gemvVariant], "gemv_scaled qkv")
+      ? make(gpu, gemvScaled.spec, [gemvVariant], "gemv_scaled qkv")
       : Promise.resolve(null),
   ]);
   return {
+    all,
     tensorCoreK,
     tensorCoreSplitN,
     // the staged decode forms (gemm_tcs, gemm_tcs_sg) and the prefill form (gemm_tcp) that
@@ -3108,29 +3119,4 @@ function createScratch(
     placeholder: f32("placeholder", 4),
   };
   return { ...bufs, all, maxRows };
-}
-
-/** Every KernelCall createCalls made (each owns a params buffer): GpuModel frees them. */
-function kernelCallsOf(calls: Awaited<ReturnType<typeof createCalls>>): { destroy(): void }[] {
-  const linear = Object.values(calls.linear).flatMap((l) =>
-    l ? [l.gemv, l.gemm, ...(l.tc ? [l.tc.cast, l.tc.gemm, l.tc.reduce] : [])] : []
-  );
-  return [
-    ...linear,
-    calls.embedding,
-    calls.norm,
-    calls.finalNorm,
-    calls.qkNorm,
-    calls.prefill,
-    calls.decode,
-    calls.decodeReduce,
-    calls.decodeQk,
-    calls.blockCopy,
-    calls.silu,
-    calls.gather,
-    calls.sample,
-    calls.qkvNorm,
-    calls.oSplit,
-    calls.qkvScaled,
-  ].filter((c) => c !== null);
 }
