@@ -35,6 +35,7 @@ import { runRecord } from "./run_record.ts";
 import { round3, upperMedian } from "../util/sample_stats.ts";
 import { TENSOR_CORE_OPTIONS, tensorCoreOptions } from "./model_options.ts";
 import { checkedModel } from "./model_spec.ts";
+import { BoundaryGc } from "../bench/gc_policy.ts";
 
 const SPEC = {
   model: {
@@ -185,6 +186,9 @@ interface PeerPoint {
   graph_ms: number;
   eager_ms?: number;
 }
+
+/** The bench's collections at point boundaries, here before each point's timed steps. */
+const BOUNDARY_GC = new BoundaryGc();
 
 await runCli(async () => {
   const o = parseArgs(
@@ -450,7 +454,7 @@ async function timeDecode(model: GpuModel, steps: SyntheticDecode, warmup: numbe
   let inFlight: Promise<Int32Array> | null = null;
   // a collection first, as the bench makes one at each point's boundary: the hold counts from
   // here, and without it nothing collected between points but V8 itself, at any moment
-  (globalThis as { gc?: () => void }).gc?.();
+  BOUNDARY_GC.collect();
   holdCollections(true);
   try {
     for (let i = 0; i < warmup + timed; i++) {
