@@ -323,20 +323,21 @@ function prefillChart(rows: readonly Row[]): string {
     groups.set(k, [...(groups.get(k) ?? []), r]);
   }
   // a slice's label rounds its KV tokens; slices whose rounded labels meet keep exact ones
-  const label = (r: Row, exact: boolean) =>
-    `B=${r.batch} KV=${exact ? r.kv : short(r.kv)} ${r.regime}`;
-  const rounded = [...groups.values()].map((rs) => label(rs[0], false));
-  const series = [...groups.values()].slice(0, 8).map((rs, i) => ({
-    label: label(rs[0], rounded.indexOf(rounded[i]) !== rounded.lastIndexOf(rounded[i])),
-    rs,
-  })).map(({ label, rs }) => ({
-    label,
-    points: rs.map((r) => ({
-      x: r.tokens,
-      y: r.wallMs,
-      tip: `${label}: ${r.tokens} tokens, ${ms(r.wallMs)} ms (${r.source})`,
-    })),
-  }));
+  const rounded = (r: Row) => `B=${r.batch} KV=${short(r.kv)} ${r.regime}`;
+  const seen = new Map<string, number>();
+  for (const [r] of groups.values()) seen.set(rounded(r), (seen.get(rounded(r)) ?? 0) + 1);
+  const series = [...groups.values()].slice(0, 8).map((rs) => {
+    const r = rs[0];
+    const label = seen.get(rounded(r))! > 1 ? `B=${r.batch} KV=${r.kv} ${r.regime}` : rounded(r);
+    return {
+      label,
+      points: rs.map((r) => ({
+        x: r.tokens,
+        y: r.wallMs,
+        tip: `${label}: ${r.tokens} tokens, ${ms(r.wallMs)} ms (${r.source})`,
+      })),
+    };
+  });
   const note = groups.size > 8
     ? `<p class="note">Showing 8 of ${groups.size} (batch, KV-read) slices.</p>`
     : "";
