@@ -6,7 +6,7 @@
  *      (moe_router_fused for f16 steps of 2 to fusedRouterMaxTokens tokens, given the router
  *       weight: x, w_router -> logits, topk_ids, topk_weights; moe_router_norm there, given
  *       routerNorm too: the layer's input RMSNorm first, residual -> x, then the same)
- *   2. moe_dispatch      1 workgroup                -> expert_offsets, sorted_token, row_of,
+ *   2. moe_dispatch      [N / 2048] workgroups      -> expert_offsets, sorted_token, row_of,
  *                                                      work_items, dispatch_args
  *   (1 and 2 in one workgroup, moe_route_dispatch, for steps of 1 to routeDispatchMaxTokens
  *    tokens that do not route in one pass: batch-1 decode; there, where the gate/up GEMM takes
@@ -1263,7 +1263,7 @@ export class MoeBlock {
       run("dispatch", pipes.dispatch, params.dispatch, {
         topk_ids: sc.topkIds,
         ...dispatched,
-      }, [1, 1, 1]);
+      }, [dispatch.moeDispatchWorkgroups(this.tokens * this.shape.topK), 1, 1]);
     }
     const tc = this.stepTc;
     if (tc) {

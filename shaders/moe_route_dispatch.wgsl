@@ -15,5 +15,5 @@ fn main(@builtin(local_invocation_index) lid: u32) {
   }
   // the top-k ids the invocations wrote to storage are visible to the whole workgroup
   storageBarrier();
-  dispatch_assignments(lid);
+  dispatch_assignments(lid, 0u, params.tokens * params.top_k);
 }

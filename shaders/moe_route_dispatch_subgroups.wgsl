@@ -17,5 +17,5 @@ fn main(
   router_top_k_subgroups(lid, lane, sg);
   // the top-k ids the invocations wrote to storage are visible to the whole workgroup
   storageBarrier();
-  dispatch_assignments(lid);
+  dispatch_assignments(lid, 0u, params.tokens * params.top_k);
 }

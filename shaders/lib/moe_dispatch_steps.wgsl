@@ -7,6 +7,8 @@
 const NO_EXPERT: u32 = 0xffffffffu;
 
 var<workgroup> expert_count: array<atomic<u32>, MAX_E>;
+// assignments before this workgroup's chunk, by expert
+var<workgroup> expert_before: array<atomic<u32>, MAX_E>;
 var<workgroup> expert_next: array<atomic<u32>, MAX_E>;
 var<workgroup> expert_first_item: array<u32, MAX_E>;
 // the lanes of the current round holding expert e: bits of words e * MASK_WORDS ..
@@ -27,14 +29,19 @@ fn expert_of(i: u32) -> u32 {
   return NO_EXPERT;
 }
 
-// The whole dispatch (steps 1-4 of moe_dispatch.wgsl), by every invocation of the workgroup
-// (uniform control flow); topk_ids must be complete and visible to the workgroup.
-fn dispatch_assignments(lid: u32) {
+// The whole dispatch (steps 1-4 of moe_dispatch.wgsl) for the assignments begin .. end - 1 of
+// the step's (a chunk; the whole step where one workgroup dispatches), by every invocation of the
+// workgroup (uniform control flow); topk_ids must be complete and visible to the workgroup.
+// Every workgroup counts all the assignments (the offsets need every count) and those before its
+// chunk (where its rows of each expert start), then ranks its chunk's alone; the chunk that
+// starts at 0 writes the offsets, the work items and the indirect args.
+fn dispatch_assignments(lid: u32, begin: u32, end: u32) {
   let n = params.tokens * params.top_k;
   let num_e = params.experts;
   let bm = params.block_m;
   for (var e = lid; e < num_e; e += WG) {
     atomicStore(&expert_count[e], 0u);
+    atomicStore(&expert_before[e], 0u);
   }
   for (var w = lid; w < num_e * MASK_WORDS; w += WG) {
     atomicStore(&lane_bits[w], 0u);
@@ -44,6 +51,9 @@ fn dispatch_assignments(lid: u32) {
     let e = expert_of(i);
     if (e != NO_EXPERT) {
       atomicAdd(&expert_count[e], 1u);
+      if (i < begin) {
+        atomicAdd(&expert_before[e], 1u);
+      }
     }
   }
   workgroupBarrier();
@@ -81,35 +91,37 @@ fn dispatch_assignments(lid: u32) {
     let e = EPT * lid + j;
     if (e < num_e) {
       let c = atomicLoad(&expert_count[e]);
-      atomicStore(&expert_next[e], row);
-      expert_offsets[e] = row;
+      atomicStore(&expert_next[e], row + atomicLoad(&expert_before[e]));
+      if (begin == 0u) {
+        expert_offsets[e] = row;
+      }
       expert_first_item[e] = item;
       row += c;
       item += (c + bm - 1u) / bm;
     }
   }
-  if (lid == WG - 1u) {
+  if (lid == WG - 1u && begin == 0u) {
     // row and item are the totals here: the last invocation's experts end the scan
     expert_offsets[num_e] = row;
     work_items[0] = vec4<u32>(item, row, 0u, 0u);
     write_dispatch_args(item);
   }
   workgroupBarrier();
-  for (var e = lid; e < num_e; e += WG) {
+  for (var e = lid; e < num_e && begin == 0u; e += WG) {
     let first = atomicLoad(&expert_next[e]);
-    let end = first + atomicLoad(&expert_count[e]);
+    let last = first + atomicLoad(&expert_count[e]);
     var item = 1u + expert_first_item[e];
-    for (var r = first; r < end; r += bm) {
-      work_items[item] = vec4<u32>(e, r, min(r + bm, end), 0u);
+    for (var r = first; r < last; r += bm) {
+      work_items[item] = vec4<u32>(e, r, min(r + bm, last), 0u);
       item++;
     }
   }
   // expert_next is read above before the rounds below advance it.
   workgroupBarrier();
-  for (var base = 0u; base < n; base += WG) {
+  for (var base = begin; base < end; base += WG) {
     let i = base + lid;
     var e = NO_EXPERT;
-    if (i < n) {
+    if (i < end) {
       e = expert_of(i);
       if (e == NO_EXPERT) {
         row_of[i] = NO_EXPERT;

@@ -13,7 +13,11 @@ import {
   type MoeBlockShape,
   moeGemmVariantFor,
 } from "../../kernels/moe_block.ts";
-import { moeDispatchParams, moeDispatchRef } from "../../kernels/moe_dispatch.ts";
+import {
+  MOE_DISPATCH_CHUNK,
+  moeDispatchParams,
+  moeDispatchRef,
+} from "../../kernels/moe_dispatch.ts";
 import { moeRouterParams, moeRouterRef } from "../../kernels/moe_router.ts";
 import { spec as gateUpSpec } from "../../kernels/moe_gemm_gate_up.ts";
 import { supportedVariants, unsupportedReason, variantByName } from "../../kernels/kernel.ts";
@@ -198,6 +202,40 @@ for (const pattern of ["spread", "skewed"] as const) {
     }
   });
 }
+
+test("a step of more assignments than one dispatch chunk (several dispatch workgroups) matches the CPU block", async () => {
+  const gpu = await sharedGpu();
+  // 2500 tokens x top-2: three chunks of the dispatch, the last one short
+  const tokens = 2500;
+  assert.ok(tokens * K > 2 * MOE_DISPATCH_CHUNK);
+  for (const pattern of ["spread", "skewed"] as const) {
+    const shape = blockShape(tokens, "f32");
+    const rng = Rng.fromSeed(`moe chunks ${pattern}`);
+    const logits = makeLogits(rng, tokens, pattern);
+    const x = rng.fillNormal(new Float32Array(tokens * H));
+    const layer = makeLayer(rng, "f32");
+    const residual = rng.fillNormal(new Float32Array(tokens * H));
+    const { out, args } = await runBlock(
+      gpu,
+      shape,
+      "auto",
+      tokens,
+      [logits],
+      [x],
+      [layer],
+      residual,
+    );
+    const want = moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens);
+    assertClose(out, want, `${tokens} tokens ${pattern}`);
+    const ids =
+      moeRouterRef(logits, moeRouterParams({ tokens, experts: E, topK: K, normTopk: true })).ids;
+    const items = moeDispatchRef(
+      ids,
+      moeDispatchParams({ tokens, topK: K, experts: E, gridXGateUp: 1, gridXDown: 1 }),
+    ).workItems[0];
+    assert.is(args[1], items, `${pattern}: gate/up work items`);
+  }
+});
 
 test("auto picks each stage's form by rows per expert (gate/up and down may differ) and matches the CPU block", async () => {
   const gpu = await sharedGpu();
