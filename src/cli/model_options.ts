@@ -281,7 +281,7 @@ export const TENSOR_CORE_OPTIONS = {
     values: PLACEMENTS,
     help: "how the weights take GPU memory: each (a buffer a weight) or arena (every weight a " +
       "range of as few buffers of at most 16 GiB as the adapter allows, ranges of 2 MiB and more " +
-      "on 2 MiB) (default: each)",
+      "on 2 MiB) (default: arena)",
   },
   kvPlacement: {
     type: "string",

@@ -532,6 +532,18 @@ test("weights and KV in arenas (weightPlacement, kvPlacement) give the logits an
   }
 });
 
+test("by default the weights go in arenas and the KV cache a buffer a layer's K and V", async () => {
+  const gpu = await sharedGpu();
+  const model = await GpuModel.load(gpu, dirs["tiny-mixtral"], { dtype: "f32", ...MODEL_OPTIONS });
+  try {
+    assert.is(model.weights.placement, "arena");
+    assert.is(model.weights.bufferCount, 1);
+    assert.is(model.kv.placement, "each");
+  } finally {
+    model.destroy();
+  }
+});
+
 test("an unknown weightPlacement is refused by name", async () => {
   const gpu = await sharedGpu();
   const err = await GpuModel.load(gpu, dirs["tiny-qwen3"], {
