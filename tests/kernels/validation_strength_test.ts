@@ -78,11 +78,12 @@ async function run<F extends ParamFields>(
 async function runTable<F extends ParamFields>(
   real: KernelModule<F>,
   spec: KernelSpec<F>,
+  keep: (v: Variant) => boolean,
   maxBytes = MAX_BYTES,
 ): Promise<ValidationRow[]> {
   const gpu = await sharedGpu();
   const rows: ValidationRow[] = [];
-  for (const variant of supportedVariants(gpu, real.spec)) {
+  for (const variant of supportedVariants(gpu, real.spec).filter(keep)) {
     for (const kcase of real.cases) {
       if (kcase.bytes(variant) > maxBytes) continue;
       if (kcase.variants && !kcase.variants.includes(variant.name)) continue;
@@ -103,15 +104,11 @@ async function caught<F extends ParamFields>(
   only?: (v: Variant) => boolean,
 ): Promise<void> {
   const keep = only ?? (() => true);
-  const good = (await runTable(real, real.spec)).filter((r) => keep(variantOf(real, r)));
-  const bad = (await runTable(real, wrong)).filter((r) => keep(variantOf(real, r)));
+  const good = await runTable(real, real.spec, keep);
+  const bad = await runTable(real, wrong, keep);
   assert.ok(good.length > 0 && good.length === bad.length, `${good.length} / ${bad.length} rows`);
   assert.ok(good.every((r) => r.pass), describe(good));
   assert.ok(bad.some((r) => !r.pass), `the mutant passed every case:\n${describe(bad)}`);
-}
-
-function variantOf<F extends ParamFields>(real: KernelModule<F>, row: ValidationRow): Variant {
-  return real.spec.variants.find((v) => v.name === row.variant)!;
 }
 
 test("sample: a kernel that ignores the temperature fails a small case", async () => {
@@ -133,26 +130,35 @@ test("rmsnorm: a kernel that drops eps fails a small case", async () => {
   );
 });
 
-test("qk_norm_rope_cache: a kernel that drops eps fails a small case", async () => {
-  await caught(
-    qk,
-    mutant(qk.spec, "no-eps", [
-      ["inverseSqrt(total / f32(hd) + params.eps)", "inverseSqrt(total / f32(hd))"],
-    ]),
-  );
-});
+// each shader form of qk_norm_rope_cache on its own (the mutants edit both): several heads a
+// workgroup (f32, f16) and one (f32-wg64, f16-wg64)
+const qkForms = [...new Set(qk.spec.variants.map((v) => v.shader ?? qk.spec.shader))];
 
-test("qk_norm_rope_cache f16: q_out (f32) off by f16's rounding step fails a small case", async () => {
-  // (f32(f16(y)) would be the literal bug, but lavapipe does not round f16 in registers)
-  await caught(
-    qk,
-    mutant(qk.spec, "q-f16", [
-      ["q_out[dst + i] = y1;", "q_out[dst + i] = y1 * (1.0 + 1.0 / 2048.0);"],
-      ["q_out[dst + i + half] = y2;", "q_out[dst + i + half] = y2 * (1.0 + 1.0 / 2048.0);"],
-    ]),
-    (v) => v.dtype === "f16",
-  );
-});
+for (const form of qkForms) {
+  const ofForm = (v: Variant) => (v.shader ?? qk.spec.shader) === form;
+
+  test(`qk_norm_rope_cache ${form}: a kernel that drops eps fails a small case`, async () => {
+    await caught(
+      qk,
+      mutant(qk.spec, "no-eps", [
+        ["inverseSqrt(total / f32(hd) + params.eps)", "inverseSqrt(total / f32(hd))"],
+      ]),
+      ofForm,
+    );
+  });
+
+  test(`qk_norm_rope_cache ${form} f16: q_out (f32) off by f16's rounding step fails a small case`, async () => {
+    // (f32(f16(y)) would be the literal bug, but lavapipe does not round f16 in registers)
+    await caught(
+      qk,
+      mutant(qk.spec, "q-f16", [
+        ["q_out[dst + i] = y1;", "q_out[dst + i] = y1 * (1.0 + 1.0 / 2048.0);"],
+        ["q_out[dst + i + half] = y2;", "q_out[dst + i + half] = y2 * (1.0 + 1.0 / 2048.0);"],
+      ]),
+      (v) => ofForm(v) && v.dtype === "f16",
+    );
+  });
+}
 
 test("moe_dispatch: a kernel that leaves a dropped assignment's row_of unwritten fails a small case", async () => {
   await caught(
