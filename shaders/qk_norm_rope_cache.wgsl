@@ -9,14 +9,7 @@
 // (split_stride = tokens * width apart) and each value is their sum, in the order
 // splitk_reduce adds them, so the reduce dispatch before this one is left out.
 //#include "lib/workgroup_sum.wgsl"
-
-fn qkv_at(j: u32) -> f32 {
-  var v = qkv[j];
-  for (var s = 1u; s < params.splits; s++) {
-    v += qkv[s * params.split_stride + j];
-  }
-  return v;
-}
+//#include "lib/qkv_partials.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(

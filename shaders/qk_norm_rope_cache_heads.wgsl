@@ -20,15 +20,9 @@
 // are 32 -> 4 partial sums, then every lane adds the 4, 2 barriers. Invocations past the last
 // pair take part in the barriers and write nothing (control flow stays uniform around them).
 
-var<workgroup> head_ss: array<f32, WG>;
+//#include "lib/qkv_partials.wgsl"
 
-fn qkv_at(j: u32) -> f32 {
-  var v = qkv[j];
-  for (var s = 1u; s < params.splits; s++) {
-    v += qkv[s * params.split_stride + j];
-  }
-  return v;
-}
+var<workgroup> head_ss: array<f32, WG>;
 
 // Invocations a head (as kernels/qk_norm_rope_cache.ts headLanes): the least power of two
 // whose lanes hold head_dim / 2 rotation pairs at PAIRS a lane, at most WG.
