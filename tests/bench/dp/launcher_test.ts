@@ -40,6 +40,11 @@ function start(args: readonly string[], env: Record<string, string> = {}): Run {
   return { child, exit, output: () => text };
 }
 
+/** `deno task bench --dp 2` with `args` after it (the launcher and its two ranks). */
+function startBenchDp2(args: readonly string[]): Run {
+  return start(["run", "-A", "--v8-flags=--expose-gc", "src/cli/bench.ts", "--dp", "2", ...args]);
+}
+
 async function until(what: string, ok: () => boolean, seconds: number): Promise<void> {
   const end = performance.now() + seconds * 1000;
   while (!ok()) {
@@ -111,13 +116,7 @@ test("ranks that die before their first write do not get the previous run's file
   const merged = mergedOutPath(g.out);
   assert.ok(!existsSync(merged));
   // this run: every rank fails at start-up (exit 2) before it moves its old file aside
-  const run = start([
-    "run",
-    "-A",
-    "--v8-flags=--expose-gc",
-    "src/cli/bench.ts",
-    "--dp",
-    "2",
+  const run = startBenchDp2([
     "--model",
     "synthetic:qwen3-30b-a3b",
     "--dp-gpus",
@@ -168,13 +167,7 @@ test("SIGTERM forwarded to the ranks (each exits 143) ends the launcher with 143
 test("ranks do not outlive a launcher that was killed (SIGKILL)", async () => {
   const dir = mkdtempSync(join(tmpdir(), "webfpm-s47e-orphan-"));
   const out = join(dir, "o.json");
-  const run = start([
-    "run",
-    "-A",
-    "--v8-flags=--expose-gc",
-    "src/cli/bench.ts",
-    "--dp",
-    "2",
+  const run = startBenchDp2([
     ...SMALL_ENGINE,
     "--out",
     out,
