@@ -37,8 +37,6 @@
  * and `f16-tcs`, which stages q, then each step's K and V, in the q array) and 12,040
  * (`f16-tc2`). The staged forms of RT subgroups keep that q array at 16 rows (q goes through
  * it in RT passes) beside RT times the S and P: 7,944 bytes (`f16-tcs2`), 11,528 (`f16-tcs4`).
- * `f16-tcs4k32` (a lab form) steps over 32 keys (KT = 2), so its q array holds 32 rows and its S
- * and P are twice as wide: 22,024 bytes.
  * On the H200 about 48 KB of workgroup memory an SM bounds how many workgroups it holds.
  */
 import type { KernelCase } from "./case.ts";
@@ -74,14 +72,11 @@ function tcVariant(kt: 1 | 2): Variant {
  * (shaders/paged_attention_tcs.wgsl): f16-tc's computation, each 16-key step's K and V loaded a
  * step ahead as vec4<u32> words, stored over one another in the buffer q is staged in, and the
  * matrices loaded from workgroup memory instead of straight from the paged cache; the same
- * workgroup memory as f16-tc. With kt = 2 (`k32` in the name) a step takes 32 keys: half the
- * steps, and so half the barriers and S -> P round trips, of twice the work each, S as two
- * independent chains of products (a lab form beside f16-tcs4: 22,024 bytes of workgroup memory
- * against 11,528).
+ * workgroup memory as f16-tc.
  */
-function tcsVariant(rt: 1 | 2 | 4, kt: 1 | 2 = 1): Variant {
+function tcsVariant(rt: 1 | 2 | 4): Variant {
   return {
-    name: (rt === 1 ? "f16-tcs" : `f16-tcs${rt}`) + (kt === 2 ? "k32" : ""),
+    name: rt === 1 ? "f16-tcs" : `f16-tcs${rt}`,
     dtype: "f16",
     subgroupMatrix: { m: 16, n: 16, k: 16 },
     wideWords: true,
@@ -89,7 +84,7 @@ function tcsVariant(rt: 1 | 2 | 4, kt: 1 | 2 = 1): Variant {
     // subgroup's are uniform)
     perSubgroupMatrices: true,
     shader: "paged_attention_tcs.wgsl",
-    consts: { KT: kt, HD, RT: rt },
+    consts: { KT: 1, HD, RT: rt },
   };
 }
 
@@ -103,7 +98,7 @@ export function workgroupBytes(v: Variant): number {
   const { KT, HD: hd } = v.consts!;
   const kw = 16 * KT;
   const rows = tileRows(v);
-  // the staged forms' q buffer holds a step's 16 or 32 keys; q goes through it in RT passes
+  // the staged forms' q buffer holds a step's 16 keys; q goes through it in RT passes
   const qRows = v.shader === "paged_attention_tcs.wgsl" ? ROWS : rows;
   return Math.max(qRows, kw) * (hd + 8) * 2 + rows * kw * 4 + rows * (kw + 8) * 2 + 8;
 }
@@ -147,14 +142,7 @@ export const spec: KernelSpec<typeof params.fields> = {
   // paged_attention's bindings; the variants read K and V as scalars (scalarReads: matrix
   // loads take an array of f16)
   bindings: fmaSpec.bindings,
-  variants: [
-    tcVariant(1),
-    tcVariant(2),
-    tcsVariant(1),
-    tcsVariant(2),
-    tcsVariant(4),
-    tcsVariant(4, 2),
-  ],
+  variants: [tcVariant(1), tcVariant(2), tcsVariant(1), tcsVariant(2), tcsVariant(4)],
   grid: (p, v, gpu) => {
     const reason = tcGeometryReason(p);
     if (reason) throw new Error(`paged_attention_tc/${v.name}: ${reason}`);
@@ -250,25 +238,6 @@ export const cases: KernelCase<typeof params.fields>[] = [
     blockSize: 16,
     lens: [{ prefix: 700, query: 300 }],
     kStd: 6,
-  }, TC_FORM),
-  // lengths off the 32-key steps of f16-tcs4k32 (queries and contexts not multiples of 32, a
-  // chunk after earlier context), over blocks of 16 (each step in two blocks) and of 48 (steps
-  // that straddle a block's end)
-  attentionCase({
-    label: "2 seqs q=37,21 prefixes 58,0, bs=16 q/kv=32/4",
-    numQHeads: 32,
-    numKvHeads: 4,
-    headDim: HD,
-    blockSize: 16,
-    lens: [{ prefix: 58, query: 37 }, { prefix: 0, query: 21 }],
-  }, TC_FORM),
-  attentionCase({
-    label: "3 seqs q=50,1,19 prefixes 75,40,13, bs=48 q/kv=8/1",
-    numQHeads: 8,
-    numKvHeads: 1,
-    headDim: HD,
-    blockSize: 48,
-    lens: [{ prefix: 75, query: 50 }, { prefix: 40, query: 1 }, { prefix: 13, query: 19 }],
   }, TC_FORM),
   attentionCase({
     label: "Qwen3-30B-A3B prefill 1 x 2048",

@@ -35,7 +35,6 @@ const Q_LIMIT: f32 = 65504.0;
 const ROWS: u32 = 16u;
 // one subgroup loads and stages a step's K and V words (lib/attention_steps_tc.wgsl)
 const KV_LANES: u32 = 32u;
-const KV_KEYS: u32 = 16u;
 // dim slices of 16 (result matrices of O, left matrices of Q, right matrices of a step's K/V)
 const ND: u32 = HD / 16u;
 // vec4 columns of a q row: one a lane

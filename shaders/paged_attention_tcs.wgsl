@@ -8,7 +8,7 @@
 // rows, subgroup r taking rows 16 r .. 16 r + 15; q * scale goes through wg.a once into 8 left
 // matrices held in each subgroup's registers. The subgroups of a workgroup share each step's
 // staged K and V: the words a step stores per query row, the kernel's main cost on the H200,
-// drop with RT. Per step of KW = 16 keys (all RT subgroups; a subgroup's own S, P and O):
+// drop with RT. Per step of 16 keys (all RT subgroups; a subgroup's own S, P and O):
 //   the step's K words (loaded during the previous step: 8 a lane, two keys a load
 //     instruction, zero words for keys at or past the tile's last visible key, so a stale
 //     slot never meets a zero probability as Inf or NaN) go to wg.a as [key][d] f16 rows;
@@ -21,23 +21,13 @@
 // One buffer for q, K and V keeps the workgroup memory at f16-tc's 6,152 bytes with one
 // subgroup: its workgroup memory bounds how many an SM holds (the form with a buffer each,
 // 15 KB, was no faster than f16-tc on the H200; decode's f16-tcdw gained 25% from the same two
-// steps). The buffer holds KW rows of 136 f16 (a step's keys) whatever RT is: q goes through it
+// steps). The buffer holds 16 rows of 136 f16 (a step's keys) whatever RT is: q goes through it
 // in RT passes of 128 / RT dims (rows of 128 / RT f16 when RT > 1), each pass's matrices loaded
 // before the next is staged, so f16-tcs2 takes 7,944 bytes (6 workgroups an SM of the H200's 48
 // KB, where a 32-row q buffer's 12,296 bytes fit 3) and f16-tcs4 11,528 (4, against 1).
 // A rescale step (some row of the workgroup took a new max) rescales every subgroup's O.
 // With several subgroups the matrix offsets differ between them (Variant.perSubgroupMatrices).
-// f16-tcs4k32 (KT = 2, RT = 4) takes 32 keys a step (KW = 32) with the same 4 barriers: S as
-// two independent 16 x 16 results (keys 0-15 and 16-31, two chains of 8 products that can
-// overlap), the row's softmax step over 32 keys (16 each of its two invocations), P as two left
-// matrices and O += P0 V0 + P1 V1; K and V staged as 32 keys (wg.a 32 rows of 136 f16, which q's
-// passes use as with 16). Its workgroup memory: wg.a 8,704 bytes, wg.b 64 x 40 f16 = 5,120,
-// wg.s_tile 64 x 32 f32 = 8,192, flags 8: 22,024 bytes (2 workgroups an SM of the H200's 48 KB,
-// where f16-tcs4 fits 4). A lab form: whether fewer, longer steps beat the halved occupancy is
-// for the H200 to say.
-// Needs head_dim 128 and block_size a multiple of 16 (each 16 keys of a step inside one block;
-// with 32 keys a step the two halves are addressed through the block table each:
-// lib/attention_steps_tc.wgsl, load_words).
+// Needs head_dim 128 and block_size a multiple of 16 (a step's keys inside one block).
 //#include "lib/paged_kv.wgsl"
 //#include "lib/stage_words.wgsl"
 //#include "lib/attention_steps_tc.wgsl"
@@ -52,9 +42,7 @@ const ROWS: u32 = 16u * RT;
 const THREADS: u32 = 32u * RT;
 // the workgroup loads and stages a step's K and V words (lib/attention_steps_tc.wgsl)
 const KV_LANES: u32 = THREADS;
-// keys a step: KT key tiles of 16
-const KW: u32 = 16u * KT;
-const KV_KEYS: u32 = KW;
+const KW: u32 = 16u;
 // keys of a step each invocation of a row pair scores
 const KH: u32 = KW / 2u;
 const ND: u32 = HD / 16u;
@@ -68,7 +56,7 @@ const NDP: u32 = DP / 16u;
 const QP: u32 = DP + 8u * (1u / RT);
 const PS: u32 = KW + 8u;
 const SS: u32 = KW;
-const_assert KT == 1u || KT == 2u;
+const_assert KT == 1u;
 const_assert RT == 1u || RT == 2u || RT == 4u;
 const_assert HD == 128u && ND == 8u;
 
@@ -76,7 +64,7 @@ const_assert HD == 128u && ND == 8u;
 struct Wg {
   // [row][d of a pass]: q * scale, RT passes before the first step; then [key][d]: a step's
   // K, then its V (put8a of lib/stage_words.wgsl)
-  a: array<f16, KW * QS>,
+  a: array<f16, 16u * QS>,
   // [row][key]: probabilities (named b for lib/stage_words.wgsl, whose put8b this shader does
   // not call)
   b: array<f16, ROWS * PS>,
@@ -94,28 +82,17 @@ fn q_at(d: u32) -> u32 {
 }
 
 // Subgroup sg's left matrix of Q, dims 16 d .., as its staging pass (d / NDP) left it in wg.a;
-// K^T's right matrix of dims 16 d .. from wg.a, V's right matrix of dims 16 d .. from wg.a, of
-// the step's key tile kt (keys 16 kt ..).
+// K^T's right matrix of dims 16 d .. from wg.a, V's right matrix of dims 16 d .. from wg.a.
 fn q_mat(sg: u32, d: u32) -> subgroup_matrix_left<f16, 16, 16> {
   return subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.a, (sg % RT) * 16u * QP + (d % NDP) * 16u, QP);
 }
 
-fn kt_mat(kt: u32, d: u32) -> subgroup_matrix_right<f16, 16, 16> {
-  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, key_at(kt) + q_at(d), QS);
+fn kt_mat(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
+  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, col_major>(&wg.a, q_at(d), QS);
 }
 
-fn v_mat(kt: u32, d: u32) -> subgroup_matrix_right<f16, 16, 16> {
-  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, key_at(kt) + q_at(d), QS);
-}
-
-// Offset of key tile kt (keys 16 kt .., kt < KT): of its rows in wg.a, of its columns in a row
-// of wg.s_tile or wg.b.
-fn key_at(kt: u32) -> u32 {
-  return (kt % KT) * 16u * QS;
-}
-
-fn key_col(kt: u32) -> u32 {
-  return (kt % KT) * 16u;
+fn v_mat(d: u32) -> subgroup_matrix_right<f16, 16, 16> {
+  return subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&wg.a, q_at(d), QS);
 }
 
 @compute @workgroup_size(THREADS)
@@ -233,29 +210,16 @@ fn main(
     workgroupBarrier();
     k_words = load_words(seq, kvh, kn, kv_end, kv_words, lid, false);
 
-    // S = Q K^T (scale folded into q): keys 0-15 in s0 and, with KT = 2, keys 16-31 in s1 (an
-    // independent chain)
+    // S = Q K^T (scale folded into q)
     var s0 = subgroup_matrix_result<f32, 16, 16>();
-    s0 = subgroupMatrixMultiplyAccumulate(q0, kt_mat(0u, 0u), s0);
-    s0 = subgroupMatrixMultiplyAccumulate(q1, kt_mat(0u, 1u), s0);
-    s0 = subgroupMatrixMultiplyAccumulate(q2, kt_mat(0u, 2u), s0);
-    s0 = subgroupMatrixMultiplyAccumulate(q3, kt_mat(0u, 3u), s0);
-    s0 = subgroupMatrixMultiplyAccumulate(q4, kt_mat(0u, 4u), s0);
-    s0 = subgroupMatrixMultiplyAccumulate(q5, kt_mat(0u, 5u), s0);
-    s0 = subgroupMatrixMultiplyAccumulate(q6, kt_mat(0u, 6u), s0);
-    s0 = subgroupMatrixMultiplyAccumulate(q7, kt_mat(0u, 7u), s0);
-    if (KT > 1u) {
-      var s1 = subgroup_matrix_result<f32, 16, 16>();
-      s1 = subgroupMatrixMultiplyAccumulate(q0, kt_mat(1u, 0u), s1);
-      s1 = subgroupMatrixMultiplyAccumulate(q1, kt_mat(1u, 1u), s1);
-      s1 = subgroupMatrixMultiplyAccumulate(q2, kt_mat(1u, 2u), s1);
-      s1 = subgroupMatrixMultiplyAccumulate(q3, kt_mat(1u, 3u), s1);
-      s1 = subgroupMatrixMultiplyAccumulate(q4, kt_mat(1u, 4u), s1);
-      s1 = subgroupMatrixMultiplyAccumulate(q5, kt_mat(1u, 5u), s1);
-      s1 = subgroupMatrixMultiplyAccumulate(q6, kt_mat(1u, 6u), s1);
-      s1 = subgroupMatrixMultiplyAccumulate(q7, kt_mat(1u, 7u), s1);
-      subgroupMatrixStore<row_major>(&wg.s_tile, s_at + key_col(1u), s1, SS);
-    }
+    s0 = subgroupMatrixMultiplyAccumulate(q0, kt_mat(0u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q1, kt_mat(1u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q2, kt_mat(2u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q3, kt_mat(3u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q4, kt_mat(4u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q5, kt_mat(5u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q6, kt_mat(6u), s0);
+    s0 = subgroupMatrixMultiplyAccumulate(q7, kt_mat(7u), s0);
     subgroupMatrixStore<row_major>(&wg.s_tile, s_at, s0, SS);
     // (the K loads above are done: V takes wg.a, visible after the barrier before P V)
     workgroupBarrier();
@@ -307,27 +271,16 @@ fn main(
       o7 = rescaled(o7, s_at, row, half, alpha);
     }
 
-    // O += P V (with KT = 2: O += P0 V0 + P1 V1, P1 of keys 16-31)
+    // O += P V
     let pa = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.b, p_at, PS);
-    o0 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u, 0u), o0);
-    o1 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u, 1u), o1);
-    o2 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u, 2u), o2);
-    o3 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u, 3u), o3);
-    o4 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u, 4u), o4);
-    o5 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u, 5u), o5);
-    o6 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u, 6u), o6);
-    o7 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u, 7u), o7);
-    if (KT > 1u) {
-      let pb = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, row_major>(&wg.b, p_at + key_col(1u), PS);
-      o0 = subgroupMatrixMultiplyAccumulate(pb, v_mat(1u, 0u), o0);
-      o1 = subgroupMatrixMultiplyAccumulate(pb, v_mat(1u, 1u), o1);
-      o2 = subgroupMatrixMultiplyAccumulate(pb, v_mat(1u, 2u), o2);
-      o3 = subgroupMatrixMultiplyAccumulate(pb, v_mat(1u, 3u), o3);
-      o4 = subgroupMatrixMultiplyAccumulate(pb, v_mat(1u, 4u), o4);
-      o5 = subgroupMatrixMultiplyAccumulate(pb, v_mat(1u, 5u), o5);
-      o6 = subgroupMatrixMultiplyAccumulate(pb, v_mat(1u, 6u), o6);
-      o7 = subgroupMatrixMultiplyAccumulate(pb, v_mat(1u, 7u), o7);
-    }
+    o0 = subgroupMatrixMultiplyAccumulate(pa, v_mat(0u), o0);
+    o1 = subgroupMatrixMultiplyAccumulate(pa, v_mat(1u), o1);
+    o2 = subgroupMatrixMultiplyAccumulate(pa, v_mat(2u), o2);
+    o3 = subgroupMatrixMultiplyAccumulate(pa, v_mat(3u), o3);
+    o4 = subgroupMatrixMultiplyAccumulate(pa, v_mat(4u), o4);
+    o5 = subgroupMatrixMultiplyAccumulate(pa, v_mat(5u), o5);
+    o6 = subgroupMatrixMultiplyAccumulate(pa, v_mat(6u), o6);
+    o7 = subgroupMatrixMultiplyAccumulate(pa, v_mat(7u), o7);
     // wg.a, wg.b and wg.s_tile are written again in the next step only after its barriers
   }
 

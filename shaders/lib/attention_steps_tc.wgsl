@@ -1,26 +1,21 @@
 // The step machinery the staged tensor-core attention kernels share (paged_attention_tcs for
 // prefill, one or several subgroups a workgroup; paged_attention_decode_tcdw for decode, one): a
-// step's K or V (KV_KEYS keys: 16, or 32 for paged_attention_tcs's f16-tcs4k32) loaded as 16-byte
-// words and staged into wg.a, and the rescale and the read-out of an O slice through a
-// subgroup's rows of wg.s_tile. The including shader declares `var<workgroup> wg` with f16 `a`
-// ([key][d] rows QS apart) and f32 `s_tile` ([row][key] rows SS apart), binds k_cache and
-// v_cache as vec4<u32> words (Variant.wideWords), includes lib/paged_kv.wgsl and
-// lib/stage_words.wgsl, and declares KV_LANES, the invocations that load and stage a step's
-// words (32 a subgroup), and KV_KEYS, the keys of a step.
+// 16-key step's K or V loaded as 16-byte words and staged into wg.a, and the rescale and the
+// read-out of an O slice through a subgroup's rows of wg.s_tile. The including shader declares
+// `var<workgroup> wg` with f16 `a` ([key][d] rows QS apart) and f32 `s_tile` ([row][key] rows
+// SS apart), binds k_cache and v_cache as vec4<u32> words (Variant.wideWords), includes
+// lib/paged_kv.wgsl and lib/stage_words.wgsl, and declares KV_LANES, the invocations that load
+// and stage a step's words (32 a subgroup).
 
-// words of a step (KV_KEYS keys x 16 words of 128 dims) each of the KV_LANES invocations loads
-const KV_WORDS: u32 = 16u * KV_KEYS / KV_LANES;
+// words of a 16-key step (16 keys x 16 words of 128 dims) each of the KV_LANES invocations loads
+const KV_WORDS: u32 = 256u / KV_LANES;
 // keys apart between the words an invocation loads
 const KV_KEY_STRIDE: u32 = KV_LANES / 16u;
-const_assert KV_KEYS == 16u || KV_KEYS == 32u;
-const_assert KV_WORDS * KV_LANES == 16u * KV_KEYS;
+const_assert KV_WORDS * KV_LANES == 256u;
 
-// The K (v_of false) or V words of the KV_KEYS keys from kb as a lane loads them, word lid % 16
-// of keys lid / 16 + KV_KEY_STRIDE i; zero words for keys at or past `end` (a stale slot must not
-// meet a zero probability as Inf or NaN). Each 16 keys from kb (a multiple of 16) lie inside one
-// block (block_size a multiple of 16); with 32 keys a step the second 16 may lie in another block
-// (block_size 16, or 48 at kb = 32), so they take their own base (the first 16's where they are
-// all at or past `end`: a block-table entry of the sequence, words in the cache).
+// The K (v_of false) or V words of the 16 keys from kb (inside one block) as a lane loads them,
+// word lid % 16 of keys lid / 16 + KV_KEY_STRIDE i; zero words for keys at or past `end` (a
+// stale slot must not meet a zero probability as Inf or NaN).
 fn load_words(
   seq: u32,
   kvh: u32,
@@ -31,19 +26,12 @@ fn load_words(
   v_of: bool,
 ) -> array<vec4<u32>, KV_WORDS> {
   let base = paged_kv_base(seq, kb, kvh) / 2u + lid % 16u;
-  var base_hi = base;
-  if (KV_KEYS > 16u && kb + 16u < end) {
-    base_hi = paged_kv_base(seq, kb + 16u, kvh) / 2u + lid % 16u;
-  }
   let j0 = lid / 16u;
   let zero = vec4<u32>(0u);
   var r = array<vec4<u32>, KV_WORDS>();
   for (var i = 0u; i < KV_WORDS; i++) {
     let j = j0 + KV_KEY_STRIDE * i;
-    var at = base + j * kv_words;
-    if (KV_KEYS > 16u && j >= 16u) {
-      at = base_hi + (j - 16u) * kv_words;
-    }
+    let at = base + j * kv_words;
     let live = kb + j < end;
     if (v_of) {
       r[i] = select(zero, v_cache[at], live);

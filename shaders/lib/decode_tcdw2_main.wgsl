@@ -28,7 +28,6 @@ const ROWS: u32 = 16u;
 const NSG: u32 = WG / 32u;
 // all subgroups load and stage a step's K and V words (lib/attention_steps_tc.wgsl)
 const KV_LANES: u32 = WG;
-const KV_KEYS: u32 = 16u;
 // dim slices of 16 of the head, and of a subgroup's share
 const ND: u32 = HD / 16u;
 const NDS: u32 = ND / NSG;

@@ -291,11 +291,10 @@ export const TENSOR_CORE_OPTIONS = {
   },
   prefillAttention: {
     type: "string",
-    values: ["tc", "tc2", "tcs", "tcs2", "tcs4", "tcs4k32", "fma"],
+    values: ["tc", "tc2", "tcs", "tcs2", "tcs4", "fma"],
     help: "attention of prefill steps: tc (tensor cores), tc2 (two key tiles a step), tcs (K " +
       "and V staged through workgroup memory), tcs2 / tcs4 (as tcs, 2 or 4 subgroups sharing " +
-      "each step's K and V), tcs4k32 (a lab form: tcs4 with 32 keys a step) or fma (default: " +
-      "tcs4 where it runs, else tcs2, else tcs, else fma)",
+      "each step's K and V) or fma (default: tcs4 where it runs, else tcs2, else tcs, else fma)",
   },
   tensorCoreF32InputRows: {
     type: "number",

@@ -134,8 +134,7 @@ export interface GpuModelOptions {
    * paged_attention_tc `f16-tc`, K^T and V matrices loaded straight from the cache), "tc2" (its
    * two-key-tile variant), "tcs" (K and V staged through workgroup memory as 16-byte words,
    * `f16-tcs`), "tcs2" / "tcs4" (the same with 2 or 4 subgroups a workgroup sharing each
-   * step's staged K and V, `f16-tcs2`, `f16-tcs4`), "tcs4k32" (a lab form: "tcs4" with 32 keys a
-   * step, `f16-tcs4k32`, 22 KB of workgroup memory) or "fma" (paged_attention). Default "tcs4"
+   * step's staged K and V, `f16-tcs2`, `f16-tcs4`) or "fma" (paged_attention). Default "tcs4"
    * where it runs (else "tcs2", else "tcs"): f16 KV, head_dim 128, block_size a multiple of 16,
    * at most 16 query heads a kv head, f16 16x16x16 subgroup matrices on 32-wide subgroups laid
    * out consecutively; else "fma". On the H200 (2026-12-01, one call, two rounds) "tcs" took 1 x
@@ -530,7 +529,7 @@ function checkPlacement(
 }
 
 /** Prefill attention forms (see GpuModelOptions.prefillAttention). */
-export type PrefillAttentionForm = "tc" | "tc2" | "tcs" | "tcs2" | "tcs4" | "tcs4k32" | "fma";
+export type PrefillAttentionForm = "tc" | "tc2" | "tcs" | "tcs2" | "tcs4" | "fma";
 
 /** Decode attention forms (see GpuModelOptions.decodeAttention). */
 export type DecodeAttentionForm =
@@ -2862,7 +2861,6 @@ const PREFILL_TC_VARIANT = {
   tcs: "f16-tcs",
   tcs2: "f16-tcs2",
   tcs4: "f16-tcs4",
-  tcs4k32: "f16-tcs4k32",
 } as const;
 
 /**

@@ -37,8 +37,7 @@ const MAX_BYTES = 2 ** 20;
  * lavapipe's 32 KB, a smaller form of its shader: f16-tcs64x4 for f16-tcs128x8 (39 KB
  * emulated), f16-tcp128x64 for the prefill forms f16-tcp128x128 (45 KB) and f16-tcp256x128,
  * the MoE f16-tcp2 at 16 of k a step for f16-tcp4 (39 KB). Prefill attention runs its default
- * f16-tcs2, the one-subgroup f16-tcs it falls back to, f16-tcs4 and the lab form f16-tcs4k32
- * (32 keys a step); decode attention its four
+ * f16-tcs2, the one-subgroup f16-tcs it falls back to and f16-tcs4; decode attention its four
  * forms and the deep form's twin that norms q itself (paged_attention_decode_qk).
  * The f32-input twins (-a32) of the linears' decode forms run beside them.
  */
@@ -82,8 +81,6 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs"],
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs2"],
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs4"],
-  // the lab form of 32 keys a step (22 KB; 26 KB emulated)
-  ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs4k32"],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw", 16 * 2 ** 20],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw2", 16 * 2 ** 20],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw4", 16 * 2 ** 20],

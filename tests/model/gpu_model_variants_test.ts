@@ -356,7 +356,7 @@ test("prefill attention: the tensor-core forms are refused by name where they ca
   } finally {
     fma.destroy();
   }
-  for (const form of ["tc", "tc2", "tcs", "tcs2", "tcs4", "tcs4k32"] as const) {
+  for (const form of ["tc", "tc2", "tcs", "tcs2", "tcs4"] as const) {
     let refused = "";
     await loadTiny({ dtype: "f16", prefillAttention: form }).catch((e) => refused = e.message);
     assert.match(refused, new RegExp(`prefillAttention "${form}" cannot run here: .*head_dim 16`));
