@@ -20,7 +20,9 @@
  *   4. moe_gemm_down     indirect (dispatch_args+12) act, w_down -> y [N, hidden]
  *   (3, 4 on the tensor cores: moe_gather_f16 -> a16 [N + 128, hidden], moe_gemm_gate_up_tc
  *    -> act16 [N + 128, inter] f16, moe_gemm_down_tc -> y; their `f16-tc` forms for
- *    prefill-sized steps, their staged `f16-tcs` forms for 2-8 rows an expert)
+ *    prefill-sized steps, their staged `f16-tcs` forms for 2-8 rows an expert; the prefill
+ *    forms `f16-tcp*` take cast_f16 -> a16 [tokens, hidden] instead of the gather and read a
+ *    row's token through sorted_token)
  *   5. moe_combine       tokens * hidden / 4 invocations: residual += sum_j w * y[row]
  *      (moe_combine_norm, given MoeBlockIo.norm: [tokens] workgroups, then the next layer's
  *       input RMSNorm of the new residual into norm.out)
@@ -65,6 +67,7 @@ import * as downCombine from "./moe_gemm_down_combine.ts";
 import * as combine from "./moe_combine.ts";
 import * as combineNorm from "./moe_combine_norm.ts";
 import * as gatherF16 from "./moe_gather_f16.ts";
+import * as castF16 from "./cast_f16.ts";
 import * as gateUpTc from "./moe_gemm_gate_up_tc.ts";
 import * as downTc from "./moe_gemm_down_tc.ts";
 import { MOE_TC_PAD_ROWS } from "./moe_tc_routing.ts";
@@ -114,6 +117,12 @@ export interface MoeBlockIo {
    * the steps that norm in the router (MoeBlock.normsInRouter, given routerNorm).
    */
   readonly x: BufferArg;
+  /**
+   * f16 [tokens, hidden]: x rounded to f16 as cast_f16 writes it, where the caller has that
+   * copy already (the router's tensor-core GEMM cast its input): the prefill forms of the
+   * expert GEMMs read it instead of casting x again.
+   */
+  readonly x16?: BufferArg;
   /**
    * The MoE layer's input RMSNorm, fused into the one-pass router (moe_router_norm) in the
    * steps that norm in the router (MoeBlock.normsInRouter, with wRouter): the rows it norms
@@ -448,6 +457,8 @@ interface TcPair {
 /** The tensor-core path's pipelines. */
 interface TcPipes {
   readonly gather: Pipe;
+  /** cast_f16: the token rows in f16 for the prefill forms (gateUpTc.readsTokenRows). */
+  readonly cast: Pipe;
   /** `f16-tc` or the prefill form asked for (MoeBlockOptions.tensorCorePrefill). */
   readonly prefill: TcPair;
   /** `f16-tcs`, decode-sized steps; null where they are off or did not compile. */
@@ -479,6 +490,12 @@ export class MoeBlock {
   private combineNormGrid: readonly number[] = [];
   private downCombineGrid: readonly number[] = [];
   private gatherGrid: readonly number[] = [];
+  /**
+   * Whether this step's gate/up GEMM reads the token rows through sorted_token (a prefill
+   * form, gateUpTc.readsTokenRows): cast_f16 writes a16 then, not moe_gather_f16.
+   */
+  private castRows = false;
+  private castGrid: readonly number[] = [];
   /** Whether this step ranks its logits in the gate/up GEMM (moe_gemm_gate_up_routed). */
   private routedStep = false;
   private routedGrid: readonly number[] = [];
@@ -537,6 +554,7 @@ export class MoeBlock {
       | "combine"
       | "combineNorm"
       | "gather"
+      | "cast"
       | "gateUpTc"
       | "downTc",
       GPUBuffer
@@ -700,6 +718,7 @@ export class MoeBlock {
       combine: uniform("moe_combine.params", combine.spec.params.size),
       combineNorm: uniform("moe_combine_norm.params", combineNorm.spec.params.size),
       gather: uniform("moe_gather_f16.params", gatherF16.spec.params.size),
+      cast: uniform("cast_f16.params", castF16.spec.params.size),
       gateUpTc: uniform("moe_gemm_gate_up_tc.params", gateUpTc.spec.params.size),
       downTc: uniform("moe_gemm_down_tc.params", downTc.spec.params.size),
     };
@@ -809,11 +828,20 @@ export class MoeBlock {
       this.downName = tc.down.variant.name;
       const tcGu = gateUpTc.moeGemmGateUpTcParams(s.hidden, s.inter, maxItems);
       const tcDn = downTc.moeGemmDownTcParams(s.hidden, s.inter, maxItems);
-      const gp = gatherF16.moeGatherF16Params(s.hidden, tokens * s.topK + MOE_TC_PAD_ROWS);
-      write(this.params.gather, gatherF16.spec.params, gp);
+      this.castRows = gateUpTc.readsTokenRows(tc.gateUp.variant);
+      if (this.castRows) {
+        // the token rows once in f16 (the GEMM reads each through the expert order), not
+        // each row k times in expert order: at 16384 tokens 64 MB written, not 512 MB
+        const cp = castF16.castF16Params(tokens, tokens, s.hidden);
+        write(this.params.cast, castF16.spec.params, cp);
+        this.castGrid = castF16.spec.grid(cp, this.pipes.tc!.cast.variant, this.gpu);
+      } else {
+        const gp = gatherF16.moeGatherF16Params(s.hidden, tokens * s.topK + MOE_TC_PAD_ROWS);
+        write(this.params.gather, gatherF16.spec.params, gp);
+        this.gatherGrid = gatherF16.spec.grid(gp, this.pipes.tc!.gather.variant, this.gpu);
+      }
       write(this.params.gateUpTc, gateUpTc.spec.params, tcGu);
       write(this.params.downTc, downTc.spec.params, tcDn);
-      this.gatherGrid = gatherF16.spec.grid(gp, this.pipes.tc!.gather.variant, this.gpu);
       gridX = [
         gateUpTc.spec.grid(tcGu, tc.gateUp.variant, this.gpu)[0],
         downTc.spec.grid(tcDn, tc.down.variant, this.gpu)[0],
@@ -1267,19 +1295,35 @@ export class MoeBlock {
     }
     const tc = this.stepTc;
     if (tc) {
-      run("gate_up", pipes.tc!.gather, params.gather, {
-        x: io.x,
-        sorted_token: sc.sortedToken,
-        work_items: sc.workItems,
-        out: sc.a16!,
-      }, this.gatherGrid);
-      run("gate_up", tc.gateUp, params.gateUpTc, {
-        a: sc.a16!,
-        w: io.wGateUp,
-        work_items: sc.workItems,
-        act: sc.act16!,
-        tile: sc.tile,
-      }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_GATE_UP);
+      const x16 = this.castRows ? io.x16 : undefined;
+      if (this.castRows && !x16) {
+        run("gate_up", pipes.tc!.cast, params.cast, { x: io.x, out: sc.a16! }, this.castGrid);
+      } else if (!this.castRows) {
+        run("gate_up", pipes.tc!.gather, params.gather, {
+          x: io.x,
+          sorted_token: sc.sortedToken,
+          work_items: sc.workItems,
+          out: sc.a16!,
+        }, this.gatherGrid);
+      }
+      run(
+        "gate_up",
+        tc.gateUp,
+        params.gateUpTc,
+        {
+          a: x16 ?? sc.a16!,
+          w: io.wGateUp,
+          work_items: sc.workItems,
+          act: sc.act16!,
+          tile: sc.tile,
+          sorted_token: sc.sortedToken,
+        },
+        undefined,
+        x16 ? "x16" : "",
+      ).dispatchWorkgroupsIndirect(
+        sc.dispatchArgs,
+        dispatch.MOE_ARGS_GATE_UP,
+      );
       run("down", tc.down, params.downTc, {
         act: sc.act16!,
         w: io.wDown,
@@ -1646,9 +1690,10 @@ async function tensorCorePipes(
   if (!gateUpTc.moeTcFits(shape.hidden, shape.inter)) return null;
   const v = gateUpTc.spec.variants[0];
   if (unsupportedReason(gpu, v) !== null) return null;
-  let gather: Pipe, prefill: TcPair;
+  let gather: Pipe, cast: Pipe, prefill: TcPair;
   try {
     gather = await getPipeline(gpu, gatherF16.spec, gatherF16.spec.variants[0]) as unknown as Pipe;
+    cast = await getPipeline(gpu, castF16.spec, castF16.spec.variants[0]) as unknown as Pipe;
     prefill = await prefillPair(
       gpu,
       shape,
@@ -1660,13 +1705,13 @@ async function tensorCorePipes(
     return null;
   }
   if ((options.tensorCoreDecodeRowsPerExpert ?? MOE_TCS_ROWS_PER_EXPERT) < 0) {
-    return { gather, prefill, decode: null };
+    return { gather, cast, prefill, decode: null };
   }
   try {
-    return { gather, prefill, decode: await tcPair(gpu, layoutForm(shape, "f16-tcs")) };
+    return { gather, cast, prefill, decode: await tcPair(gpu, layoutForm(shape, "f16-tcs")) };
   } catch (err) {
     console.error(`moe block: tensor-core decode forms left out: ${(err as Error).message}`);
-    return { gather, prefill, decode: null };
+    return { gather, cast, prefill, decode: null };
   }
 }
 

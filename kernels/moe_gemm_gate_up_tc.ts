@@ -4,7 +4,9 @@
  * `act[r, c] = f16(silu(a[r] . w[e, c]) * (a[r] . w[e, inter + c]))` (clamped to f16's finite
  * range) for the rows r of each
  * work item (expert e), where `a` is the expert-sorted f16 copy of the token rows
- * (`moe_gather_f16`, 128 rows of padding, MOE_TC_PAD_ROWS) and `w` is `[experts, 2 * inter, hidden]`. A
+ * (`moe_gather_f16`, 128 rows of padding, MOE_TC_PAD_ROWS) and `w` is `[experts, 2 * inter, hidden]`;
+ * the prefill forms (`f16-tcp*`, readsTokenRows) read `a`'s row `sorted_token[r]` instead, so
+ * there `a` may be the token rows themselves (cast_f16: no gathered copy of 8 rows a token). A
  * workgroup takes a work item's 64 rows x 32 act columns (`f16-tc`, prefill-sized steps), or
  * 16 act columns of it 16 rows at a time with the weights staged through workgroup memory from
  * 16-byte loads (`f16-tcs`, decode-sized steps: one pass over an expert's weights for 1-16
@@ -54,6 +56,12 @@ export const spec: KernelSpec<typeof params.fields> = {
     WORK_ITEMS_READ,
     { name: "act", type: "T", access: "read_write", shape: "[rows + 128, inter]" },
     MOE_TC_TILE,
+    {
+      name: "sorted_token",
+      type: "u32",
+      access: "read",
+      shape: "[rows] row -> row of a (the prefill forms, readsTokenRows; the others leave it)",
+    },
   ],
   // the expert weights read_write on the wide-words forms: on the H200 (session 35, perf-decode
   // profile of 64 x 1024, two runs each way) a step's gate/up took 12.07-12.10 ms against
@@ -108,6 +116,14 @@ export function moeTcVariants(
   ];
   // each form again reading the expert weights in tiles (kernels/expert_tiles.ts)
   return [...rows, ...rows.map(tiledVariant)];
+}
+
+/**
+ * Whether a gate/up form reads row `sorted_token[r]` of `a` for the item row r (the prefill
+ * forms, moe_gemm_gate_up_tcp.wgsl) rather than row r of a gathered copy.
+ */
+export function readsTokenRows(variant: Variant): boolean {
+  return variant.shader === "moe_gemm_gate_up_tcp.wgsl";
 }
 
 /** The prefill forms of the tensor-core expert GEMMs (see moeTcVariants). */
@@ -183,6 +199,7 @@ function tcCase(
   pattern: RoutingPattern,
   stored = experts,
   blockM = MOE_BLOCK_M,
+  tokenRows = false,
 ): KernelCase<typeof params.fields> {
   const r = moeTcRouting(
     tokens,
@@ -193,14 +210,20 @@ function tcCase(
     stored,
     blockM,
   );
-  const identity = Uint32Array.from({ length: r.rowsPad }, (_, i) => i);
+  // the gathered rows (every form; the prefill forms read them through the identity), or with
+  // `tokenRows` the token rows read through the step's expert order (the prefill forms only)
+  const order = tokenRows ? r.sortedToken : Uint32Array.from({ length: r.rowsPad }, (_, i) => i);
+  const aRows = tokenRows ? tokens : r.rowsPad;
   return {
-    label: r.label,
+    label: tokenRows ? `${r.label} token rows` : r.label,
     params: moeGemmGateUpTcParams(hidden, inter, r.maxItems),
-    ...fitting(spec.variants, (v) => moeTcTakes(v, blockM, inter, hidden)),
+    ...fitting(
+      spec.variants,
+      (v) => moeTcTakes(v, blockM, inter, hidden) && (!tokenRows || readsTokenRows(v)),
+    ),
     inputs: (rng) => {
-      const a = new Float32Array(r.rowsPad * hidden);
-      a.set(rng.fillNormal(new Float32Array(r.rows * hidden)));
+      const a = new Float32Array(aRows * hidden);
+      a.set(rng.fillNormal(new Float32Array((tokenRows ? tokens : r.rows) * hidden)));
       return {
         a,
         w: rng.fillUniform(
@@ -209,6 +232,7 @@ function tcCase(
           Math.sqrt(3 / hidden),
         ),
         work_items: r.workItems,
+        sorted_token: order,
       };
     },
     outputs: { act: r.rowsPad * inter, tile: moeTcTileFloats(inter / 16, r.maxItems) },
@@ -218,7 +242,7 @@ function tcCase(
         moeGemmGateUpRef(
           roundToF16InPlace(new Float32Array(inp.a as Float32Array)),
           inp.w as Float32Array,
-          identity,
+          order,
           r.workItems,
           hidden,
           inter,
@@ -254,4 +278,9 @@ export const cases = [
   // 128-row items (f16-tcp4x2): full and short ones, and a Qwen3-30B-A3B prefill step
   tcCase(301, 4, 2, 128, 128, "skewed", 4, 128),
   tcCase(2048, 128, 8, 2048, 768, "spread", 128, 128),
+  // the prefill forms reading the token rows through the expert order (as the model runs them):
+  // short and full items, a row past an item's end, and a Qwen3-30B-A3B prefill step
+  tcCase(37, 8, 2, 128, 128, "skewed", 8, MOE_BLOCK_M, true),
+  tcCase(301, 4, 2, 128, 128, "skewed", 4, 128, true),
+  tcCase(2048, 128, 8, 2048, 768, "spread", 128, 128, true),
 ];

@@ -115,6 +115,11 @@ export const spec: KernelSpec<typeof params.fields> = {
     { name: "f16", dtype: "f16", shader: HEADS_SHADER, consts: HEADS_CONSTS },
     { name: "f32-wg64", dtype: "f32", shader: "qk_norm_rope_cache.wgsl", consts: { WG: 64 } },
     { name: "f16-wg64", dtype: "f16", shader: "qk_norm_rope_cache.wgsl", consts: { WG: 64 } },
+    // lab forms: 4 and 8 rotation pairs an invocation (16 and 8 lanes a head at head_dim 128,
+    // 16 and 32 heads a workgroup), more of a workgroup's reads in flight before its barriers;
+    // validate times them beside "f16" (the model runs "f16")
+    { name: "f16-p4", dtype: "f16", shader: HEADS_SHADER, consts: { ...HEADS_CONSTS, PAIRS: 4 } },
+    { name: "f16-p8", dtype: "f16", shader: HEADS_SHADER, consts: { ...HEADS_CONSTS, PAIRS: 8 } },
   ],
   grid: (p, v, gpu) => {
     if (p.head_dim % 2 !== 0 || p.head_dim < 2) {

@@ -1,6 +1,8 @@
 // Grouped gate/up GEMM of the MoE experts on f16 subgroup matrices with the SwiGLU epilogue,
-// prefill form: act[r, c] = f16(silu(a[r, :] . w[e, c, :]) * (a[r, :] . w[e, inter + c, :]))
-// for the rows r of a work item (expert e), as moe_gemm_gate_up_tc.wgsl computes it, with both
+// prefill form: act[r, c] = f16(silu(x . w[e, c, :]) * (x . w[e, inter + c, :])), x =
+// a[sorted_token[r], :], for the rows r of a work item (expert e), as moe_gemm_gate_up_tc.wgsl
+// computes it from rows gathered in expert order, here reading the token rows of `a` (the
+// step's f16 activations, cast_f16) through `sorted_token` as it stages them, with both
 // operands staged through double-buffered workgroup memory the way gemm_tcp.wgsl stages them
 // (see there: a step's 16-byte words stored into the buffer the previous step did not read,
 // the next words loaded, then this step's products; one barrier a step). A workgroup of
@@ -9,10 +11,10 @@
 // columns 32 sn .. 32 sn + 31 then their 32 up rows, as 4 x 4 tiles of 16 (tile columns 0-1
 // gate, 2-3 up). With WM = 2 each staged weight word feeds 128 rows: the staging stores per
 // product, which bound these kernels on the H200, drop by 40%. The matrix offsets differ
-// between subgroups (Variant.perSubgroupMatrices). Rows past the item's end are computed and
-// not stored.
-// Requires: hidden a multiple of BK, inter of CW; items of at most TM rows; a holds TM rows
-// past the last item (moe_gather_f16's padding); subgroups of exactly 32, consecutive.
+// between subgroups (Variant.perSubgroupMatrices). Rows past the item's end read the item's
+// last token row, and are computed and not stored.
+// Requires: hidden a multiple of BK, inter of CW; items of at most TM rows; subgroups of
+// exactly 32, consecutive.
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
 //#include "lib/expert_tiles.wgsl"
@@ -73,7 +75,7 @@ fn main(
   var a_st = array<u32, NA>();
   for (var i = 0u; i < NA; i++) {
     let q = lid + THREADS * i;
-    a_at[i] = (r0 + q / KW) * k8 + q % KW;
+    a_at[i] = sorted_token[min(r0 + q / KW, r_end - 1u)] * k8 + q % KW;
     a_st[i] = (q / KW) * LD + 8u * (q % KW);
   }
   var b_at = array<u32, NB>();

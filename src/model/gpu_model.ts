@@ -2161,6 +2161,10 @@ export class GpuModel implements ForwardModel {
       }
       if (w.kind === "moe") {
         if (!moeOnePass) this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
+        // the router's tensor-core GEMM cast b.h to f16 into a16: the expert GEMMs' prefill
+        // forms read that copy
+        const routerForm = this.linearForms.router;
+        const routerCast = !moeOnePass && routerForm.path === "tc" && routerForm.cast;
         const next = this.weights.layers[l + 1];
         normed = this.opts.fuseCombineNorm && next !== undefined && !qkvNorm;
         weighted = qkvScaled !== null;
@@ -2175,6 +2179,7 @@ export class GpuModel implements ForwardModel {
             }
             : undefined,
           x: b.h,
+          x16: routerCast ? this.buf.a16! : undefined,
           wGateUp: w.gateUp,
           wDown: w.down,
           residual: b.x,
