@@ -2,7 +2,8 @@
  * The MoE block on the GPU with no host read-back, and its CPU reference.
  *
  * Dispatch sequence (one compute pass, or a pass each when profiled; N = tokens * k rows):
- *   1. moe_router        [tokens] workgroups        logits -> topk_ids, topk_weights
+ *   1. moe_router        [tokens] workgroups        logits -> topk_ids, topk_weights (`f32-sg`
+ *      where subgroups run: a subgroup a token, [tokens / 8] workgroups)
  *      (moe_router_fused for f16 steps of 2 to fusedRouterMaxTokens tokens, given the router
  *       weight: x, w_router -> logits, topk_ids, topk_weights; moe_router_norm there, given
  *       routerNorm too: the layer's input RMSNorm first, residual -> x, then the same)
@@ -483,6 +484,8 @@ export class MoeBlock {
   private gateUpName = "";
   private downName = "";
   private routerGrid: readonly number[] = [];
+  /** A workgroup a token: the one-pass routers' grid (moe_router_fused, moe_router_norm). */
+  private tokenGrid: readonly number[] = [];
   private routerLogitsGrid: readonly number[] = [];
   /** The split router's pipeline for the step set by setTokens (lane or staged form). */
   private splitPipe: Pipe | null = null;
@@ -674,7 +677,11 @@ export class MoeBlock {
     ] = await Promise.all([
       tensorCorePipes(gpu, shape, options, blockM),
       fusedRouterPipe(gpu, shape, options),
-      pipe(router.spec, "f32"),
+      // a subgroup a token where subgroups run (no barriers), else a workgroup a token
+      pipe(
+        router.spec,
+        unsupportedReason(gpu, variantByName(router.spec, "f32-sg")) === null ? "f32-sg" : "f32",
+      ),
       splitRouterPipe(gpu, shape, options),
       stagedRouterPipes(gpu, shape, options),
       pipe(dispatch.spec, "f32"),
@@ -961,6 +968,7 @@ export class MoeBlock {
     write(this.params.combineNorm, combineNorm.spec.params, np);
     this.combineNormGrid = combineNorm.spec.grid(np, this.pipes.combineNorm.variant, this.gpu);
     this.routerGrid = router.spec.grid(rp, this.pipes.router.variant, this.gpu);
+    this.tokenGrid = router.spec.grid(rp, router.spec.variants[0], this.gpu);
     this.combineGrid = combine.spec.grid(cp, this.pipes.combine.variant, this.gpu);
     this.tokens = tokens;
   }
@@ -1260,7 +1268,7 @@ export class MoeBlock {
           logits: io.routerLogits,
           ...routed,
         },
-        this.routerGrid,
+        this.tokenGrid,
         owedKey,
       );
     } else if (wRouter && !split) {
@@ -1269,7 +1277,7 @@ export class MoeBlock {
         w: wRouter,
         logits: io.routerLogits,
         ...routed,
-      }, this.routerGrid);
+      }, this.tokenGrid);
     } else if (inGateUp) {
       // the logits are all the routing this stage writes
     } else if (oneWorkgroup) {

@@ -42,6 +42,7 @@
 import type { KernelCase } from "./case.ts";
 import type { Gpu } from "../src/gpu/device.ts";
 import { type KernelSpec, unsupportedReason, type Variant } from "./kernel.ts";
+import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
 import {
   attentionCase,
   type AttentionCaseForm,
@@ -74,9 +75,9 @@ function tcVariant(kt: 1 | 2): Variant {
  * matrices loaded from workgroup memory instead of straight from the paged cache; the same
  * workgroup memory as f16-tc.
  */
-function tcsVariant(rt: 1 | 2 | 4): Variant {
+function tcsVariant(rt: 1 | 2 | 4, o16 = false): Variant {
   return {
-    name: rt === 1 ? "f16-tcs" : `f16-tcs${rt}`,
+    name: (rt === 1 ? "f16-tcs" : `f16-tcs${rt}`) + (o16 ? O16_SUFFIX : ""),
     dtype: "f16",
     subgroupMatrix: { m: 16, n: 16, k: 16 },
     wideWords: true,
@@ -84,8 +85,20 @@ function tcsVariant(rt: 1 | 2 | 4): Variant {
     // subgroup's are uniform)
     perSubgroupMatrices: true,
     shader: "paged_attention_tcs.wgsl",
-    consts: { KT: 1, HD, RT: rt },
+    consts: { KT: 1, HD, RT: rt, O16: o16 ? 1 : 0 },
   };
+}
+
+/**
+ * The name suffix of the staged forms' twins that write O as f16 into `out16` instead of f32
+ * into `out` (O16 = 1): the f16 operand of a tensor-core o projection, so no cast_f16 dispatch
+ * reads the f32 O back and writes it again (at 8 x 2048, 104 us a layer on the H200, session 49).
+ */
+export const O16_SUFFIX = "-o16";
+
+/** The f16-output twin of a staged form's name, or null for a form without one. */
+export function o16TwinOf(name: string): string | null {
+  return ["f16-tcs", "f16-tcs2", "f16-tcs4"].includes(name) ? name + O16_SUFFIX : null;
 }
 
 /** Query rows of a variant's workgroup: ROWS a subgroup, RT subgroups (f16-tcs2, f16-tcs4). */
@@ -141,8 +154,25 @@ export const spec: KernelSpec<typeof params.fields> = {
   params,
   // paged_attention's bindings; the variants read K and V as scalars (scalarReads: matrix
   // loads take an array of f16)
-  bindings: fmaSpec.bindings,
-  variants: [tcVariant(1), tcVariant(2), tcsVariant(1), tcsVariant(2), tcsVariant(4)],
+  bindings: [
+    ...fmaSpec.bindings,
+    {
+      name: "out16",
+      type: "vec4<T>",
+      access: "read_write",
+      shape: "[tokens, num_q_heads * head_dim / 4] (the -o16 twins' O, f16; the others leave it)",
+    },
+  ],
+  variants: [
+    tcVariant(1),
+    tcVariant(2),
+    tcsVariant(1),
+    tcsVariant(2),
+    tcsVariant(4),
+    tcsVariant(1, true),
+    tcsVariant(2, true),
+    tcsVariant(4, true),
+  ],
   grid: (p, v, gpu) => {
     const reason = tcGeometryReason(p);
     if (reason) throw new Error(`paged_attention_tc/${v.name}: ${reason}`);
@@ -180,73 +210,107 @@ export function tcRunReason(
 
 const TC_FORM: AttentionCaseForm = { qF16: true, tolerance: { atol: 2e-3, rtol: 2e-3 } };
 
+/**
+ * A case as two: the forms that write O as f32 into `out` (out16 bound, zeros, unread), and
+ * their -o16 twins, which write it into `out16` as f16 (the reference clamped to f16's range
+ * and rounded; `out` bound, zeros, unwritten).
+ */
+function withF16Twins(
+  c: KernelCase<typeof params.fields>,
+): KernelCase<typeof params.fields>[] {
+  const n = c.outputs.out;
+  const names = spec.variants.map((v) => v.name).filter((name) =>
+    c.variants?.includes(name) ?? true
+  );
+  return [
+    {
+      ...c,
+      inputs: (rng, v) => ({ ...c.inputs(rng, v), out16: new Float32Array(n) }),
+      variants: names.filter((name) => !name.endsWith(O16_SUFFIX)),
+    },
+    {
+      ...c,
+      label: `${c.label}, O as f16`,
+      inputs: (rng, v) => ({ ...c.inputs(rng, v), out: new Float32Array(n) }),
+      outputs: { out16: n },
+      reference: (inp, v) => ({
+        out16: roundToF16InPlace(clampF16(Float32Array.from(c.reference(inp, v).out))),
+      }),
+      bytes: (v) => c.bytes(v) - 2 * n,
+      variants: names.filter((name) => name.endsWith(O16_SUFFIX)),
+    },
+  ];
+}
+
 export const cases: KernelCase<typeof params.fields>[] = [
-  attentionCase({
-    label: "2 seqs q=17,3 prefixes 21,9, bs=16 q/kv=8/1",
-    numQHeads: 8,
-    numKvHeads: 1,
-    headDim: HD,
-    blockSize: 16,
-    lens: [{ prefix: 21, query: 17 }, { prefix: 9, query: 3 }],
-  }, TC_FORM),
-  attentionCase({
-    label: "4 seqs q=23,9,1,14 prefixes 45,0,130,7, bs=16 q/kv=16/2",
-    numQHeads: 16,
-    numKvHeads: 2,
-    headDim: HD,
-    blockSize: 16,
-    lens: [
-      { prefix: 45, query: 23 },
-      { prefix: 0, query: 9 },
-      { prefix: 130, query: 1 },
-      { prefix: 7, query: 14 },
-    ],
-  }, TC_FORM),
-  // G = 4 (Mixtral's 32 / 8) over 32-slot blocks, G = 16 (a tile of one token), G = 3 (16
-  // rows hold 5 tokens and 1 padding row)
-  attentionCase({
-    label: "3 seqs q=40,1,5 prefixes 0,77,31, bs=32 q/kv=32/8",
-    numQHeads: 32,
-    numKvHeads: 8,
-    headDim: HD,
-    blockSize: 32,
-    lens: [{ prefix: 0, query: 40 }, { prefix: 77, query: 1 }, { prefix: 31, query: 5 }],
-  }, TC_FORM),
-  attentionCase({
-    label: "2 seqs q=3,2 prefixes 17,1, bs=16 q/kv=16/1",
-    numQHeads: 16,
-    numKvHeads: 1,
-    headDim: HD,
-    blockSize: 16,
-    lens: [{ prefix: 17, query: 3 }, { prefix: 1, query: 2 }],
-  }, TC_FORM),
-  attentionCase({
-    label: "1 seq q=45 prefix 19, bs=16 q/kv=6/2",
-    numQHeads: 6,
-    numKvHeads: 2,
-    headDim: HD,
-    blockSize: 16,
-    lens: [{ prefix: 19, query: 45 }],
-  }, TC_FORM),
-  // keys of std 6: scores of std 6, so later keys pass the first ones' max by more than 8
-  // and rows rescale O
-  attentionCase({
-    label: "1 seq q=300 prefix 700, bs=16 q/kv=8/2, wide scores (rescales)",
-    numQHeads: 8,
-    numKvHeads: 2,
-    headDim: HD,
-    blockSize: 16,
-    lens: [{ prefix: 700, query: 300 }],
-    kStd: 6,
-  }, TC_FORM),
-  attentionCase({
-    label: "Qwen3-30B-A3B prefill 1 x 2048",
-    ...QWEN3_30B,
-    lens: [{ prefix: 0, query: 2048 }],
-  }, TC_FORM),
-  attentionCase({
-    label: "Qwen3-30B-A3B chunk 512 after 1536 cached + 7 decodes at 1000",
-    ...QWEN3_30B,
-    lens: [{ prefix: 1536, query: 512 }, ...Array(7).fill({ prefix: 999, query: 1 })],
-  }, TC_FORM),
+  ...[
+    attentionCase({
+      label: "2 seqs q=17,3 prefixes 21,9, bs=16 q/kv=8/1",
+      numQHeads: 8,
+      numKvHeads: 1,
+      headDim: HD,
+      blockSize: 16,
+      lens: [{ prefix: 21, query: 17 }, { prefix: 9, query: 3 }],
+    }, TC_FORM),
+    attentionCase({
+      label: "4 seqs q=23,9,1,14 prefixes 45,0,130,7, bs=16 q/kv=16/2",
+      numQHeads: 16,
+      numKvHeads: 2,
+      headDim: HD,
+      blockSize: 16,
+      lens: [
+        { prefix: 45, query: 23 },
+        { prefix: 0, query: 9 },
+        { prefix: 130, query: 1 },
+        { prefix: 7, query: 14 },
+      ],
+    }, TC_FORM),
+    // G = 4 (Mixtral's 32 / 8) over 32-slot blocks, G = 16 (a tile of one token), G = 3 (16
+    // rows hold 5 tokens and 1 padding row)
+    attentionCase({
+      label: "3 seqs q=40,1,5 prefixes 0,77,31, bs=32 q/kv=32/8",
+      numQHeads: 32,
+      numKvHeads: 8,
+      headDim: HD,
+      blockSize: 32,
+      lens: [{ prefix: 0, query: 40 }, { prefix: 77, query: 1 }, { prefix: 31, query: 5 }],
+    }, TC_FORM),
+    attentionCase({
+      label: "2 seqs q=3,2 prefixes 17,1, bs=16 q/kv=16/1",
+      numQHeads: 16,
+      numKvHeads: 1,
+      headDim: HD,
+      blockSize: 16,
+      lens: [{ prefix: 17, query: 3 }, { prefix: 1, query: 2 }],
+    }, TC_FORM),
+    attentionCase({
+      label: "1 seq q=45 prefix 19, bs=16 q/kv=6/2",
+      numQHeads: 6,
+      numKvHeads: 2,
+      headDim: HD,
+      blockSize: 16,
+      lens: [{ prefix: 19, query: 45 }],
+    }, TC_FORM),
+    // keys of std 6: scores of std 6, so later keys pass the first ones' max by more than 8
+    // and rows rescale O
+    attentionCase({
+      label: "1 seq q=300 prefix 700, bs=16 q/kv=8/2, wide scores (rescales)",
+      numQHeads: 8,
+      numKvHeads: 2,
+      headDim: HD,
+      blockSize: 16,
+      lens: [{ prefix: 700, query: 300 }],
+      kStd: 6,
+    }, TC_FORM),
+    attentionCase({
+      label: "Qwen3-30B-A3B prefill 1 x 2048",
+      ...QWEN3_30B,
+      lens: [{ prefix: 0, query: 2048 }],
+    }, TC_FORM),
+    attentionCase({
+      label: "Qwen3-30B-A3B chunk 512 after 1536 cached + 7 decodes at 1000",
+      ...QWEN3_30B,
+      lens: [{ prefix: 1536, query: 512 }, ...Array(7).fill({ prefix: 999, query: 1 })],
+    }, TC_FORM),
+  ].flatMap(withF16Twins),
 ];

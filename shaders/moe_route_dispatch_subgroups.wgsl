@@ -14,7 +14,7 @@ fn main(
   @builtin(subgroup_invocation_id) lane: u32,
   @builtin(subgroup_size) sg: u32,
 ) {
-  router_top_k_subgroups(lid, lane, sg);
+  router_top_k_subgroups(lid, lane, sg, 0u, WG / sg);
   // the top-k ids the invocations wrote to storage are visible to the whole workgroup
   storageBarrier();
   dispatch_assignments(lid, 0u, params.tokens * params.top_k);

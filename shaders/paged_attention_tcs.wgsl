@@ -17,7 +17,9 @@
 //     the next step's V words are loaded; each row's softmax step in two invocations as in
 //     f16-tc; P to wg.b; barrier; if any row rescaled, O through wg.s_tile; O += P V (V from
 //     wg.a).
-// At the end O goes through wg.s_tile 16 columns at a time, each row divided by l.
+// At the end O goes through wg.s_tile 16 columns at a time, each row divided by l, into `out`
+// (f32), or with O16 = 1 (the `-o16` twins) into `out16` as f16 clamped to its finite range
+// (the o projection's tensor-core operand, which a cast_f16 dispatch would write otherwise).
 // One buffer for q, K and V keeps the workgroup memory at f16-tc's 6,152 bytes with one
 // subgroup: its workgroup memory bounds how many an SM holds (the form with a buffer each,
 // 15 KB, was no faster than f16-tc on the H200; decode's f16-tcdw gained 25% from the same two
@@ -31,6 +33,7 @@
 //#include "lib/paged_kv.wgsl"
 //#include "lib/stage_words.wgsl"
 //#include "lib/attention_steps_tc.wgsl"
+//#include "lib/clamp_f16.wgsl"
 
 // "No score": finite, since WGSL need not honour infinities.
 const NEG: f32 = -1.0e30;
@@ -315,7 +318,12 @@ fn write_o(
 ) {
   let v = o_slice_dims(o, s_at, row, half, inv);
   if (live) {
-    out[out_at + 4u * d] = v[0];
-    out[out_at + 4u * d + 1u] = v[1];
+    if (O16 != 0u) {
+      out16[out_at + 4u * d] = vec4<f16>(clamp_f16(v[0]));
+      out16[out_at + 4u * d + 1u] = vec4<f16>(clamp_f16(v[1]));
+    } else {
+      out[out_at + 4u * d] = v[0];
+      out[out_at + 4u * d + 1u] = v[1];
+    }
   }
 }

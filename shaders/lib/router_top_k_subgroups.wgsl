@@ -1,5 +1,7 @@
 // The router's softmax top-k of a step's tokens, one subgroup a token at a time (moe_route_dispatch's
-// `f32-sg` form): subgroup q of the workgroup takes tokens q, q + WG / sg_size, ...; lane l holds
+// and moe_router's `f32-sg` forms): subgroup q of the workgroup takes tokens t0 + q, t0 + q +
+// t_step, ... (moe_route_dispatch's one workgroup: t0 0 and t_step WG / sg_size; moe_router's
+// grid: its workgroup's first subgroup's token and the subgroups of the grid); lane l holds
 // experts l, l + sg_size, ... (at most 64 each: E <= 64 x sg_size), and k rounds each take the
 // best expert left (the highest logit, ties to the lower expert index, as lib/router_order.wgsl
 // orders them: subgroupMax of the lanes' best, then subgroupMin of the experts that hold it), so
@@ -54,11 +56,11 @@ fn lane_best(
 }
 
 @diagnostic(off, subgroup_uniformity)
-fn router_top_k_subgroups(lid: u32, lane: u32, sg: u32) {
+fn router_top_k_subgroups(lid: u32, lane: u32, sg: u32, t0: u32, t_step: u32) {
   let num_e = params.experts;
   let k = params.top_k;
   let per_lane = (num_e + sg - 1u) / sg;
-  for (var t = lid / sg; t < params.tokens; t += WG / sg) {
+  for (var t = t0 + lid / sg; t < params.tokens; t += t_step) {
     let row = t * num_e;
     // bit i of word i / 32: expert lane + sg * i taken, or past the last expert
     var taken = vec2<u32>(0u);

@@ -253,9 +253,10 @@ export const TENSOR_CORE_OPTIONS = {
   },
   mergeF16: {
     type: "boolean",
-    help: "decode steps whose o projection casts its input to f16 for the tensor cores take " +
-      "that copy from the split attention's merge, one cast_f16 dispatch a layer fewer " +
-      "(default true; --merge-f16=false: the cast)",
+    help: "steps whose o projection casts its input to f16 for the tensor cores take that " +
+      "copy from the attention (decode: the split attention's merge; prefill: the staged " +
+      "attention's -o16 twin), one cast_f16 dispatch a layer fewer (default true; " +
+      "--merge-f16=false: the cast)",
   },
   moeRouterNorm: {
     type: "boolean",

@@ -404,9 +404,11 @@ export interface GpuModelOptions {
    */
   readonly combineNormF16?: boolean;
   /**
-   * Decode steps whose o projection casts its input to f16 for the tensor cores take that copy
-   * from the split attention's merge (paged_attention_decode_reduce writes its rows in f16
-   * too), one cast_f16 dispatch a layer fewer; default true.
+   * Steps whose o projection casts its input to f16 for the tensor cores take that copy from
+   * the attention: in decode steps from the split attention's merge
+   * (paged_attention_decode_reduce writes its rows in f16 too), in prefill and mixed steps from
+   * the staged prefill attention's `-o16` twin (which writes O as f16 only); one cast_f16
+   * dispatch a layer fewer; default true.
    */
   readonly mergeF16?: boolean;
   /**
@@ -2014,6 +2016,9 @@ export class GpuModel implements ForwardModel {
     // the split merge writes the o GEMM's f16 operand (no cast); its form for this step (CPU
     // adapters pay for the wide form's barriers: the one-group form, which has none)
     const mergeF16 = this.opts.mergeF16 && splits > 1 && oForm.path === "tc" && oForm.cast;
+    // prefill and mixed steps: the attention's f16 twin writes that operand (no cast)
+    const attnF16 = this.opts.mergeF16 && !plan.decode && c.prefillVariant16 !== null &&
+      oForm.path === "tc" && oForm.cast;
     const merge = this.gpu.adapter.type === "cpu"
       ? (mergeF16 ? "f16" : "f32")
       : decodeReduce.reduceVariant(splits, mergeF16);
@@ -2134,11 +2139,16 @@ export class GpuModel implements ForwardModel {
           });
         }
       } else {
+        const tc = c.prefill.spec.name === pagedAttentionTc.spec.name;
         c.prefill.dispatch(
           step.pass("paged_attention", c.prefill.spec.name),
-          c.prefillVariant,
-          `l${l}`,
-          { ...attention, q: b.q },
+          attnF16 ? c.prefillVariant16! : c.prefillVariant,
+          attnF16 ? `l${l}h` : `l${l}`,
+          // (out16 is read by no form but the f16 twin)
+          tc ? { ...attention, q: b.q, out16: attnF16 ? this.buf.a16! : b.placeholder } : {
+            ...attention,
+            q: b.q,
+          },
         );
       }
       const oOwed = (oPartials || oSplits > 1) && w.kind === "moe";
@@ -2149,7 +2159,10 @@ export class GpuModel implements ForwardModel {
           y: this.buf.oParts,
         });
       } else {
-        this.linear(step, "o", `l${l}`, b.attn, w.o, b.x, { partials: oOwed, x16: mergeF16 });
+        this.linear(step, "o", `l${l}`, b.attn, w.o, b.x, {
+          partials: oOwed,
+          x16: mergeF16 || attnF16,
+        });
       }
       const normInRouter = w.kind === "moe" && moeNormsInRouter;
       if (!normInRouter) {
@@ -2749,6 +2762,10 @@ async function createCalls(
   // give workgroups enough)
   const tensorCoreK = Math.max(0, ...Object.values(linear).map((l) => l.tc ? l.k : 0));
   const prefillVariant = prefillAttention === "fma" ? dtype : PREFILL_TC_VARIANT[prefillAttention];
+  // its twin writing O as f16, the o projection's tensor-core operand (GpuModelOptions.mergeF16)
+  const prefillVariant16 = prefillAttention === "fma"
+    ? null
+    : pagedAttentionTc.o16TwinOf(prefillVariant);
   const tensorCoreSplitN = Math.max(
     0,
     ...Object.entries(linear).map(([kind, l]) => l.tc && kind !== "lmHead" ? l.n : 0),
@@ -2789,7 +2806,7 @@ async function createCalls(
     make(
       gpu,
       prefillAttention === "fma" ? pagedAttention.spec : pagedAttentionTc.spec,
-      [prefillVariant],
+      prefillVariant16 ? [prefillVariant, prefillVariant16] : [prefillVariant],
     ),
     make(
       gpu,
@@ -2843,6 +2860,7 @@ async function createCalls(
     qkNorm: qkNormCall,
     prefill: prefillCall,
     prefillVariant,
+    prefillVariant16,
     decodeVariant,
     decodeDeepVariant,
     decode: decodeCall,

@@ -3,6 +3,7 @@ import * as assert from "uvu/assert";
 import { readFileSync } from "node:fs";
 import {
   cases,
+  o16TwinOf,
   spec,
   tcGeometryReason,
   tileRows,
@@ -86,9 +87,22 @@ test("its workgroup memory is what the shader declares, and the grid checks the 
   );
 });
 
-test("it shares paged_attention's params and binding names (the model binds either)", () => {
+test("it shares paged_attention's params and binding names (the model binds either), and adds out16", () => {
   assert.is(spec.params, fmaSpec.params);
-  assert.equal(spec.bindings.map((b) => b.name), fmaSpec.bindings.map((b) => b.name));
+  assert.equal(spec.bindings.map((b) => b.name), [...fmaSpec.bindings.map((b) => b.name), "out16"]);
+  // each staged form has a twin writing O as f16, and its cases split by which output is written
+  for (const name of ["f16-tcs", "f16-tcs2", "f16-tcs4"]) {
+    assert.is(o16TwinOf(name), `${name}-o16`);
+    assert.is(variantByName(spec, `${name}-o16`).consts!.O16, 1);
+    assert.is(variantByName(spec, name).consts!.O16, 0);
+  }
+  assert.is(o16TwinOf("f16-tc"), null);
+  for (const c of cases) {
+    const twins = c.variants!.filter((n) => n.endsWith("-o16"));
+    assert.ok(twins.length === 0 || twins.length === c.variants!.length, c.label);
+    assert.equal(Object.keys(c.outputs), twins.length ? ["out16"] : ["out"], c.label);
+  }
+  assert.is(cases.filter((c) => c.label.endsWith(", O as f16")).length, cases.length / 2);
 });
 
 test("its reference rounds q * scale to f16: close to the exact one, not equal", () => {
