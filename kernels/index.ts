@@ -39,6 +39,7 @@ import * as pagedAttentionDecodeReduce from "./paged_attention_decode_reduce.ts"
 import * as qkNormRopeCache from "./qk_norm_rope_cache.ts";
 import * as readBandwidth from "./read_bandwidth.ts";
 import * as rmsnorm from "./rmsnorm.ts";
+import * as rmsnormF16 from "./rmsnorm_f16.ts";
 import * as rope from "./rope.ts";
 import * as sample from "./sample.ts";
 import * as siluMul from "./silu_mul.ts";
@@ -48,6 +49,7 @@ import * as softmax from "./softmax.ts";
 export const KERNELS: readonly KernelModule[] = [
   embedding,
   rmsnorm,
+  rmsnormF16,
   gemv,
   gemvNorm,
   gemvScaled,

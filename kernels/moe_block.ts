@@ -977,6 +977,14 @@ export class MoeBlock {
    * Whether the step set by setTokens computes the router logits itself (moe_router_fused)
    * when encode is given MoeBlockIo.wRouter: the caller then leaves out the router's GEMV.
    */
+  /**
+   * Whether the step set by setTokens runs the expert GEMMs' prefill forms, which read the
+   * token rows through sorted_token from MoeBlockIo.x16 where given (so nothing reads x then).
+   */
+  get readsTokenRows(): boolean {
+    return this.castRows;
+  }
+
   get routesInOnePass(): boolean {
     return this.tokens > 0 && this.routesInOnePassAt(this.tokens);
   }

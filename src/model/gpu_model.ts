@@ -42,6 +42,7 @@ import {
 import type { ParamFields } from "../../kernels/params.ts";
 import * as embedding from "../../kernels/embedding.ts";
 import * as rmsnorm from "../../kernels/rmsnorm.ts";
+import * as rmsnormF16 from "../../kernels/rmsnorm_f16.ts";
 import * as gemv from "../../kernels/gemv.ts";
 import * as gemvNorm from "../../kernels/gemv_norm.ts";
 import * as gemvScaled from "../../kernels/gemv_scaled.ts";
@@ -1901,6 +1902,7 @@ export class GpuModel implements ForwardModel {
     });
 
     c.norm.setParams({ rows: T, n: H, eps: cfg.rmsNormEps });
+    c.norm16?.setParams({ rows: T, n: H, eps: cfg.rmsNormEps });
     const attnCommon = {
       num_seqs: plan.seqs,
       num_q_heads: nq,
@@ -2043,6 +2045,14 @@ export class GpuModel implements ForwardModel {
     // pass, and there the layer's input norm too (moe_router_norm)
     const moeOnePass = this.moe?.routesInOnePass ?? false;
     const moeNormsInRouter = this.moe?.normsInRouter ?? false;
+    // the router's tensor-core GEMM casts its input to f16 into a16, which the expert GEMMs'
+    // prefill forms read too (MoeBlockIo.x16)
+    const routerForm = this.linearForms.router;
+    const routerCast = !moeOnePass && routerForm.path === "tc" && routerForm.cast;
+    // where those forms run, nothing reads the MoE layers' f32 normed rows: their norm writes
+    // the f16 copy alone (rmsnorm_f16), and the router GEMM casts nothing
+    const moeNorm16 = routerCast && !moeNormsInRouter && c.norm16 !== null &&
+      (this.moe?.readsTokenRows ?? false);
     if (cfg.layerKinds.includes("dense")) {
       c.silu.setParams({ tokens: T, inter: cfg.intermediateSize });
     }
@@ -2165,7 +2175,14 @@ export class GpuModel implements ForwardModel {
         });
       }
       const normInRouter = w.kind === "moe" && moeNormsInRouter;
-      if (!normInRouter) {
+      const norm16 = moeNorm16 && w.kind === "moe";
+      if (norm16) {
+        c.norm16!.dispatch(step.pass("rmsnorm", "rmsnorm_f16"), "f16", `post${l}`, {
+          x: b.x,
+          weight: w.postNorm,
+          out16: this.buf.a16!,
+        });
+      } else if (!normInRouter) {
         c.norm.dispatch(step.pass("rmsnorm"), dt, `post${l}`, {
           x: b.x,
           weight: w.postNorm,
@@ -2173,11 +2190,9 @@ export class GpuModel implements ForwardModel {
         });
       }
       if (w.kind === "moe") {
-        if (!moeOnePass) this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits);
-        // the router's tensor-core GEMM cast b.h to f16 into a16: the expert GEMMs' prefill
-        // forms read that copy
-        const routerForm = this.linearForms.router;
-        const routerCast = !moeOnePass && routerForm.path === "tc" && routerForm.cast;
+        if (!moeOnePass) {
+          this.linear(step, "router", `l${l}`, b.h, w.router!, b.routerLogits, { x16: norm16 });
+        }
         const next = this.weights.layers[l + 1];
         normed = this.opts.fuseCombineNorm && next !== undefined && !qkvNorm;
         weighted = qkvScaled !== null;
@@ -2798,6 +2813,7 @@ async function createCalls(
     qkvNormCall,
     oSplitCall,
     qkvScaledCall,
+    norm16Call,
   ] = await Promise.all([
     make(gpu, embedding.spec, [dtype]),
     make(gpu, rmsnorm.spec, [dtype]),
@@ -2838,6 +2854,10 @@ async function createCalls(
       gemvScaled.spec.variants.some((v) => v.name === gemvVariant)
       ? make(gpu, gemvScaled.spec, [gemvVariant], "gemv_scaled qkv")
       : Promise.resolve(null),
+    // the MoE layers' input norm written only as the router GEMM's f16 operand (prefill steps)
+    dtype === "f16" && tensorCoreK > 0
+      ? make(gpu, rmsnormF16.spec, ["f16"])
+      : Promise.resolve(null),
   ]);
   return {
     all,
@@ -2874,6 +2894,7 @@ async function createCalls(
     qkvNorm: qkvNormCall,
     oSplit: oSplitCall,
     qkvScaled: qkvScaledCall,
+    norm16: norm16Call,
   };
 }
 
