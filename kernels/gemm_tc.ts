@@ -2,7 +2,8 @@
  * Tensor-core GEMM `c[m, n] (+)= sum_k a[m, k] * b[n, k]` (b in the Linear layout
  * [out, in]): f16 16 x 16 x 16 subgroup matrices with f32 accumulation, both operands
  * loaded straight from memory. `a` is the f16 copy of the activations that `cast_f16`
- * writes, its rows padded with zeros to the variant's row tile (`gemmTcRowsPad`); n and k
+ * writes (or a kernel that writes the operand itself), with rows up to the variant's row tile
+ * (`gemmTcRowsPad`; zeros from cast_f16, else stale: rows past m are not stored); n and k
  * must be multiples of 16. A workgroup (one subgroup of 32) owns TM rows x 64 columns of c:
  * `f16-tc16` (1 x 4 tiles, the most workgroups: decode-sized row counts), `f16-tc32`,
  * `f16-tc64` (4 x 4 tiles, the most reuse: prefill). Split-K: with `k_split < k` workgroup z

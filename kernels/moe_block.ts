@@ -830,12 +830,13 @@ export class MoeBlock {
     const maxItems = dispatch.moeMaxWorkItems(tokens * s.topK, s.experts, blockM);
     // the expert GEMMs' params, and their grid x for the dispatch's indirect arguments
     let gridX: [number, number];
+    // (every step sets it: a step off the tensor cores after a prefill step reads x)
+    this.castRows = tc !== null && gateUpTc.readsTokenRows(tc.gateUp.variant);
     if (tc) {
       this.gateUpName = tc.gateUp.variant.name;
       this.downName = tc.down.variant.name;
       const tcGu = gateUpTc.moeGemmGateUpTcParams(s.hidden, s.inter, maxItems);
       const tcDn = downTc.moeGemmDownTcParams(s.hidden, s.inter, maxItems);
-      this.castRows = gateUpTc.readsTokenRows(tc.gateUp.variant);
       if (this.castRows) {
         // the token rows once in f16 (the GEMM reads each through the expert order), not
         // each row k times in expert order: at 16384 tokens 64 MB written, not 512 MB
@@ -974,10 +975,6 @@ export class MoeBlock {
   }
 
   /**
-   * Whether the step set by setTokens computes the router logits itself (moe_router_fused)
-   * when encode is given MoeBlockIo.wRouter: the caller then leaves out the router's GEMV.
-   */
-  /**
    * Whether the step set by setTokens runs the expert GEMMs' prefill forms, which read the
    * token rows through sorted_token from MoeBlockIo.x16 where given (so nothing reads x then).
    */
@@ -985,6 +982,10 @@ export class MoeBlock {
     return this.castRows;
   }
 
+  /**
+   * Whether the step set by setTokens computes the router logits itself (moe_router_fused)
+   * when encode is given MoeBlockIo.wRouter: the caller then leaves out the router's GEMV.
+   */
   get routesInOnePass(): boolean {
     return this.tokens > 0 && this.routesInOnePassAt(this.tokens);
   }

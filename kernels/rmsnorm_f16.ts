@@ -40,9 +40,15 @@ function rmsF16Case(
     params: { rows, n, eps: 1e-6 },
     inputs: (rng) => {
       const weight = rng.fillUniform(new Float32Array(n), 0.5, 1.5);
-      // a weight of 6e4 takes a value of 2 rms past 65504: clamped, not inf
-      if (big) weight[3] = 6e4;
-      return { x: rng.fillNormal(new Float32Array(rows * n), std), weight };
+      const x = rng.fillNormal(new Float32Array(rows * n), std);
+      // column 3 weighted 6e4, and rows 0 and 1 there at 4 and -4 (about 3.5 rms): past
+      // +-65504 after the norm, clamped, not inf
+      if (big) {
+        weight[3] = 6e4;
+        x[3] = 4;
+        x[n + 3] = -4;
+      }
+      return { x, weight };
     },
     outputs: { out16: rows * n },
     reference: (inp) => ({

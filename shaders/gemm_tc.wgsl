@@ -12,8 +12,9 @@
 // there are several, writes its partial sums to slice z of c ([splits, m, n]; accumulate
 // is then 0 and splitk_reduce adds the slices, and the residual, into the output).
 // Requires (gemmTcParams): n and k multiples of 16; a is the f16 copy of the activations
-// with its rows padded with zeros to a multiple of 16 MT (cast_f16), so loads never leave
-// it. Columns past n (n not a multiple of 64) read the last valid 16 rows of b again and
+// with rows up to a multiple of 16 MT (cast_f16 pads them with zeros; a kernel that writes the
+// operand itself, such as prefill attention's -o16 twins, leaves them stale: their products
+// are masked), so loads never leave it. Columns past n (n not a multiple of 64) read the last valid 16 rows of b again and
 // are not stored. A tile row block past m goes through workgroup memory, masked.
 var<workgroup> c_tile: array<f32, 16u * MT * 64u>; // [16 MT rows][64 columns]
 

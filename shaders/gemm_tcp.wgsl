@@ -16,8 +16,9 @@
 // accumulate). A row block that passes m goes through workgroup memory, masked; columns past
 // n (n a multiple of 16) read b's last row and are not stored.
 // Requires: subgroups of exactly 32 laid out as consecutive invocations; k and k_split
-// multiples of BK; n a multiple of 16; a the f16 copy of the activations, its rows padded with
-// zeros to a multiple of TM (cast_f16).
+// multiples of BK; n a multiple of 16; a the f16 copy of the activations with rows up to a
+// multiple of TM (cast_f16 pads them with zeros; other writers of the operand leave them
+// stale: rows past m are computed and not stored).
 //#include "lib/stage_words.wgsl"
 
 const KW: u32 = BK / 8u; // words of a row a step

@@ -26,6 +26,10 @@ import { withPartials } from "../../kernels/moe_router_norm.ts";
 import { tileExpertMatrices } from "../../kernels/expert_tiles.ts";
 import { MOE_ROUTE_DISPATCH_MAX_TOKENS } from "../../kernels/moe_route_dispatch.ts";
 import { sharedGpu } from "../shared_gpu.ts";
+import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
+import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
+import * as gatherF16 from "../../kernels/moe_gather_f16.ts";
+import * as castF16 from "../../kernels/cast_f16.ts";
 
 // Tiny shapes of the brief: hidden 64, 8 experts top-2, expert width 32.
 const H = 64, I = 32, E = 8, K = 2;
@@ -1098,6 +1102,44 @@ test("the GEMM forms by rows per expert: decode forms, then staged (f16 words wh
     "f32",
   ]);
   assert.equal(moeGemmVariantFor("f16", 2048, 8, 128, true), ["f16"]);
+});
+
+test("readsTokenRows follows each step's expert GEMM forms (tensor-core pipes stood in)", async () => {
+  // lavapipe has no subgroup matrices, so the tensor-core pipelines are stood in by their
+  // variants (setTokens reads nothing else of them); nothing is dispatched
+  const gpu = await sharedGpu();
+  const block = await MoeBlock.create(gpu, {
+    hidden: 512,
+    inter: 256,
+    experts: 128,
+    topK: 8,
+    normTopk: true,
+    maxTokens: 2048,
+    dtype: "f16",
+  });
+  const pair = (name: string) => ({
+    gateUp: { variant: variantByName(gateUpTc.spec, name) },
+    down: { variant: variantByName(downTc.spec, name) },
+  });
+  const b = block as unknown as { pipes: Record<string, unknown> };
+  b.pipes = {
+    ...b.pipes,
+    tc: {
+      gather: { variant: gatherF16.spec.variants[0] },
+      cast: { variant: castF16.spec.variants[0] },
+      prefill: pair("f16-tcp4x2"),
+      decode: pair("f16-tcs"),
+    },
+  };
+  // the prefill forms from 8 rows an expert, the staged decode forms from 2, else neither; a
+  // step off the tensor cores after a prefill step reads x again (the model writes it then)
+  for (
+    const [tokens, reads] of [[2048, true], [16, false], [64, false], [2048, true], [8, false]]
+  ) {
+    block.setTokens(tokens as number);
+    assert.is(block.readsTokenRows, reads, `${tokens} tokens`);
+  }
+  block.destroy();
 });
 
 test.run();
