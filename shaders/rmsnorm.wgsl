@@ -1,5 +1,5 @@
 // out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight   (one workgroup per row)
-//#include "lib/workgroup_sum.wgsl"
+//#include "lib/rms_scale.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(
@@ -12,13 +12,7 @@ fn main(
     return;
   }
   let base = row * params.n;
-  var ss = 0.0;
-  for (var i = lid; i < params.n; i += WG) {
-    let v = x[base + i];
-    ss += v * v;
-  }
-  let total = workgroup_sum(ss, lid);
-  let scale = inverseSqrt(total / f32(params.n) + params.eps);
+  let scale = rms_scale(base, lid);
   for (var i = lid; i < params.n; i += WG) {
     out[base + i] = x[base + i] * scale * f32(weight[i]);
   }

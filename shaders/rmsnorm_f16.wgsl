@@ -1,7 +1,7 @@
 // out16[r, :] = f16(x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight), clamped to f16's finite
 // range as cast_f16 writes it (one workgroup per row): rmsnorm's rows written only as the f16
 // operand of a tensor-core GEMM, where rmsnorm and cast_f16 would write f32 then read it back.
-//#include "lib/workgroup_sum.wgsl"
+//#include "lib/rms_scale.wgsl"
 //#include "lib/clamp_f16.wgsl"
 
 @compute @workgroup_size(WG)
@@ -15,13 +15,7 @@ fn main(
     return;
   }
   let base = row * params.n;
-  var ss = 0.0;
-  for (var i = lid; i < params.n; i += WG) {
-    let v = x[base + i];
-    ss += v * v;
-  }
-  let total = workgroup_sum(ss, lid);
-  let scale = inverseSqrt(total / f32(params.n) + params.eps);
+  let scale = rms_scale(base, lid);
   for (var i = lid; i < params.n; i += WG) {
     out16[base + i] = f16(clamp(x[base + i] * scale * f32(weight[i]), -F16_MAX, F16_MAX));
   }
