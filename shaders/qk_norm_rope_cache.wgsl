@@ -10,6 +10,7 @@
 // splitk_reduce adds them, so the reduce dispatch before this one is left out.
 //#include "lib/workgroup_sum.wgsl"
 //#include "lib/qkv_partials.wgsl"
+//#include "lib/qk_rope_pair.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(
@@ -41,7 +42,6 @@ fn main(
     return;
   }
 
-  let is_q = h < nq;
   var ss = 0.0;
   for (var i = lid; i < hd; i += WG) {
     let x = qkv_at(src + i);
@@ -55,32 +55,6 @@ fn main(
   let pos = min(u32(max(positions[t], 0)), params.max_positions - 1u);
   let table = pos * hd;
   for (var i = lid; i < half; i += WG) {
-    var w1 = 1.0;
-    var w2 = 1.0;
-    if (params.qk_norm != 0u) {
-      if (is_q) {
-        w1 = f32(q_norm[i]);
-        w2 = f32(q_norm[i + half]);
-      } else {
-        w1 = f32(k_norm[i]);
-        w2 = f32(k_norm[i + half]);
-      }
-    }
-    let x1 = qkv_at(src + i) * inv * w1;
-    let x2 = qkv_at(src + i + half) * inv * w2;
-    let c = cos_sin[table + i];
-    let s = cos_sin[table + half + i];
-    let y1 = x1 * c - x2 * s;
-    let y2 = x2 * c + x1 * s;
-    if (is_q) {
-      let dst = (t * nq + h) * hd;
-      q_out[dst + i] = y1;
-      q_out[dst + i + half] = y2;
-    } else if (slot >= 0) {
-      let dst = (u32(slot) * nkv + h - nq) * hd;
-      // (clamped to T's range: an f16 cache keeps an outlier finite, as every f16 writer does)
-      k_cache[dst + i] = T(clamp(y1, -T_MAX, T_MAX));
-      k_cache[dst + i + half] = T(clamp(y2, -T_MAX, T_MAX));
-    }
+    put_rotated_pair(t, h, i, qkv_at(src + i), qkv_at(src + i + half), inv, table, slot);
   }
 }

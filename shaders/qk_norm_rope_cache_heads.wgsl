@@ -21,6 +21,7 @@
 // pair take part in the barriers and write nothing (control flow stays uniform around them).
 
 //#include "lib/qkv_partials.wgsl"
+//#include "lib/qk_rope_pair.wgsl"
 
 var<workgroup> head_ss: array<f32, WG>;
 
@@ -119,33 +120,7 @@ fn main(
   for (var k = 0u; k < PAIRS; k++) {
     let i = lane + k * lanes;
     if (i < half) {
-      var w1 = 1.0;
-      var w2 = 1.0;
-      if (params.qk_norm != 0u) {
-        if (is_q) {
-          w1 = f32(q_norm[i]);
-          w2 = f32(q_norm[i + half]);
-        } else {
-          w1 = f32(k_norm[i]);
-          w2 = f32(k_norm[i + half]);
-        }
-      }
-      let x1n = x1[k] * inv * w1;
-      let x2n = x2[k] * inv * w2;
-      let c = cos_sin[table + i];
-      let s = cos_sin[table + half + i];
-      let y1 = x1n * c - x2n * s;
-      let y2 = x2n * c + x1n * s;
-      if (is_q) {
-        let dst = (t * nq + h) * hd;
-        q_out[dst + i] = y1;
-        q_out[dst + i + half] = y2;
-      } else {
-        let dst = (u32(slot) * nkv + h - nq) * hd;
-        // (clamped to T's range: an f16 cache keeps an outlier finite, as every f16 writer does)
-        k_cache[dst + i] = T(clamp(y1, -T_MAX, T_MAX));
-        k_cache[dst + i + half] = T(clamp(y2, -T_MAX, T_MAX));
-      }
+      put_rotated_pair(t, h, i, x1[k], x2[k], inv, table, slot);
     }
   }
 }
