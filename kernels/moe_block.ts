@@ -1312,16 +1312,17 @@ export class MoeBlock {
     }
     const tc = this.stepTc;
     if (tc) {
+      // the gate/up GEMM's f16 rows: the caller's copy, or x cast, or x gathered in expert order
       const x16 = this.castRows ? io.x16 : undefined;
-      if (this.castRows && !x16) {
-        run("gate_up", pipes.tc!.cast, params.cast, { x: io.x, out: sc.a16! }, this.castGrid);
-      } else if (!this.castRows) {
+      if (!this.castRows) {
         run("gate_up", pipes.tc!.gather, params.gather, {
           x: io.x,
           sorted_token: sc.sortedToken,
           work_items: sc.workItems,
           out: sc.a16!,
         }, this.gatherGrid);
+      } else if (!x16) {
+        run("gate_up", pipes.tc!.cast, params.cast, { x: io.x, out: sc.a16! }, this.castGrid);
       }
       run(
         "gate_up",

@@ -96,9 +96,10 @@ function tcsVariant(rt: 1 | 2 | 4, o16 = false): Variant {
  */
 export const O16_SUFFIX = "-o16";
 
-/** The f16-output twin of a staged form's name, or null for a form without one. */
+/** The f16-output twin of a form's name, or null for a form without one. */
 export function o16TwinOf(name: string): string | null {
-  return ["f16-tcs", "f16-tcs2", "f16-tcs4"].includes(name) ? name + O16_SUFFIX : null;
+  const twin = name + O16_SUFFIX;
+  return spec.variants.some((v) => v.name === twin) ? twin : null;
 }
 
 /** Query rows of a variant's workgroup: ROWS a subgroup, RT subgroups (f16-tcs2, f16-tcs4). */
@@ -242,75 +243,76 @@ function withF16Twins(
   ];
 }
 
-export const cases: KernelCase<typeof params.fields>[] = [
-  ...[
-    attentionCase({
-      label: "2 seqs q=17,3 prefixes 21,9, bs=16 q/kv=8/1",
-      numQHeads: 8,
-      numKvHeads: 1,
-      headDim: HD,
-      blockSize: 16,
-      lens: [{ prefix: 21, query: 17 }, { prefix: 9, query: 3 }],
-    }, TC_FORM),
-    attentionCase({
-      label: "4 seqs q=23,9,1,14 prefixes 45,0,130,7, bs=16 q/kv=16/2",
-      numQHeads: 16,
-      numKvHeads: 2,
-      headDim: HD,
-      blockSize: 16,
-      lens: [
-        { prefix: 45, query: 23 },
-        { prefix: 0, query: 9 },
-        { prefix: 130, query: 1 },
-        { prefix: 7, query: 14 },
-      ],
-    }, TC_FORM),
-    // G = 4 (Mixtral's 32 / 8) over 32-slot blocks, G = 16 (a tile of one token), G = 3 (16
-    // rows hold 5 tokens and 1 padding row)
-    attentionCase({
-      label: "3 seqs q=40,1,5 prefixes 0,77,31, bs=32 q/kv=32/8",
-      numQHeads: 32,
-      numKvHeads: 8,
-      headDim: HD,
-      blockSize: 32,
-      lens: [{ prefix: 0, query: 40 }, { prefix: 77, query: 1 }, { prefix: 31, query: 5 }],
-    }, TC_FORM),
-    attentionCase({
-      label: "2 seqs q=3,2 prefixes 17,1, bs=16 q/kv=16/1",
-      numQHeads: 16,
-      numKvHeads: 1,
-      headDim: HD,
-      blockSize: 16,
-      lens: [{ prefix: 17, query: 3 }, { prefix: 1, query: 2 }],
-    }, TC_FORM),
-    attentionCase({
-      label: "1 seq q=45 prefix 19, bs=16 q/kv=6/2",
-      numQHeads: 6,
-      numKvHeads: 2,
-      headDim: HD,
-      blockSize: 16,
-      lens: [{ prefix: 19, query: 45 }],
-    }, TC_FORM),
-    // keys of std 6: scores of std 6, so later keys pass the first ones' max by more than 8
-    // and rows rescale O
-    attentionCase({
-      label: "1 seq q=300 prefix 700, bs=16 q/kv=8/2, wide scores (rescales)",
-      numQHeads: 8,
-      numKvHeads: 2,
-      headDim: HD,
-      blockSize: 16,
-      lens: [{ prefix: 700, query: 300 }],
-      kStd: 6,
-    }, TC_FORM),
-    attentionCase({
-      label: "Qwen3-30B-A3B prefill 1 x 2048",
-      ...QWEN3_30B,
-      lens: [{ prefix: 0, query: 2048 }],
-    }, TC_FORM),
-    attentionCase({
-      label: "Qwen3-30B-A3B chunk 512 after 1536 cached + 7 decodes at 1000",
-      ...QWEN3_30B,
-      lens: [{ prefix: 1536, query: 512 }, ...Array(7).fill({ prefix: 999, query: 1 })],
-    }, TC_FORM),
-  ].flatMap(withF16Twins),
+/** The cases of every form; withF16Twins splits each for the -o16 twins. */
+const TC_CASES: KernelCase<typeof params.fields>[] = [
+  attentionCase({
+    label: "2 seqs q=17,3 prefixes 21,9, bs=16 q/kv=8/1",
+    numQHeads: 8,
+    numKvHeads: 1,
+    headDim: HD,
+    blockSize: 16,
+    lens: [{ prefix: 21, query: 17 }, { prefix: 9, query: 3 }],
+  }, TC_FORM),
+  attentionCase({
+    label: "4 seqs q=23,9,1,14 prefixes 45,0,130,7, bs=16 q/kv=16/2",
+    numQHeads: 16,
+    numKvHeads: 2,
+    headDim: HD,
+    blockSize: 16,
+    lens: [
+      { prefix: 45, query: 23 },
+      { prefix: 0, query: 9 },
+      { prefix: 130, query: 1 },
+      { prefix: 7, query: 14 },
+    ],
+  }, TC_FORM),
+  // G = 4 (Mixtral's 32 / 8) over 32-slot blocks, G = 16 (a tile of one token), G = 3 (16
+  // rows hold 5 tokens and 1 padding row)
+  attentionCase({
+    label: "3 seqs q=40,1,5 prefixes 0,77,31, bs=32 q/kv=32/8",
+    numQHeads: 32,
+    numKvHeads: 8,
+    headDim: HD,
+    blockSize: 32,
+    lens: [{ prefix: 0, query: 40 }, { prefix: 77, query: 1 }, { prefix: 31, query: 5 }],
+  }, TC_FORM),
+  attentionCase({
+    label: "2 seqs q=3,2 prefixes 17,1, bs=16 q/kv=16/1",
+    numQHeads: 16,
+    numKvHeads: 1,
+    headDim: HD,
+    blockSize: 16,
+    lens: [{ prefix: 17, query: 3 }, { prefix: 1, query: 2 }],
+  }, TC_FORM),
+  attentionCase({
+    label: "1 seq q=45 prefix 19, bs=16 q/kv=6/2",
+    numQHeads: 6,
+    numKvHeads: 2,
+    headDim: HD,
+    blockSize: 16,
+    lens: [{ prefix: 19, query: 45 }],
+  }, TC_FORM),
+  // keys of std 6: scores of std 6, so later keys pass the first ones' max by more than 8
+  // and rows rescale O
+  attentionCase({
+    label: "1 seq q=300 prefix 700, bs=16 q/kv=8/2, wide scores (rescales)",
+    numQHeads: 8,
+    numKvHeads: 2,
+    headDim: HD,
+    blockSize: 16,
+    lens: [{ prefix: 700, query: 300 }],
+    kStd: 6,
+  }, TC_FORM),
+  attentionCase({
+    label: "Qwen3-30B-A3B prefill 1 x 2048",
+    ...QWEN3_30B,
+    lens: [{ prefix: 0, query: 2048 }],
+  }, TC_FORM),
+  attentionCase({
+    label: "Qwen3-30B-A3B chunk 512 after 1536 cached + 7 decodes at 1000",
+    ...QWEN3_30B,
+    lens: [{ prefix: 1536, query: 512 }, ...Array(7).fill({ prefix: 999, query: 1 })],
+  }, TC_FORM),
 ];
+
+export const cases: KernelCase<typeof params.fields>[] = TC_CASES.flatMap(withF16Twins);

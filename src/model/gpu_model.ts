@@ -2021,6 +2021,11 @@ export class GpuModel implements ForwardModel {
     // prefill and mixed steps: the attention's f16 twin writes that operand (no cast)
     const attnF16 = this.opts.mergeF16 && !plan.decode && c.prefillVariant16 !== null &&
       oForm.path === "tc" && oForm.cast;
+    // the tensor-core prefill attention's out16 binding (read by no form but the f16 twin)
+    const prefillOut16: Record<string, BufferArg> =
+      c.prefill.spec.name !== pagedAttentionTc.spec.name
+        ? {}
+        : { out16: attnF16 ? this.buf.a16! : b.placeholder };
     const merge = this.gpu.adapter.type === "cpu"
       ? (mergeF16 ? "f16" : "f32")
       : decodeReduce.reduceVariant(splits, mergeF16);
@@ -2149,16 +2154,11 @@ export class GpuModel implements ForwardModel {
           });
         }
       } else {
-        const tc = c.prefill.spec.name === pagedAttentionTc.spec.name;
         c.prefill.dispatch(
           step.pass("paged_attention", c.prefill.spec.name),
           attnF16 ? c.prefillVariant16! : c.prefillVariant,
           attnF16 ? `l${l}h` : `l${l}`,
-          // (out16 is read by no form but the f16 twin)
-          tc ? { ...attention, q: b.q, out16: attnF16 ? this.buf.a16! : b.placeholder } : {
-            ...attention,
-            q: b.q,
-          },
+          { ...attention, q: b.q, ...prefillOut16 },
         );
       }
       const oOwed = (oPartials || oSplits > 1) && w.kind === "moe";
