@@ -473,6 +473,8 @@ export class MoeBlock {
   private residualPartials = 0;
   /** Whether this step's moe_combine_norm also writes its rows in the storage type. */
   private normF16 = false;
+  /** Whether this step's moe_combine_norm writes its f32 rows (norm.out). */
+  private normF32 = true;
   /** Whether this step's moe_gemm_down_combine leaves the next layer's input (nextNorm). */
   private normNext = false;
   /** Whether this step combines in its down GEMM (combinesInDownAt, set by setTokens). */
@@ -774,11 +776,17 @@ export class MoeBlock {
    */
   setTokens(
     tokens: number,
-    { residualPartials = 0, normF16 = false, normNext = false }: {
+    { residualPartials = 0, normF16 = false, normF32 = true, normNext = false }: {
       /** Split-K partial sums the residual owes moe_router_norm (MoeBlockIo.routerNorm). */
       readonly residualPartials?: number;
       /** moe_combine_norm also writes the normed rows in the storage type (norm.out16). */
       readonly normF16?: boolean;
+      /**
+       * moe_combine_norm writes the f32 normed rows (norm.out; default true). False with normF16
+       * where the caller reads only the f16 rows: norm.out is then not written (at 16384 tokens
+       * 128 MB a layer less).
+       */
+      readonly normF32?: boolean;
       /**
        * moe_gemm_down_combine also leaves the next layer's weighted input and the residual's
        * squares (MoeBlockIo.nextNorm), in a step that combines in the down GEMM.
@@ -799,6 +807,9 @@ export class MoeBlock {
           `moe_router_logits with moe_gemm_down_combine, which add the residual's partial sums`,
       );
     }
+    if (!normF32 && !normF16) {
+      throw new Error("moe block: normF32 false needs normF16 (the normed rows go somewhere)");
+    }
     if (normNext && !this.leavesNextInputAt(tokens)) {
       throw new Error(
         `moe block: a step of ${tokens} tokens does not run moe_gemm_down_combine, which leaves ` +
@@ -808,12 +819,13 @@ export class MoeBlock {
     // the params depend on these alone: a step like the last keeps them
     if (
       tokens === this.tokens && residualPartials === this.residualPartials &&
-      normF16 === this.normF16 && normNext === this.normNext
+      normF16 === this.normF16 && normF32 === this.normF32 && normNext === this.normNext
     ) {
       return;
     }
     this.residualPartials = residualPartials;
     this.normF16 = normF16;
+    this.normF32 = normF32;
     this.normNext = normNext;
     const write = <F extends ParamFields>(
       buffer: GPUBuffer,
@@ -965,6 +977,7 @@ export class MoeBlock {
       s.rmsNormEps ?? 1e-6,
       normF16,
       combinePartials,
+      normF32,
     );
     write(this.params.combineNorm, combineNorm.spec.params, np);
     this.combineNormGrid = combineNorm.spec.grid(np, this.pipes.combineNorm.variant, this.gpu);
@@ -1423,11 +1436,12 @@ export class MoeBlock {
           // (unread without partials: y, read-only here already)
           o_part: owedInCombine ? norm!.partials! : sc.y,
           weight: io.norm.weight,
-          out: io.norm.out,
+          // (unwritten without normF32)
+          out: this.normF32 ? io.norm.out : sc.placeholder,
           out16: this.normF16 ? io.norm.out16! : sc.placeholder,
         },
         this.combineNormGrid,
-        `${this.normF16 ? "h" : ""}${owedInCombine ? owedKey : ""}`,
+        `${this.normF16 ? "h" : ""}${this.normF32 ? "" : "o"}${owedInCombine ? owedKey : ""}`,
       );
     } else {
       run(

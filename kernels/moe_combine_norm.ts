@@ -6,7 +6,8 @@
  * layer's rmsnorm took two dispatches (the model's GpuModelOptions.fuseCombineNorm).
  * hidden must be a multiple of 4. With `write_f16` the normed rows also go to out16 in the
  * storage type (f16 in the f16 form, clamped to its range as cast_f16 writes them): the next
- * layer's tensor-core GEMM reads them with no cast_f16 dispatch.
+ * layer's tensor-core GEMM reads them with no cast_f16 dispatch; without `write_f32` only there
+ * (`out` unwritten: where that GEMM reads nothing else).
  *
  * The f16 form takes 512 invocations a workgroup, one vec4 column each at Qwen3-30B-A3B's 2048:
  * on the H200 (2026-12-03, perf-decode, two processes a form) 1 x 1024 4.37 / 4.38 ms of GPU
@@ -39,6 +40,8 @@ const params = defineParams({
   top_k: "u32",
   eps: "f32",
   write_f16: "u32",
+  /** The normed rows in f32 into `out` (0: left out, where only the f16 rows are read). */
+  write_f32: "u32",
   /** Split-K partial sums of the o projection the residual still owes (0: none, o_part unread). */
   partials: "u32",
 });
@@ -75,10 +78,22 @@ export function moeCombineNormParams(
   eps: number,
   writeF16 = false,
   partials = 0,
+  writeF32 = true,
 ): ParamValues<typeof params.fields> {
   moeCombineParams(tokens, hidden, topK, partials);
   if (!(eps > 0)) throw new Error(`moe_combine_norm: eps = ${eps} must be positive`);
-  return { tokens, hidden, top_k: topK, eps, write_f16: writeF16 ? 1 : 0, partials };
+  if (!writeF32 && !writeF16) {
+    throw new Error("moe_combine_norm: the normed rows must go somewhere (write_f32 or write_f16)");
+  }
+  return {
+    tokens,
+    hidden,
+    top_k: topK,
+    eps,
+    write_f16: writeF16 ? 1 : 0,
+    write_f32: writeF32 ? 1 : 0,
+    partials,
+  };
 }
 
 /** CPU reference: moeCombineRef's new residual (the partial sums in it), then rmsnormRef of it. */
@@ -98,18 +113,32 @@ export function moeCombineNormRef(
 function combineNormCase(
   shape: CombineCaseShape,
   writeF16 = false,
+  writeF32 = true,
 ): KernelCase<typeof params.fields> {
   const { tokens, hidden, topK } = shape;
-  const p = moeCombineNormParams(tokens, hidden, topK, 1e-6, writeF16, shape.partials ?? 0);
+  const p = moeCombineNormParams(
+    tokens,
+    hidden,
+    topK,
+    1e-6,
+    writeF16,
+    shape.partials ?? 0,
+    writeF32,
+  );
   const rows = tokens * topK;
+  // without write_f32, `out` holds a sentinel the kernel must leave as it is
+  const sentinel = () => new Float32Array(tokens * hidden).fill(-7.25);
   return {
-    label: `${combineCaseLabel(shape)}${writeF16 ? " +f16 rows" : ""}`,
+    label: `${combineCaseLabel(shape)}${writeF16 ? " +f16 rows" : ""}${
+      writeF32 ? "" : ", no f32 rows"
+    }`,
     params: p,
     inputs: (rng) => ({
       ...combineCaseInputs(rng, shape),
       weight: rng.fillUniform(new Float32Array(hidden), 0.5, 1.5),
       // not written without write_f16: any 16 bytes
       ...(writeF16 ? {} : { out16: new Float32Array(4) }),
+      ...(writeF32 ? {} : { out: sentinel() }),
     }),
     outputs: writeF16 ? { out: tokens * hidden, out16: tokens * hidden } : { out: tokens * hidden },
     reference: (inp) => {
@@ -122,7 +151,8 @@ function combineNormCase(
         p,
         inp.o_part as Float32Array,
       );
-      return writeF16 ? { ...r, out16: r.out } : r;
+      const out = writeF32 ? r.out : sentinel();
+      return writeF16 ? { residual: r.residual, out, out16: r.out } : { residual: r.residual, out };
     },
     // (out16 in the f16 form: f16 rounding, 2^-11 of a value)
     tolerance: (v) =>
@@ -132,9 +162,11 @@ function combineNormCase(
       out: { atol: 1e-5, rtol: 1e-4 },
       residual: { atol: 1e-5, rtol: 1e-4 },
     }),
-    bytes: (v) =>
-      tokens * hidden * (12 + 4 * topK + 4 * p.partials) + rows * 8 +
-      hidden * (v.dtype === "f16" ? 2 : 4),
+    bytes: (v) => {
+      const t = v.dtype === "f16" ? 2 : 4;
+      return tokens * hidden * (8 + (writeF32 ? 4 : 0) + (writeF16 ? t : 0) + 4 * topK +
+            4 * p.partials) + rows * 8 + hidden * t;
+    },
     flops: rows * hidden * 2 + tokens * hidden * 4,
   };
 }
@@ -143,6 +175,9 @@ export const cases = [
   ...COMBINE_CASE_SHAPES.map((s) => combineNormCase(s)),
   combineNormCase(COMBINE_CASE_SHAPES[2], true),
   combineNormCase(COMBINE_CASE_SHAPES[4], true),
+  // the f16 rows alone (the next layer's tensor-core GEMM reads nothing else)
+  combineNormCase(COMBINE_CASE_SHAPES[2], true, false),
+  combineNormCase(COMBINE_CASE_SHAPES[4], true, false),
 ];
 
 /**

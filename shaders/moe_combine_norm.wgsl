@@ -6,9 +6,12 @@
 // moe_combine and rmsnorm, and the new residual row is read back from cache, not memory.
 // With write_f16 the normed row also goes to out16 as f16 (clamped to f16's range, as
 // cast_f16 writes it): the next layer's tensor-core qkv GEMM reads it with no cast dispatch.
+// Without write_f32 the f32 rows are left out (`out` unwritten): where that GEMM reads only the
+// f16 rows, nothing reads them (at 16384 tokens 128 MB a layer not written).
 // With params.partials > 0 the residual first takes the o projection's split-K partial sums
 // (o_part, in order: splitk_reduce's), which the split router read without writing them back.
-// Bytes: tokens * hidden * (12 + 4 * k + 4 * partials) + tokens * k * 8 + hidden * sizeof(T).
+// Bytes: tokens * hidden * (8 + 4 * write_f32 + sizeof(T) * write_f16 + 4 * k + 4 * partials) +
+// tokens * k * 8 + hidden * sizeof(T).
 //#include "lib/workgroup_sum.wgsl"
 //#include "lib/clamp_f16.wgsl"
 
@@ -53,10 +56,12 @@ fn main(
       v.z * f32(weight[4u * c + 2u]),
       v.w * f32(weight[4u * c + 3u]),
     );
-    out[o] = n.x;
-    out[o + 1u] = n.y;
-    out[o + 2u] = n.z;
-    out[o + 3u] = n.w;
+    if (params.write_f32 != 0u) {
+      out[o] = n.x;
+      out[o + 1u] = n.y;
+      out[o + 2u] = n.z;
+      out[o + 3u] = n.w;
+    }
     if (params.write_f16 != 0u) {
       out16[t * h4 + c] = vec4<T>(clamp_f16(n));
     }

@@ -2043,6 +2043,8 @@ export class GpuModel implements ForwardModel {
       this.moe.setTokens(T, {
         residualPartials: oPartials ? oForm.splits : oSplits > 1 ? oSplits : 0,
         normF16,
+        // (the next qkv GEMM reads those f16 rows alone: nothing reads the f32 ones)
+        normF32: !normF16,
         normNext: qkvScaled !== null,
       });
     }

@@ -148,10 +148,10 @@ async function runBlock(
   return { out, args };
 }
 
-function assertClose(got: Float32Array, want: Float32Array, what: string) {
+function assertClose(got: Float32Array, want: Float32Array, what: string, rtol = 1e-4) {
   assert.is(got.length, want.length);
   for (let i = 0; i < want.length; i++) {
-    const tol = 1e-4 + 1e-4 * Math.abs(want[i]);
+    const tol = 1e-4 + rtol * Math.abs(want[i]);
     if (!(Math.abs(got[i] - want[i]) <= tol)) {
       assert.unreachable(`${what}: out[${i}] = ${got[i]}, expected ${want[i]}`);
     }
@@ -975,14 +975,20 @@ test("given routerNorm, f16 steps of splitRouterMinTokens to splitRouterMaxToken
   block.destroy();
 });
 
-test("given the next layer's norm, the combine also writes that RMSNorm of the new residual (f16 rows too where asked)", async () => {
+test("given the next layer's norm, the combine also writes that RMSNorm of the new residual (f16 rows too, or alone, where asked)", async () => {
   const gpu = await sharedGpu();
   const d = gpu.device;
-  for (const dtype of ["f32", "f16"] as const) {
+  const runs = [
+    { dtype: "f32", f16Only: false },
+    { dtype: "f16", f16Only: false },
+    { dtype: "f16", f16Only: true },
+  ] as const;
+  for (const { dtype, f16Only } of runs) {
     const tokens = 5;
     const shape = { ...blockShape(8, dtype), rmsNormEps: 1e-5 };
     const block = await MoeBlock.create(gpu, shape);
     const rng = Rng.fromSeed(`moe combine norm ${dtype}`);
+    const what = `combine norm ${dtype}${f16Only ? ", f16 rows alone" : ""}`;
     const logits = makeLogits(rng, tokens, "spread");
     const x = rng.fillNormal(new Float32Array(tokens * H));
     const layer = makeLayer(rng, dtype);
@@ -996,8 +1002,9 @@ test("given the next layer's norm, the combine also writes that RMSNorm of the n
       uploadBuffer(d, "normed16", new Uint16Array(tokens * H).fill(0x7e00)),
     ];
     const [lg, xb, wgu, wd, res, nw, normed, normed16] = made;
-    // the f16 block also writes the rows as f16 (the next tensor-core GEMM's operand)
-    block.setTokens(tokens, { normF16: dtype === "f16" });
+    // the f16 block also writes the rows as f16 (the next tensor-core GEMM's operand), or only
+    // them
+    block.setTokens(tokens, { normF16: dtype === "f16", normF32: !f16Only });
     const enc = d.createCommandEncoder();
     const pass = enc.beginComputePass();
     block.encode(pass, {
@@ -1014,11 +1021,17 @@ test("given the next layer's norm, the combine also writes that RMSNorm of the n
     const out = new Float32Array(await readBuffer(d, res, tokens * shape.hidden * 4));
     const gotNormed = new Float32Array(await readBuffer(d, normed, tokens * H * 4));
     const want = moeBlockRef({ routerLogits: logits, x, ...layer, residual }, shape, tokens);
-    assertClose(out, want, `combine norm ${dtype}: residual`);
-    assertClose(gotNormed, rmsnormRef(want, normWeight, tokens, H, 1e-5), `combine norm ${dtype}`);
-    if (dtype === "f16") {
-      assert.equal([...got16], [...roundToF16InPlace(new Float32Array(gotNormed))], "f16 rows");
+    assertClose(out, want, `${what}: residual`);
+    const wantNormed = rmsnormRef(want, normWeight, tokens, H, 1e-5);
+    if (f16Only) {
+      assert.ok(gotNormed.every(Number.isNaN), `${what}: the f32 rows are left alone`);
+      assertClose(got16, wantNormed, `${what}: f16 rows`, 1e-3);
     } else {
+      assertClose(gotNormed, wantNormed, what);
+    }
+    if (dtype === "f16" && !f16Only) {
+      assert.equal([...got16], [...roundToF16InPlace(new Float32Array(gotNormed))], "f16 rows");
+    } else if (dtype === "f32") {
       assert.ok(got16.every(Number.isNaN), "f32 block: the f16 rows are left alone");
     }
     for (const b of made) b.destroy();
