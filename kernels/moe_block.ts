@@ -69,6 +69,7 @@ import * as combine from "./moe_combine.ts";
 import * as combineNorm from "./moe_combine_norm.ts";
 import * as gatherF16 from "./moe_gather_f16.ts";
 import * as castF16 from "./cast_f16.ts";
+import { f16ToF32, f32ToF16 } from "../src/util/f16.ts";
 import * as gateUpTc from "./moe_gemm_gate_up_tc.ts";
 import * as downTc from "./moe_gemm_down_tc.ts";
 import { MOE_TC_PAD_ROWS } from "./moe_tc_routing.ts";
@@ -206,6 +207,15 @@ export interface MoeBlockOptions {
    * that does not fit the shape or does not compile gives way to `f16-tc`.
    */
   readonly tensorCorePrefill?: string;
+  /**
+   * Steps on the prefill form write the experts' down rows as f16 (its `-y16` twin, see
+   * kernels/moe_gemm_down_tc.ts) and combine them from f16 (moe_combine's and
+   * moe_combine_norm's `-y16` forms): half of y's bytes written and read again (at 16384 tokens
+   * 1 GB of f32 a layer), for two barriers a tile in the down GEMM and one f16 rounding of each
+   * expert row (as vLLM's fused MoE keeps them in the activations' type). Where the twin or its
+   * combines do not compile, the f32 rows. Default false.
+   */
+  readonly downRowsF16?: boolean;
   /**
    * f16 steps of fusedRouterMinTokens to this many tokens compute the router logits
    * and their top-k in one dispatch (moe_router_fused, from MoeBlockIo.wRouter) where the
@@ -460,8 +470,13 @@ interface TcPipes {
   readonly gather: Pipe;
   /** cast_f16: the token rows in f16 for the prefill forms (gateUpTc.readsTokenRows). */
   readonly cast: Pipe;
-  /** `f16-tc` or the prefill form asked for (MoeBlockOptions.tensorCorePrefill). */
+  /**
+   * `f16-tc` or the prefill form asked for (MoeBlockOptions.tensorCorePrefill), its down GEMM
+   * the -y16 twin where MoeBlockOptions.downRowsF16 took it.
+   */
   readonly prefill: TcPair;
+  /** The combines that read those f16 rows; null where the prefill pair writes f32 ones. */
+  readonly combineY16: { readonly combine: Pipe; readonly combineNorm: Pipe } | null;
   /** `f16-tcs`, decode-sized steps; null where they are off or did not compile. */
   readonly decode: TcPair | null;
 }
@@ -506,6 +521,8 @@ export class MoeBlock {
   private routedGrid: readonly number[] = [];
   /** The tensor-core pipelines of this step's expert GEMMs when they run on them, else null. */
   private stepTc: TcPair | null = null;
+  /** Whether this step's down GEMM writes its rows as f16 (MoeBlockOptions.downRowsF16). */
+  private stepY16 = false;
   /** Which router the encode in progress runs (kernelOf names it for a profile's spans). */
   private encodingRouter:
     | "moe_router_norm"
@@ -834,6 +851,8 @@ export class MoeBlock {
     ) => writeBuffer(this.gpu.device, buffer, 0, layout.pack(v));
     const tc = this.tensorCoreFor(tokens);
     this.stepTc = tc;
+    this.stepY16 = tc !== null && tc === this.pipes.tc!.prefill &&
+      this.pipes.tc!.combineY16 !== null;
     // work items as long as the step's expert GEMMs take (f16-tcp4x2: 128 rows; the scratch
     // holds the items of the block's own blockM, at most 64: never fewer)
     const blockM = tc
@@ -1355,12 +1374,14 @@ export class MoeBlock {
         sc.dispatchArgs,
         dispatch.MOE_ARGS_GATE_UP,
       );
+      // (y or y16: the binding the form writes takes y, the other one 16 bytes, unwritten)
       run("down", tc.down, params.downTc, {
         act: sc.act16!,
         w: io.wDown,
         work_items: sc.workItems,
-        y: sc.y,
+        y: this.stepY16 ? sc.placeholder : sc.y,
         tile: sc.tile,
+        y16: this.stepY16 ? sc.y : sc.placeholder,
       }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     } else {
       if (inGateUp) {
@@ -1424,12 +1445,16 @@ export class MoeBlock {
           "moe block: setTokens asked for f16 rows (normF16) but norm.out16 is missing",
         );
       }
+      // (the -y16 forms read the rows as f16 from y16, the others as f32 from y: the same
+      // buffer either way, the other binding unread)
+      const y16 = this.stepY16 ? pipes.tc!.combineY16 : null;
       run(
         "combine",
-        pipes.combineNorm,
+        y16?.combineNorm ?? pipes.combineNorm,
         params.combineNorm,
         {
           y: sc.y,
+          y16: sc.y,
           row_of: sc.rowOf,
           topk_weights: sc.topkWeights,
           residual: io.residual,
@@ -1444,12 +1469,14 @@ export class MoeBlock {
         `${this.normF16 ? "h" : ""}${this.normF32 ? "" : "o"}${owedInCombine ? owedKey : ""}`,
       );
     } else {
+      const y16 = this.stepY16 ? pipes.tc!.combineY16 : null;
       run(
         "combine",
-        pipes.combine,
+        y16?.combine ?? pipes.combine,
         params.combine,
         {
           y: sc.y,
+          y16: sc.y,
           row_of: sc.rowOf,
           topk_weights: sc.topkWeights,
           residual: io.residual,
@@ -1736,14 +1763,55 @@ async function tensorCorePipes(
     console.error(`moe block: tensor-core expert GEMMs left out: ${(err as Error).message}`);
     return null;
   }
+  let combineY16: TcPipes["combineY16"] = null;
+  if (options.downRowsF16) {
+    const y16 = await downRowsF16Pipes(gpu, prefill.down.variant.name);
+    if (y16) {
+      prefill = { gateUp: prefill.gateUp, down: y16.down };
+      combineY16 = { combine: y16.combine, combineNorm: y16.combineNorm };
+    }
+  }
+  const made = { gather, cast, prefill, combineY16 };
   if ((options.tensorCoreDecodeRowsPerExpert ?? MOE_TCS_ROWS_PER_EXPERT) < 0) {
-    return { gather, cast, prefill, decode: null };
+    return { ...made, decode: null };
   }
   try {
-    return { gather, cast, prefill, decode: await tcPair(gpu, layoutForm(shape, "f16-tcs")) };
+    return { ...made, decode: await tcPair(gpu, layoutForm(shape, "f16-tcs")) };
   } catch (err) {
     console.error(`moe block: tensor-core decode forms left out: ${(err as Error).message}`);
-    return { gather, cast, prefill, decode: null };
+    return { ...made, decode: null };
+  }
+}
+
+/**
+ * The -y16 twin of the prefill down form `name` and the combines that read its f16 rows
+ * (MoeBlockOptions.downRowsF16), or null, saying why, where the form has no twin or one of
+ * them does not compile.
+ */
+async function downRowsF16Pipes(
+  gpu: Gpu,
+  name: string,
+): Promise<{ down: Pipe; combine: Pipe; combineNorm: Pipe } | null> {
+  const twin = downTc.y16TwinOf(name);
+  if (twin === null) {
+    console.error(`moe block: ${name} has no -y16 twin: its rows stay f32`);
+    return null;
+  }
+  const normForm = combineNorm.moeCombineNormVariant(gpu, "f16") + combine.Y16_ROWS_SUFFIX;
+  try {
+    const [down, c, cn] = await Promise.all([
+      getPipeline(gpu, downTc.spec, variantByName(downTc.spec, twin)),
+      getPipeline(gpu, combine.spec, variantByName(combine.spec, "f16" + combine.Y16_ROWS_SUFFIX)),
+      getPipeline(gpu, combineNorm.spec, variantByName(combineNorm.spec, normForm)),
+    ]);
+    return {
+      down: down as unknown as Pipe,
+      combine: c as unknown as Pipe,
+      combineNorm: cn as unknown as Pipe,
+    };
+  } catch (err) {
+    console.error(`moe block: f16 down rows left out: ${(err as Error).message}`);
+    return null;
   }
 }
 
@@ -1791,6 +1859,17 @@ async function tcPair(gpu: Gpu, name: string): Promise<TcPair> {
   };
 }
 
+/**
+ * Which values moeBlockRef rounds to f16 (clamped to its finite range) as the tensor-core path
+ * stores them: the token rows (cast_f16 or moe_gather_f16), the SwiGLU activations (the gate/up
+ * GEMM's output) and each expert's down row (the down GEMM's -y16 twins).
+ */
+export interface MoeRefRounding {
+  readonly x?: boolean;
+  readonly act?: boolean;
+  readonly y?: boolean;
+}
+
 /** Host inputs of the CPU block reference. */
 export interface MoeBlockRefInputs {
   readonly routerLogits: Float32Array;
@@ -1811,11 +1890,14 @@ export function moeBlockRef(
   inp: MoeBlockRefInputs,
   shape: Omit<MoeBlockShape, "maxTokens" | "dtype">,
   tokens: number,
+  f16: MoeRefRounding = {},
 ): Float32Array {
   const { hidden: H, inter: I, experts: E, topK: k } = shape;
   const out = new Float32Array(inp.residual.subarray(0, tokens * H));
   const act = new Float64Array(I);
   const ffn = new Float64Array(H);
+  const f16Of = (v: number) => f16ToF32(f32ToF16(Math.max(-65504, Math.min(65504, v))));
+  const x = f16.x ? inp.x.map(f16Of) : inp.x;
   for (let t = 0; t < tokens; t++) {
     const logits = inp.routerLogits.subarray(t * E, (t + 1) * E);
     const max = Math.max(...logits);
@@ -1833,16 +1915,17 @@ export function moeBlockRef(
         const go = (e * 2 * I + c) * H, uo = go + I * H;
         let g = 0, u = 0;
         for (let q = 0; q < H; q++) {
-          g += inp.x[xo + q] * inp.wGateUp[go + q];
-          u += inp.x[xo + q] * inp.wGateUp[uo + q];
+          g += x[xo + q] * inp.wGateUp[go + q];
+          u += x[xo + q] * inp.wGateUp[uo + q];
         }
         act[c] = (g / (1 + Math.exp(-g))) * u;
+        if (f16.act) act[c] = f16Of(act[c]);
       }
       for (let n = 0; n < H; n++) {
         const wo = (e * H + n) * I;
         let s = 0;
         for (let c = 0; c < I; c++) s += act[c] * inp.wDown[wo + c];
-        ffn[n] += w * s;
+        ffn[n] += w * (f16.y ? f16Of(s) : s);
       }
     }
     for (let n = 0; n < H; n++) out[xo + n] += ffn[n];

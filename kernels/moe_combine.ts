@@ -3,12 +3,13 @@
  * `residual[t, :] += sum_j topk_weights[t, j] * y[row_of[t, j], :]`, where y is the down
  * GEMM's output in expert-sorted rows and row_of comes from moe_dispatch. The k terms are
  * summed in j order (no float atomics), so the result is deterministic.
- * hidden must be a multiple of 4.
+ * hidden must be a multiple of 4. The `-y16` forms read y as f16 from `y16` instead (the down
+ * GEMM's -y16 twins write it so: half the bytes).
  */
 import type { KernelCase } from "./case.ts";
 import type { Rng } from "../src/util/rng.ts";
 import { type BindingSpec, grid1d, type KernelSpec } from "./kernel.ts";
-import { defineParams, type ParamValues } from "./params.ts";
+import { defineParams, type ParamFields, type ParamValues } from "./params.ts";
 import { MOE_NO_ROW, moeDispatchParams, moeDispatchRef, sampleRouting } from "./moe_dispatch.ts";
 import { withPartials } from "./moe_router_norm.ts";
 
@@ -33,14 +34,26 @@ export const COMBINE_BINDINGS: readonly BindingSpec[] = [
     access: "read",
     shape: "[partials, tokens, hidden/4] (the residual's split-K partial sums; any buffer at 0)",
   },
+  {
+    name: "y16",
+    type: "vec4<T>",
+    access: "read",
+    shape: "[tokens * top_k, hidden/4] (y in f16, read by the -y16 forms; any buffer else)",
+  },
 ];
+
+/** The name suffix of the combines' forms that read y as f16 from `y16` (Y16 = 1). */
+export const Y16_ROWS_SUFFIX = "-y16";
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_combine",
   shader: "moe_combine.wgsl",
   params,
   bindings: COMBINE_BINDINGS,
-  variants: [{ name: "f32", dtype: "f32", consts: { WG } }],
+  variants: [
+    { name: "f32", dtype: "f32", consts: { WG, Y16: 0 } },
+    { name: "f16-y16", dtype: "f16", consts: { WG, Y16: 1 } },
+  ],
   grid: (p, _v, gpu) => grid1d(Math.ceil((p.tokens * p.hidden) / 4 / WG), gpu),
 };
 
@@ -164,6 +177,37 @@ function combineCase(shape: CombineCaseShape): KernelCase<typeof params.fields> 
   };
 }
 
+/**
+ * A combine case as two: the forms of `names` that read y as f32 (y16 bound, unread), and the
+ * -y16 forms, which read the same rows (`yValues` values) from y16, rounded to f16 on upload
+ * (the reference takes them as y; y bound, unread).
+ */
+export function withY16Rows<F extends ParamFields>(
+  c: KernelCase<F>,
+  names: readonly string[],
+  yValues: number,
+): KernelCase<F>[] {
+  const twin = (name: string) => name.endsWith(Y16_ROWS_SUFFIX);
+  return [
+    {
+      ...c,
+      inputs: (rng, v) => ({ ...c.inputs(rng, v), y16: new Float32Array(4) }),
+      variants: names.filter((name) => !twin(name)),
+    },
+    {
+      ...c,
+      label: `${c.label}, y as f16`,
+      inputs: (rng, v) => {
+        const inp = c.inputs(rng, v);
+        return { ...inp, y16: inp.y, y: new Float32Array(4) };
+      },
+      reference: (inp, v) => c.reference({ ...inp, y: inp.y16 }, v),
+      bytes: (v) => c.bytes(v) - 2 * yValues,
+      variants: names.filter(twin),
+    },
+  ];
+}
+
 /** The shapes moe_combine and moe_combine_norm are validated at. */
 export const COMBINE_CASE_SHAPES: readonly CombineCaseShape[] = [
   { tokens: 1, hidden: 64, experts: 8, topK: 2 },
@@ -178,4 +222,6 @@ export const COMBINE_CASE_SHAPES: readonly CombineCaseShape[] = [
   { tokens: 8, hidden: 2048, experts: 128, topK: 8, partials: 8, note: "qwen3-30b-a3b" },
 ];
 
-export const cases = COMBINE_CASE_SHAPES.map(combineCase);
+export const cases = COMBINE_CASE_SHAPES.flatMap((s) =>
+  withY16Rows(combineCase(s), spec.variants.map((v) => v.name), s.tokens * s.topK * s.hidden)
+);

@@ -20,7 +20,7 @@
  * ```
  */
 import type { Gpu } from "../src/gpu/device.ts";
-import type { KernelCase } from "./case.ts";
+import type { HostArray, KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec, unsupportedReason, variantByName } from "./kernel.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import {
@@ -31,6 +31,8 @@ import {
   type CombineCaseShape,
   moeCombineParams,
   moeCombineRef,
+  withY16Rows,
+  Y16_ROWS_SUFFIX,
 } from "./moe_combine.ts";
 import { rmsnormRef } from "./rmsnorm.ts";
 
@@ -62,10 +64,13 @@ export const spec: KernelSpec<typeof params.fields> = {
     },
   ],
   variants: [
-    { name: "f32", dtype: "f32", consts: { WG: 256 } },
-    { name: "f16", dtype: "f16", consts: { WG: 512 } },
+    { name: "f32", dtype: "f32", consts: { WG: 256, Y16: 0 } },
+    { name: "f16", dtype: "f16", consts: { WG: 512, Y16: 0 } },
     // where a workgroup takes at most 256 invocations (moeCombineNormVariant)
-    { name: "f16-wg256", dtype: "f16", consts: { WG: 256 } },
+    { name: "f16-wg256", dtype: "f16", consts: { WG: 256, Y16: 0 } },
+    // the f16 forms reading y as f16 (the down GEMM's -y16 twins write it so)
+    { name: "f16" + Y16_ROWS_SUFFIX, dtype: "f16", consts: { WG: 512, Y16: 1 } },
+    { name: "f16-wg256" + Y16_ROWS_SUFFIX, dtype: "f16", consts: { WG: 256, Y16: 1 } },
   ],
   grid: (p, _v, gpu) => grid1d(p.tokens, gpu),
 };
@@ -151,8 +156,12 @@ function combineNormCase(
         p,
         inp.o_part as Float32Array,
       );
-      const out = writeF32 ? r.out : sentinel();
-      return writeF16 ? { residual: r.residual, out, out16: r.out } : { residual: r.residual, out };
+      const want: Record<string, HostArray> = {
+        residual: r.residual,
+        out: writeF32 ? r.out : sentinel(),
+      };
+      if (writeF16) want.out16 = r.out;
+      return want;
     },
     // (out16 in the f16 form: f16 rounding, 2^-11 of a value)
     tolerance: (v) =>
@@ -171,14 +180,16 @@ function combineNormCase(
   };
 }
 
+const NAMES = spec.variants.map((v) => v.name);
+
 export const cases = [
-  ...COMBINE_CASE_SHAPES.map((s) => combineNormCase(s)),
-  combineNormCase(COMBINE_CASE_SHAPES[2], true),
-  combineNormCase(COMBINE_CASE_SHAPES[4], true),
+  ...COMBINE_CASE_SHAPES.map((s) => [s, combineNormCase(s)] as const),
+  [COMBINE_CASE_SHAPES[2], combineNormCase(COMBINE_CASE_SHAPES[2], true)] as const,
+  [COMBINE_CASE_SHAPES[4], combineNormCase(COMBINE_CASE_SHAPES[4], true)] as const,
   // the f16 rows alone (the next layer's tensor-core GEMM reads nothing else)
-  combineNormCase(COMBINE_CASE_SHAPES[2], true, false),
-  combineNormCase(COMBINE_CASE_SHAPES[4], true, false),
-];
+  [COMBINE_CASE_SHAPES[2], combineNormCase(COMBINE_CASE_SHAPES[2], true, false)] as const,
+  [COMBINE_CASE_SHAPES[4], combineNormCase(COMBINE_CASE_SHAPES[4], true, false)] as const,
+].flatMap(([s, c]) => withY16Rows(c, NAMES, s.tokens * s.topK * s.hidden));
 
 /**
  * The variant the model takes for `dtype`: its own, or f16's form of 256 invocations where the

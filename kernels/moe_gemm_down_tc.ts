@@ -7,10 +7,12 @@
  * it 16 rows at a time with the weights staged through workgroup memory from 16-byte loads
  * (`f16-tcs`, decode-sized steps: one pass over an expert's weights for 1-16 rows); launch
  * indirect after moe_dispatch (grid x `hidden / 64`, or `/ 32` for f16-tcs, y the items).
- * hidden must be a multiple of 64, inter of 32 (moeTcFits).
+ * hidden must be a multiple of 64, inter of 32 (moeTcFits). The prefill forms' `-y16` twins
+ * write y as f16 into `y16` instead (Y16_SUFFIX): the combine then reads half the bytes.
  */
 import { fitting, type KernelCase } from "./case.ts";
-import type { KernelSpec } from "./kernel.ts";
+import type { KernelSpec, Variant } from "./kernel.ts";
+import { tiledVariant } from "./expert_tiles.ts";
 import { defineParams, type ParamValues } from "./params.ts";
 import { moeGemmDownRef } from "./moe_gemm_down.ts";
 import {
@@ -22,9 +24,43 @@ import {
 } from "./moe_gemm_gate_up_tc.ts";
 import { moeTcRouting } from "./moe_tc_routing.ts";
 import { MOE_BLOCK_M, type RoutingPattern, WORK_ITEMS_READ } from "./moe_dispatch.ts";
-import { roundToF16InPlace } from "../src/util/f16.ts";
+import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
 
 const params = defineParams({ hidden: "u32", inter: "u32", max_items: "u32" });
+
+/**
+ * The name suffix of the prefill forms' twins that write y as f16 into `y16` (Y16 = 1, before
+ * the expert-tiles suffix: `f16-tcp4x2-y16`, `f16-tcp4x2-y16-t16`): each tile goes through
+ * workgroup memory on its way out (two barriers a tile), and the combine reads 2 bytes a value
+ * instead of 4 (the experts' rows in f16, as vLLM's fused MoE keeps them).
+ */
+export const Y16_SUFFIX = "-y16";
+
+const PREFILL_SHADER = "moe_gemm_down_tcp.wgsl";
+
+/** The prefill forms with Y16 = 0, then their -y16 twins (each tiled too). */
+function withY16Twins(variants: readonly Variant[]): Variant[] {
+  const prefill = (v: Variant) => v.shader === PREFILL_SHADER;
+  // y16 as 16-byte words (8 f16) in every prefill form, as the shader writes it (a wide-words
+  // form declares the read_write vec4<T> bindings it names so)
+  const words = (v: Variant): Variant => ({ ...v, readWrite: [...(v.readWrite ?? []), "y16"] });
+  const base = variants.map((v) =>
+    prefill(v) ? { ...words(v), consts: { ...v.consts, Y16: 0 } } : v
+  );
+  const twins = variants.filter((v) => prefill(v) && !v.expertTiles).map((v): Variant => ({
+    ...words(v),
+    name: v.name + Y16_SUFFIX,
+    consts: { ...v.consts, Y16: 1 },
+  }));
+  return [...base, ...twins, ...twins.map(tiledVariant)];
+}
+
+/** The f16-output twin of a down form's name (its expert-tiles suffix kept), or null. */
+export function y16TwinOf(name: string): string | null {
+  const tiled = name.endsWith("-t16");
+  const twin = tiled ? `${name.slice(0, -4)}${Y16_SUFFIX}-t16` : name + Y16_SUFFIX;
+  return spec.variants.some((v) => v.name === twin) ? twin : null;
+}
 
 export const spec: KernelSpec<typeof params.fields> = {
   name: "moe_gemm_down_tc",
@@ -36,11 +72,17 @@ export const spec: KernelSpec<typeof params.fields> = {
     WORK_ITEMS_READ,
     { name: "y", type: "f32", access: "read_write", shape: "[rows, hidden]" },
     MOE_TC_TILE,
+    {
+      name: "y16",
+      type: "vec4<T>",
+      access: "read_write",
+      shape: "[rows, hidden / 4] (the -y16 twins' y, f16; the others leave it)",
+    },
   ],
   // both operands read-only: on the H200 (session 35, perf-decode profile of 64 x 1024, two runs
   // each way) a step's down GEMMs took 7.38-7.39 ms so, 7.45 with w read_write, 8.44-8.45 with
   // act and w (the gate/up GEMM's weights read faster read_write)
-  variants: moeTcVariants("moe_gemm_down_tcs.wgsl", 32, "moe_gemm_down_tcp.wgsl", 64),
+  variants: withY16Twins(moeTcVariants("moe_gemm_down_tcs.wgsl", 32, PREFILL_SHADER, 64)),
   expertWeights: { binding: "w", rows: (p) => p.hidden, cols: (p) => p.inter },
   grid: (p, v) => [p.hidden / (v.consts?.CW ?? 64), Math.max(1, p.max_items), 1],
 };
@@ -106,6 +148,39 @@ function tcCase(
   };
 }
 
+/**
+ * A case as two: the forms that write y as f32 (y16 bound, zeros, unwritten), and the -y16
+ * twins, which write it into y16 as f16 (the reference clamped to f16's range and rounded; y
+ * bound, unwritten); a half that no form fits is left out.
+ */
+function withY16(c: KernelCase<typeof params.fields>): KernelCase<typeof params.fields>[] {
+  const n = c.outputs.y;
+  const names = c.variants ?? spec.variants.map((v) => v.name);
+  const twin = (name: string) => name.includes(Y16_SUFFIX);
+  const { y: _, ...rest } = c.outputs;
+  const halves: KernelCase<typeof params.fields>[] = [
+    {
+      ...c,
+      inputs: (rng, v) => ({ ...c.inputs(rng, v), y16: new Float32Array(n) }),
+      variants: names.filter((name) => !twin(name)),
+    },
+    {
+      ...c,
+      label: `${c.label}, y as f16`,
+      inputs: (rng, v) => ({ ...c.inputs(rng, v), y: new Float32Array(4) }),
+      outputs: { ...rest, y16: n },
+      reference: (inp, v) => ({
+        y16: roundToF16InPlace(clampF16(Float32Array.from(c.reference(inp, v).y))),
+      }),
+      // (one f16 rounding of a sum the GPU adds in another order: 2^-11 of a value)
+      tolerance: () => ({ atol: 2e-4, rtol: 1e-3 }),
+      bytes: (v) => c.bytes(v) - 2 * n,
+      variants: names.filter(twin),
+    },
+  ];
+  return halves.filter((k) => k.variants!.length > 0);
+}
+
 export const cases = [
   tcCase(1, 8, 2, 64, 32, "spread"),
   tcCase(37, 8, 2, 64, 64, "skewed"),
@@ -127,4 +202,4 @@ export const cases = [
   // 128-row items (f16-tcp4x2): full and short ones, and a Qwen3-30B-A3B prefill step
   tcCase(301, 4, 2, 256, 64, "skewed", 4, 128),
   tcCase(2048, 128, 8, 2048, 768, "spread", 128, 128),
-];
+].flatMap(withY16);

@@ -5,7 +5,10 @@
 // assignment moe_dispatch dropped) adds nothing. With params.partials > 0 the residual first
 // takes the o projection's split-K partial sums (o_part, in order: splitk_reduce's), which the
 // split router read without writing them back.
-// Bytes: tokens * hidden * (8 + 4 * k + 4 * partials) + tokens * k * 8.
+// With Y16 = 1 (the -y16 form) the rows come from y16 as f16 (lib/combine_y.wgsl).
+// Bytes: tokens * hidden * (8 + sizeof(y) * k + 4 * partials) + tokens * k * 8.
+//#include "lib/combine_y.wgsl"
+
 @compute @workgroup_size(WG)
 fn main(
   @builtin(global_invocation_id) gid: vec3<u32>,
@@ -23,7 +26,7 @@ fn main(
   for (var j = 0u; j < params.top_k; j++) {
     let row = row_of[t * params.top_k + j];
     if (row < rows) {
-      acc += topk_weights[t * params.top_k + j] * y[row * h4 + c];
+      acc += topk_weights[t * params.top_k + j] * y4(row * h4 + c);
     }
   }
   var v = residual[idx];

@@ -10,10 +10,12 @@
 // f16 rows, nothing reads them (at 16384 tokens 128 MB a layer not written).
 // With params.partials > 0 the residual first takes the o projection's split-K partial sums
 // (o_part, in order: splitk_reduce's), which the split router read without writing them back.
-// Bytes: tokens * hidden * (8 + 4 * write_f32 + sizeof(T) * write_f16 + 4 * k + 4 * partials) +
-// tokens * k * 8 + hidden * sizeof(T).
+// With Y16 = 1 (the -y16 forms) the rows come from y16 as f16 (lib/combine_y.wgsl).
+// Bytes: tokens * hidden * (8 + 4 * write_f32 + sizeof(T) * write_f16 + sizeof(y) * k +
+// 4 * partials) + tokens * k * 8 + hidden * sizeof(T).
 //#include "lib/workgroup_sum.wgsl"
 //#include "lib/clamp_f16.wgsl"
+//#include "lib/combine_y.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(
@@ -33,7 +35,7 @@ fn main(
     for (var j = 0u; j < params.top_k; j++) {
       let row = row_of[t * params.top_k + j];
       if (row < rows) {
-        acc += topk_weights[t * params.top_k + j] * y[row * h4 + c];
+        acc += topk_weights[t * params.top_k + j] * y4(row * h4 + c);
       }
     }
     var r = residual[t * h4 + c];

@@ -7,12 +7,16 @@
 // rows x CW = 64 WN output columns; subgroup (sm, sn) the rows 64 sm .. and the 64 columns at
 // 64 sn as 4 x 4 tiles of 16. The matrix offsets differ between subgroups
 // (Variant.perSubgroupMatrices). A full item (TM rows) stores its tiles straight into y, a
-// shorter one through workgroup memory, masked.
+// shorter one through workgroup memory, masked. With Y16 = 1 (the -y16 twins) every tile goes
+// through workgroup memory into y16 as f16 instead (clamped to f16's finite range), each lane
+// writing 8 of a row's values as one 16-byte word: half the bytes the step's combine then
+// reads (at 16384 tokens y holds 131072 rows: 1 GB in f32), for two barriers a tile.
 // Requires: inter a multiple of BK, hidden of CW; items of at most TM rows; act holds TM rows
 // past the last item (the gate/up GEMM's padding); subgroups of exactly 32, consecutive.
 //#include "lib/moe_work_item.wgsl"
 //#include "lib/stage_words.wgsl"
 //#include "lib/expert_tiles.wgsl"
+//#include "lib/clamp_f16.wgsl"
 
 const SW: u32 = 256u;
 const KW: u32 = BK / 8u; // words of a row a step
@@ -206,8 +210,9 @@ fn main(
 }
 
 // Stores the accumulator of y's 16 x 16 at row r0, column c0: straight into y for a full item,
-// else through the subgroup's tile of wg.s, the rows below r_end only. Every subgroup calls it
-// in the same order (its barriers need uniform control flow: full is the workgroup's).
+// else through the subgroup's tile of wg.s, the rows below r_end only; with Y16, through that
+// tile into y16 as f16 whatever the item. Every subgroup calls it in the same order (its
+// barriers need uniform control flow: full is the workgroup's).
 fn put_y(
   t: subgroup_matrix_result<f32, 16, 16>,
   full: bool,
@@ -218,16 +223,32 @@ fn put_y(
   c0: u32,
 ) {
   let hd = params.hidden;
-  if (full) {
+  if (full && Y16 == 0u) {
     subgroupMatrixStore<row_major>(&y, r0 * hd + c0, t, hd);
     return;
   }
   subgroupMatrixStore<row_major>(&wg.s, sg * SW, t, 16u);
   workgroupBarrier();
-  for (var q = lane; q < 256u; q += 32u) {
-    let r = r0 + q / 16u;
+  if (Y16 != 0u) {
+    // lane: row lane / 2, its 8 columns from 8 (lane % 2), one 16-byte word of y16
+    let r = r0 + lane / 2u;
     if (r < r_end) {
-      y[r * hd + c0 + q % 16u] = wg.s[sg * SW + q];
+      let at = sg * SW + lane * 8u;
+      let lo = clamp_f16(vec4<f32>(wg.s[at], wg.s[at + 1u], wg.s[at + 2u], wg.s[at + 3u]));
+      let hi = clamp_f16(vec4<f32>(wg.s[at + 4u], wg.s[at + 5u], wg.s[at + 6u], wg.s[at + 7u]));
+      y16[(r * hd + c0) / 8u + lane % 2u] = vec4<u32>(
+        bitcast<u32>(vec2<f16>(lo.xy)),
+        bitcast<u32>(vec2<f16>(lo.zw)),
+        bitcast<u32>(vec2<f16>(hi.xy)),
+        bitcast<u32>(vec2<f16>(hi.zw)),
+      );
+    }
+  } else {
+    for (var q = lane; q < 256u; q += 32u) {
+      let r = r0 + q / 16u;
+      if (r < r_end) {
+        y[r * hd + c0 + q % 16u] = wg.s[sg * SW + q];
+      }
     }
   }
   workgroupBarrier();

@@ -271,6 +271,13 @@ export const TENSOR_CORE_OPTIONS = {
       "from memory) or tcp1, tcp2, tcp4 (both staged through workgroup memory by 1, 2 or 4 " +
       "subgroups), tcp4x2 (tcp4 over 128-row work items, 8 subgroups) (default: tcp4x2)",
   },
+  moeDownRowsF16: {
+    type: "boolean",
+    help: "prefill steps on the MoE prefill form write the experts' down rows as f16 and " +
+      "combine them from f16: half of those rows' bytes (1 GB of f32 a layer at 16384 " +
+      "tokens), for two barriers a tile in the down GEMM and one f16 rounding of each row " +
+      "(default false)",
+  },
   moeExpertTiles: {
     type: "boolean",
     help: "store the MoE expert weights in tiles of 16 rows x 64 columns and run the expert " +
@@ -349,6 +356,7 @@ export function tensorCoreOptions(
     readonly moeCombineNorm?: boolean;
     readonly moeRouterNorm?: boolean;
     readonly moeTensorCorePrefill?: string;
+    readonly moeDownRowsF16?: boolean;
     readonly moeExpertTiles?: boolean;
     readonly prefillAttention?: string;
     readonly weightPlacement?: string;
@@ -380,6 +388,7 @@ export function tensorCoreOptions(
     fuseCombineNorm: o.moeCombineNorm,
     moeRouterNorm: o.moeRouterNorm,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,
+    moeDownRowsF16: o.moeDownRowsF16,
     moeExpertTiles: o.moeExpertTiles,
     tensorCoreRows: o.tensorCoreRows,
     tensorCoreSplitTarget: o.tensorCoreSplitTarget,

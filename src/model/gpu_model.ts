@@ -467,6 +467,13 @@ export interface GpuModelOptions {
    */
   readonly moeTensorCorePrefill?: MoeTensorCorePrefillForm;
   /**
+   * Steps on that prefill form write the experts' down rows as f16 and combine them from f16
+   * (MoeBlockOptions.downRowsF16): half of those rows' bytes, at 16384 tokens 1 GB of f32 a
+   * layer written and read again, for two barriers a tile in the down GEMM and one f16
+   * rounding of each expert row. Default false (not yet timed on a GPU with tensor cores).
+   */
+  readonly moeDownRowsF16?: boolean;
+  /**
    * Store the MoE expert weights in tiles of 16 rows x 64 columns (kernels/expert_tiles.ts)
    * instead of row by row, and run the expert GEMMs' tiled twins. f16 only, hidden and expert
    * width multiples of 64; default on where those hold on a GPU with subgroups
@@ -1254,6 +1261,7 @@ export class GpuModel implements ForwardModel {
         moeDownCombineForm: options.moeDownCombineForm ?? "",
         moeRouterNorm: options.moeRouterNorm ?? true,
         moeTensorCorePrefill: options.moeTensorCorePrefill ?? "tcp4x2",
+        moeDownRowsF16: options.moeDownRowsF16 ?? false,
         moeExpertTiles: weights.expertTiles,
         weightPlacement: weights.placement,
         kvPlacement: kv.placement,
@@ -1347,6 +1355,7 @@ export class GpuModel implements ForwardModel {
           splitRouterMaxTokens: opts.moeSplitRouterTokens,
           splitRouterMinTokens: opts.moeSplitRouterMinTokens,
           tensorCorePrefill: `f16-${opts.moeTensorCorePrefill}`,
+          downRowsF16: opts.moeDownRowsF16,
         })
         : Promise.resolve(null);
       const [callsDone, moeDone] = await Promise.allSettled([callsBuilt, moeBuilt]);

@@ -30,6 +30,12 @@ import * as gateUpTc from "../../kernels/moe_gemm_gate_up_tc.ts";
 import * as downTc from "../../kernels/moe_gemm_down_tc.ts";
 import * as gatherF16 from "../../kernels/moe_gather_f16.ts";
 import * as castF16 from "../../kernels/cast_f16.ts";
+import { spec as combineSpec } from "../../kernels/moe_combine.ts";
+import { spec as combineNormSpec } from "../../kernels/moe_combine_norm.ts";
+import { getPipeline } from "../../kernels/kernel.ts";
+import { MOE_TC_PAD_ROWS } from "../../kernels/moe_tc_routing.ts";
+import { createStorage } from "../../src/gpu/buffers.ts";
+import { emulatedVariant } from "./tc_emulation.ts";
 
 // Tiny shapes of the brief: hidden 64, 8 experts top-2, expert width 32.
 const H = 64, I = 32, E = 8, K = 2;
@@ -148,10 +154,16 @@ async function runBlock(
   return { out, args };
 }
 
-function assertClose(got: Float32Array, want: Float32Array, what: string, rtol = 1e-4) {
+function assertClose(
+  got: Float32Array,
+  want: Float32Array,
+  what: string,
+  rtol = 1e-4,
+  atol = 1e-4,
+) {
   assert.is(got.length, want.length);
   for (let i = 0; i < want.length; i++) {
-    const tol = 1e-4 + rtol * Math.abs(want[i]);
+    const tol = atol + rtol * Math.abs(want[i]);
     if (!(Math.abs(got[i] - want[i]) <= tol)) {
       assert.unreachable(`${what}: out[${i}] = ${got[i]}, expected ${want[i]}`);
     }
@@ -1141,6 +1153,7 @@ test("readsTokenRows follows each step's expert GEMM forms (tensor-core pipes st
       gather: { variant: gatherF16.spec.variants[0] },
       cast: { variant: castF16.spec.variants[0] },
       prefill: pair("f16-tcp4x2"),
+      combineY16: null,
       decode: pair("f16-tcs"),
     },
   };
@@ -1153,6 +1166,112 @@ test("readsTokenRows follows each step's expert GEMM forms (tensor-core pipes st
     assert.is(block.readsTokenRows, reads, `${tokens} tokens`);
   }
   block.destroy();
+});
+
+test("the MoE block on its prefill tensor-core forms (emulated) matches the CPU block, its down rows in f32 and in f16, through both combines", async () => {
+  // lavapipe has no subgroup matrices: the block's tensor-core pipes are stood in by the
+  // prefill forms with the matrix operations emulated (tc_emulation.ts), at one column group
+  // (32 KB of workgroup memory); everything else is the block's own
+  const gpu = await sharedGpu();
+  if (!gpu.f16) return;
+  const d = gpu.device;
+  const emulated = [
+    emulatedVariant(gateUpTc.spec, variantByName(gateUpTc.spec, "f16-tcp4x2"), { WN: 1, CW: 32 }),
+    emulatedVariant(downTc.spec, variantByName(downTc.spec, "f16-tcp4x2"), { WN: 1, CW: 64 }),
+    emulatedVariant(downTc.spec, variantByName(downTc.spec, "f16-tcp4x2-y16"), { WN: 1, CW: 64 }),
+  ];
+  try {
+    const [gateUp, down, down16, cast, gather, combine16, combineNorm16] = await Promise.all([
+      getPipeline(gpu, gateUpTc.spec, emulated[0].variant),
+      getPipeline(gpu, downTc.spec, emulated[1].variant),
+      getPipeline(gpu, downTc.spec, emulated[2].variant),
+      getPipeline(gpu, castF16.spec, castF16.spec.variants[0]),
+      getPipeline(gpu, gatherF16.spec, gatherF16.spec.variants[0]),
+      getPipeline(gpu, combineSpec, variantByName(combineSpec, "f16-y16")),
+      getPipeline(gpu, combineNormSpec, variantByName(combineNormSpec, "f16-y16")),
+    ]);
+    // 37 tokens top-2 of 8: 9.25 rows an expert, past MOE_TC_ROWS_PER_EXPERT (the prefill form)
+    const tokens = 37;
+    for (const y16 of [false, true]) {
+      for (const normed of [false, true]) {
+        const what = `${y16 ? "f16" : "f32"} down rows, ${
+          normed ? "moe_combine_norm" : "moe_combine"
+        }`;
+        const shape = { ...blockShape(tokens, "f16"), rmsNormEps: 1e-5 };
+        const block = await MoeBlock.create(gpu, shape);
+        const b = block as unknown as {
+          pipes: Record<string, unknown>;
+          scratch: Record<string, unknown>;
+        };
+        b.pipes = {
+          ...b.pipes,
+          tc: {
+            gather,
+            cast,
+            prefill: { gateUp, down: y16 ? down16 : down },
+            combineY16: y16 ? { combine: combine16, combineNorm: combineNorm16 } : null,
+            decode: null,
+          },
+        };
+        const padded = tokens * K + MOE_TC_PAD_ROWS;
+        b.scratch = {
+          ...b.scratch,
+          a16: createStorage(d, "a16", padded * H * 2),
+          act16: createStorage(d, "act16", padded * I * 2),
+        };
+        const rng = Rng.fromSeed(`moe block tcp ${y16} ${normed}`);
+        const logits = makeLogits(rng, tokens, "spread");
+        const x = rng.fillNormal(new Float32Array(tokens * H));
+        const layer = makeLayer(rng, "f16");
+        const residual = rng.fillNormal(new Float32Array(tokens * H));
+        const normWeight = roundToF16InPlace(rng.fillUniform(new Float32Array(H), 0.5, 1.5));
+        const made = [
+          ...layerBuffers(gpu, "f16", logits, x, layer, residual),
+          weightBuffer(gpu, "norm", normWeight, "f16"),
+          uploadBuffer(d, "normed", new Float32Array(tokens * H).fill(NaN)),
+        ];
+        const [lg, xb, wgu, wd, res, nw, out] = made;
+        block.setTokens(tokens);
+        const kernels = submitByStage(gpu, block, {
+          routerLogits: lg,
+          x: xb,
+          wGateUp: wgu,
+          wDown: wd,
+          residual: res,
+          norm: normed ? { weight: nw, out } : undefined,
+        });
+        assert.ok(block.gemmVariant.includes(y16 ? "-y16" : "f16-tcp4x2"), block.gemmVariant);
+        // (the cast of the token rows, then the GEMM, both in the gate/up stage; then down and
+        // the combine)
+        assert.equal(
+          kernels.slice(2),
+          ["moe_gemm_gate_up", "moe_gemm_gate_up", "moe_gemm_down", "moe_combine"],
+          what,
+        );
+        const got = new Float32Array(await readBuffer(d, res, tokens * H * 4));
+        // the tensor-core path's roundings: the token rows, the activations, and (y16) the rows
+        const want = moeBlockRef(
+          { routerLogits: logits, x, ...layer, residual },
+          shape,
+          tokens,
+          { x: true, act: true, y: y16 },
+        );
+        // (an f16 row value the GPU's f32 sum and the reference's f64 one round apart: one f16
+        // step, 2^-10 of the value, times the expert's weight; a wrong row is off by far more)
+        const atol = y16 ? 2e-3 : 1e-4;
+        assertClose(got, want, `${what}: residual`, 1e-3, atol);
+        if (normed) {
+          const gotNormed = new Float32Array(await readBuffer(d, out, tokens * H * 4));
+          const wantNormed = rmsnormRef(want, normWeight, tokens, H, 1e-5);
+          assertClose(gotNormed, wantNormed, `${what}: norm`, 1e-3, atol);
+        }
+        for (const m of made) m.destroy();
+        block.destroy();
+      }
+    }
+  } finally {
+    for (const e of emulated) e.remove();
+  }
 });
 
 test.run();

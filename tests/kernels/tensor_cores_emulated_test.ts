@@ -64,6 +64,11 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
     CW: 32,
   }],
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp4x2", MAX_BYTES, { WN: 1, CW: 64 }],
+  // its twin writing y as f16 (every tile through workgroup memory, one word a lane)
+  ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp4x2-y16", MAX_BYTES, {
+    WN: 1,
+    CW: 64,
+  }],
   // the same forms reading their expert weights in tiles
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcs-t16"],
   ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tc-t16"],
