@@ -75,9 +75,10 @@ function tcVariant(kt: 1 | 2): Variant {
  * matrices loaded from workgroup memory instead of straight from the paged cache; the same
  * workgroup memory as f16-tc.
  */
-function tcsVariant(rt: 1 | 2 | 4, o16 = false): Variant {
+function tcsVariant(rt: 1 | 2 | 4, o16 = false, q16 = false): Variant {
   return {
-    name: (rt === 1 ? "f16-tcs" : `f16-tcs${rt}`) + (o16 ? O16_SUFFIX : ""),
+    name: (rt === 1 ? "f16-tcs" : `f16-tcs${rt}`) + (q16 ? Q16_SUFFIX : "") +
+      (o16 ? O16_SUFFIX : ""),
     dtype: "f16",
     subgroupMatrix: { m: 16, n: 16, k: 16 },
     wideWords: true,
@@ -85,8 +86,22 @@ function tcsVariant(rt: 1 | 2 | 4, o16 = false): Variant {
     // subgroup's are uniform)
     perSubgroupMatrices: true,
     shader: "paged_attention_tcs.wgsl",
-    consts: { KT: 1, HD, RT: rt, O16: o16 ? 1 : 0 },
+    consts: { KT: 1, HD, RT: rt, O16: o16 ? 1 : 0, Q16: q16 ? 1 : 0 },
   };
+}
+
+/**
+ * The name suffix of the staged forms' twins that read q as f16 from `q16`, times the scale
+ * already (Q16 = 1): qk_norm_rope_cache writes it so (its `q16` param), half the bytes of the
+ * f32 q it would write and this kernel read, and the same f16 values this kernel stages from
+ * that f32 q (q * scale rounded to f16, clamped). Only the default f16-tcs4 has them.
+ */
+export const Q16_SUFFIX = "-q16";
+
+/** The f16-q twin of a form's name, or null for a form without one. */
+export function q16TwinOf(name: string): string | null {
+  const twin = name + Q16_SUFFIX;
+  return spec.variants.some((v) => v.name === twin) ? twin : null;
 }
 
 /**
@@ -163,6 +178,12 @@ export const spec: KernelSpec<typeof params.fields> = {
       access: "read_write",
       shape: "[tokens, num_q_heads * head_dim / 4] (the -o16 twins' O, f16; the others leave it)",
     },
+    {
+      name: "q16",
+      type: "vec4<T>",
+      access: "read",
+      shape: "[tokens, num_q_heads * head_dim / 4] (q * scale in f16, read by the -q16 twins)",
+    },
   ],
   variants: [
     tcVariant(1),
@@ -173,6 +194,8 @@ export const spec: KernelSpec<typeof params.fields> = {
     tcsVariant(1, true),
     tcsVariant(2, true),
     tcsVariant(4, true),
+    tcsVariant(4, false, true),
+    tcsVariant(4, true, true),
   ],
   grid: (p, v, gpu) => {
     const reason = tcGeometryReason(p);
@@ -315,4 +338,41 @@ const TC_CASES: KernelCase<typeof params.fields>[] = [
   }, TC_FORM),
 ];
 
-export const cases: KernelCase<typeof params.fields>[] = TC_CASES.flatMap(withF16Twins);
+/**
+ * A case as two: the forms that read q (q16 bound, 16 bytes, unread), and the -q16 twins,
+ * which read q16 = q * scale (rounded to f16 on upload, as the reference rounds it); their q
+ * is twice the real one, so a twin that read it would fail.
+ */
+function withQ16Twins(
+  c: KernelCase<typeof params.fields>,
+): KernelCase<typeof params.fields>[] {
+  const names = c.variants ?? spec.variants.map((v) => v.name);
+  const twin = (name: string) => name.includes(Q16_SUFFIX);
+  const scale = c.params.scale;
+  const halves: KernelCase<typeof params.fields>[] = [
+    {
+      ...c,
+      inputs: (rng, v) => ({ ...c.inputs(rng, v), q16: new Float32Array(8) }),
+      variants: names.filter((name) => !twin(name)),
+    },
+    {
+      ...c,
+      label: `${c.label}, q as f16`,
+      inputs: (rng, v) => {
+        const inp = c.inputs(rng, v);
+        const q = inp.q as Float32Array;
+        return { ...inp, q: q.map((x) => 2 * x), q16: q.map((x) => x * scale) };
+      },
+      reference: (inp, v) =>
+        c.reference({ ...inp, q: (inp.q16 as Float32Array).map((x) => x / scale) }, v),
+      // (q read as f16: O has q's size)
+      bytes: (v) => c.bytes(v) - 2 * (c.outputs.out ?? c.outputs.out16),
+      variants: names.filter(twin),
+    },
+  ];
+  return halves.filter((k) => k.variants!.length > 0);
+}
+
+export const cases: KernelCase<typeof params.fields>[] = TC_CASES.flatMap(withF16Twins).flatMap(
+  withQ16Twins,
+);

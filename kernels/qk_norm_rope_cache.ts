@@ -25,12 +25,16 @@
  * - "f32-wg64", "f16-wg64" (shaders/qk_norm_rope_cache.wgsl): one workgroup of 64 per
  *   (token, head) pair, any even head_dim; kept as the reference form and for comparison.
  *
+ * With `q16`, q goes to q16 in the storage type instead, times q16_scale (the attention's
+ * scale, folded in where the staged prefill attention would apply it before rounding q to
+ * f16: the same f16 values, half the bytes written and read again).
+ *
  * Bytes: qkv read once (tokens * (nq + 2 nkv) * head_dim * 4), q_out written once
- * (tokens * nq * head_dim * 4), K and V of tokens with a slot written once
+ * (tokens * nq * head_dim * 4; q16: sizeof(T)), K and V of tokens with a slot written once
  * (tokens * 2 * nkv * head_dim * sizeof(T)), one cos/sin row per token (head_dim * 4),
  * positions and slots (8 per token), the norm weights (2 * head_dim * sizeof(T)).
  */
-import type { KernelCase } from "./case.ts";
+import type { HostArray, KernelCase } from "./case.ts";
 import { grid1d, type KernelSpec, type Variant } from "./kernel.ts";
 import { defineParams } from "./params.ts";
 import { ropeTable } from "./rope.ts";
@@ -51,6 +55,13 @@ const params = defineParams({
    */
   splits: "u32",
   split_stride: "u32",
+  /**
+   * 1: q goes to q16 as T, times q16_scale and clamped to T's range (the staged prefill
+   * attention's -q16 twins read it so: paged_attention_tc.ts), and q_out is left alone; 0: q
+   * to q_out as f32.
+   */
+  q16: "u32",
+  q16_scale: "f32",
 });
 
 /** Params of qk_norm_rope_cache. */
@@ -108,6 +119,12 @@ export const spec: KernelSpec<typeof params.fields> = {
       type: "T",
       access: "read_write",
       shape: "[num_blocks, block_size, num_kv_heads, head_dim]",
+    },
+    {
+      name: "q16",
+      type: "T",
+      access: "read_write",
+      shape: "[tokens, num_q_heads, head_dim] (q * q16_scale where q16; any buffer else)",
     },
   ],
   variants: [
@@ -238,6 +255,8 @@ interface CaseShape extends QkvShape {
    * f16's range (no norm) the f16 cache's clamp.
    */
   readonly qkvStd?: number;
+  /** q into q16 in the storage type times this (the params' q16), q_out left alone. */
+  readonly q16Scale?: number;
 }
 
 /** f16's largest finite value: what an f16 cache stores for a value past it (T_MAX). */
@@ -253,8 +272,11 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
   const splits = c.splits ?? 1;
   const width = (nq + 2 * nkv) * hd;
   const scale = c.qkNorm ? 1 : Math.max(1, (c.qkvStd ?? 2) / 2);
+  const q16 = c.q16Scale !== undefined;
+  const qValues = tokens * nq * hd;
+  const qSentinel = () => new Float32Array(qValues).fill(-3.5);
   return {
-    label: c.label,
+    label: c.label + (q16 ? `, q as T x ${c.q16Scale}` : ""),
     params: {
       tokens,
       num_q_heads: nq,
@@ -265,6 +287,8 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
       eps,
       splits,
       split_stride: splits > 1 ? tokens * width : 0,
+      q16: c.q16Scale === undefined ? 0 : 1,
+      q16_scale: c.q16Scale ?? 1,
     },
     inputs: (rng) => {
       const slotMapping = Int32Array.from(rng.shuffle([...Array(slots).keys()]).slice(0, tokens));
@@ -281,9 +305,11 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
         slot_mapping: slotMapping,
         k_cache: rng.fillNormal(new Float32Array(cacheElems)),
         v_cache: rng.fillNormal(new Float32Array(cacheElems)),
+        // with q16, q_out holds a sentinel the kernel must leave (without, q16 is unwritten)
+        ...(q16 ? { q_out: qSentinel() } : { q16: new Float32Array(4) }),
       };
     },
-    outputs: { q_out: tokens * nq * hd },
+    outputs: q16 ? { q_out: qValues, q16: qValues } : { q_out: qValues },
     reference: (inp, v) => {
       // the partials added in the kernel's (splitk_reduce's) order, in f32
       const part = inp.qkv as Float32Array;
@@ -311,7 +337,12 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
           }
         }
       }
-      return { q_out: r.q, k_cache: r.kCache, v_cache: r.vCache };
+      const want: Record<string, HostArray> = { k_cache: r.kCache, v_cache: r.vCache };
+      if (!q16) return { ...want, q_out: r.q };
+      // (T's range: an f16 q16 holds a value past f16's as the largest finite one)
+      const limit = v.dtype === "f16" ? F16_MAX : Infinity;
+      const scaled = r.q.map((x) => Math.min(limit, Math.max(-limit, x * c.q16Scale!)));
+      return { ...want, q_out: qSentinel(), q16: scaled };
     },
     // without the norm, RoPE's f32 rounding grows with the values: atol in proportion
     tolerance: (v) =>
@@ -320,7 +351,7 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
     bindingTolerances: () => ({ q_out: { atol: 1e-5 * scale, rtol: 1e-4 } }),
     bytes: (v) => {
       const t = v.dtype === "f16" ? 2 : 4;
-      return splits * tokens * width * 4 + tokens * nq * hd * 4 +
+      return splits * tokens * width * 4 + tokens * nq * hd * (q16 ? t : 4) +
         written * 2 * nkv * hd * t + tokens * (hd * 4 + 8) + 2 * hd * t;
     },
     flops: tokens * (nq + nkv) * hd * 8,
@@ -428,6 +459,38 @@ export const cases: KernelCase<typeof params.fields>[] = [
     numBlocks: 1024,
     maxPositions: 16384,
     qkNorm: true,
+  }),
+  // q as T times the attention's scale (the staged prefill attention's -q16 twins read it)
+  qkCase({
+    label: "3 tokens (last padding) q/kv=8/1 hd=128 bs=16, qk norm",
+    tokens: 3,
+    numQHeads: 8,
+    numKvHeads: 1,
+    headDim: 128,
+    blockSize: 16,
+    numBlocks: 2,
+    maxPositions: 8192,
+    qkNorm: true,
+    padding: [2],
+    q16Scale: 1 / Math.sqrt(128),
+  }),
+  qkCase({
+    ...MIXTRAL_FORM,
+    label: "7 tokens q/kv=6/2 hd=32 bs=4, no norm, q past f16's range (clamped)",
+    q16Scale: 0.25,
+    qkvStd: 4e5,
+  }),
+  qkCase({
+    label: "Qwen3-30B-A3B prefill 16384 tokens",
+    tokens: 16384,
+    numQHeads: 32,
+    numKvHeads: 4,
+    headDim: 128,
+    blockSize: 16,
+    numBlocks: 1024,
+    maxPositions: 16384,
+    qkNorm: true,
+    q16Scale: 1 / Math.sqrt(128),
   }),
   // the several-heads form's edges (head lanes: shaders/qk_norm_rope_cache_heads.wgsl)
   qkCase({

@@ -17,6 +17,8 @@
 //     the next step's V words are loaded; each row's softmax step in two invocations as in
 //     f16-tc; P to wg.b; barrier; if any row rescaled, O through wg.s_tile; O += P V (V from
 //     wg.a).
+// With Q16 = 1 (the -q16 twins) q * scale comes as f16 words from q16 (qk_norm_rope_cache
+// writes it so: the same f16 values, half the bytes) and is staged as it is.
 // At the end O goes through wg.s_tile 16 columns at a time, each row divided by l, into `out`
 // (f32), or with O16 = 1 (the `-o16` twins) into `out16` as f16 clamped to its finite range
 // (the o projection's tensor-core operand, which a cast_f16 dispatch would write otherwise).
@@ -149,21 +151,38 @@ fn main(
     if (p > 0u) {
       workgroupBarrier();
     }
-    for (var e = lid; e < ROWS * dp4; e += THREADS) {
-      let r = e / dp4;
-      let c = e % dp4;
-      var v = vec4<f32>(0.0);
-      if (r < n_rows) {
-        let token = first_token + r / group;
-        let head = kvh * group + r % group;
-        v = q[(token * params.num_q_heads + head) * hd4 + p * dp4 + c] * params.scale;
+    if (Q16 != 0u) {
+      // q * scale in f16 already (qk_norm_rope_cache's q16): 16-byte words of 8 values
+      let dp8 = DP / 8u;
+      let hd8 = HD / 8u;
+      for (var e = lid; e < ROWS * dp8; e += THREADS) {
+        let r = e / dp8;
+        let c = e % dp8;
+        var w = vec4<u32>(0u);
+        if (r < n_rows) {
+          let token = first_token + r / group;
+          let head = kvh * group + r % group;
+          w = q16[(token * params.num_q_heads + head) * hd8 + p * dp8 + c];
+        }
+        put8a(r * QP + 8u * c, w);
       }
-      let h = vec4<f16>(clamp(v, vec4<f32>(-Q_LIMIT), vec4<f32>(Q_LIMIT)));
-      let at = r * QP + 4u * c;
-      wg.a[at] = h.x;
-      wg.a[at + 1u] = h.y;
-      wg.a[at + 2u] = h.z;
-      wg.a[at + 3u] = h.w;
+    } else {
+      for (var e = lid; e < ROWS * dp4; e += THREADS) {
+        let r = e / dp4;
+        let c = e % dp4;
+        var v = vec4<f32>(0.0);
+        if (r < n_rows) {
+          let token = first_token + r / group;
+          let head = kvh * group + r % group;
+          v = q[(token * params.num_q_heads + head) * hd4 + p * dp4 + c] * params.scale;
+        }
+        let h = vec4<f16>(clamp(v, vec4<f32>(-Q_LIMIT), vec4<f32>(Q_LIMIT)));
+        let at = r * QP + 4u * c;
+        wg.a[at] = h.x;
+        wg.a[at + 1u] = h.y;
+        wg.a[at + 2u] = h.z;
+        wg.a[at + 3u] = h.w;
+      }
     }
     workgroupBarrier();
     if (0u / NDP == p) { q0 = q_mat(sg, 0u); }

@@ -1,10 +1,11 @@
 // The rotation pair (i, i + half) of head h of token t, for both forms of qk_norm_rope_cache:
 // the head's values x1 (at i) and x2 (at i + half) times inv and, where params.qk_norm is set,
 // the head's norm weight (q_norm or k_norm), rotated by the RoPE table row at `table` (cos for
-// i < half, then sin), and written to q_out (a q head) or, for a k head of a token with a slot,
-// to k_cache, clamped to T's range (an f16 cache keeps an outlier finite, as every f16 writer
-// does). The including shader binds q_norm, k_norm, cos_sin, q_out and k_cache and has
-// params.{num_q_heads, num_kv_heads, head_dim, qk_norm}.
+// i < half, then sin), and written to q_out (a q head; with params.q16, to q16 as T times
+// params.q16_scale, clamped) or, for a k head of a token with a slot, to k_cache, clamped to T's
+// range (an f16 cache keeps an outlier finite, as every f16 writer does). The including shader
+// binds q_norm, k_norm, cos_sin, q_out, q16 and k_cache and has params.{num_q_heads,
+// num_kv_heads, head_dim, qk_norm, q16, q16_scale}.
 fn put_rotated_pair(
   t: u32,
   h: u32,
@@ -39,8 +40,13 @@ fn put_rotated_pair(
   let y2 = x2n * c + x1n * s;
   if (is_q) {
     let dst = (t * nq + h) * hd;
-    q_out[dst + i] = y1;
-    q_out[dst + i + half] = y2;
+    if (params.q16 != 0u) {
+      q16[dst + i] = T(clamp(y1 * params.q16_scale, -T_MAX, T_MAX));
+      q16[dst + i + half] = T(clamp(y2 * params.q16_scale, -T_MAX, T_MAX));
+    } else {
+      q_out[dst + i] = y1;
+      q_out[dst + i + half] = y2;
+    }
   } else if (slot >= 0) {
     let dst = (u32(slot) * nkv + h - nq) * hd;
     k_cache[dst + i] = T(clamp(y1, -T_MAX, T_MAX));

@@ -258,6 +258,12 @@ export const TENSOR_CORE_OPTIONS = {
       "attention's -o16 twin), one cast_f16 dispatch a layer fewer (default true; " +
       "--merge-f16=false: the cast)",
   },
+  prefillQF16: {
+    type: "boolean",
+    help: "prefill steps on a staged attention form with a -q16 twin (the default tcs4) take " +
+      "q from qk_norm_rope_cache as f16 times the scale: the same f16 values, half of q's " +
+      "bytes (default true; --prefill-q-f16=false: f32 q)",
+  },
   moeRouterNorm: {
     type: "boolean",
     help: "MoE steps that route in one pass take the layer's input RMSNorm in the router " +
@@ -353,6 +359,7 @@ export function tensorCoreOptions(
     readonly qkInDecodeAttention?: boolean;
     readonly combineNormF16?: boolean;
     readonly mergeF16?: boolean;
+    readonly prefillQF16?: boolean;
     readonly moeCombineNorm?: boolean;
     readonly moeRouterNorm?: boolean;
     readonly moeTensorCorePrefill?: string;
@@ -385,6 +392,7 @@ export function tensorCoreOptions(
     qkInDecodeAttention: o.qkInDecodeAttention,
     combineNormF16: o.combineNormF16,
     mergeF16: o.mergeF16,
+    prefillQF16: o.prefillQF16,
     fuseCombineNorm: o.moeCombineNorm,
     moeRouterNorm: o.moeRouterNorm,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,

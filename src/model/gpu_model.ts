@@ -413,6 +413,13 @@ export interface GpuModelOptions {
    */
   readonly mergeF16?: boolean;
   /**
+   * Prefill and mixed steps on a staged attention form with a `-q16` twin (the default
+   * f16-tcs4) have qk_norm_rope_cache write q times the attention's scale as f16, which the
+   * twin stages as it is: the same f16 values the form would make of an f32 q, half the bytes
+   * (at 16384 tokens 256 MB of f32 q a layer written and read again); default true.
+   */
+  readonly prefillQF16?: boolean;
+  /**
    * A MoE layer followed by another ends with that layer's input RMSNorm fused into its
    * combine (moe_combine_norm: one dispatch a layer fewer); default true.
    */
@@ -1253,6 +1260,7 @@ export class GpuModel implements ForwardModel {
         qkInDecodeAttention: options.qkInDecodeAttention ?? true,
         combineNormF16: options.combineNormF16 ?? true,
         mergeF16: options.mergeF16 ?? true,
+        prefillQF16: options.prefillQF16 ?? true,
         fuseCombineNorm: options.fuseCombineNorm ?? true,
         qkvNormInGemv: options.qkvNormInGemv ?? true,
         qkvScaledAfterMoe: options.qkvScaledAfterMoe ?? true,
@@ -1981,6 +1989,8 @@ export class GpuModel implements ForwardModel {
     const qkvPartials = this.opts.qkvPartialsInRope && qkvForm.path === "tc" &&
       qkvForm.splits > 1;
     const qkvSplits = qkvPartials ? qkvForm.splits : 1;
+    // prefill and mixed steps whose attention form has a -q16 twin: q as f16 times the scale
+    const q16 = this.opts.prefillQF16 && !plan.decode && c.prefillVariantQ !== null;
     c.qkNorm.setParams({
       tokens: T,
       num_q_heads: nq,
@@ -1991,6 +2001,8 @@ export class GpuModel implements ForwardModel {
       eps: cfg.rmsNormEps,
       splits: qkvSplits,
       split_stride: qkvPartials ? T * (nq + 2 * nkv) * hd : 0,
+      q16: q16 ? 1 : 0,
+      q16_scale: attnCommon.scale,
     });
     // a decode step whose attention form has a _qk twin takes qk_norm_rope_cache's work there,
     // unless each of its workgroups would add up qkv's partial sums for a short split
@@ -2031,10 +2043,14 @@ export class GpuModel implements ForwardModel {
     const attnF16 = this.opts.mergeF16 && !plan.decode && c.prefillVariant16 !== null &&
       oForm.path === "tc" && oForm.cast;
     // the tensor-core prefill attention's out16 binding (read by no form but the f16 twin)
+    // and its q16 binding (b.q, holding f16 where q16: read by the -q16 twins alone)
     const prefillOut16: Record<string, BufferArg> =
       c.prefill.spec.name !== pagedAttentionTc.spec.name
         ? {}
-        : { out16: attnF16 ? this.buf.a16! : b.placeholder };
+        : { out16: attnF16 ? this.buf.a16! : b.placeholder, q16: b.q };
+    const prefillForm = q16
+      ? (attnF16 ? c.prefillVariantQ16! : c.prefillVariantQ!)
+      : (attnF16 ? c.prefillVariant16! : c.prefillVariant);
     const merge = this.gpu.adapter.type === "cpu"
       ? (mergeF16 ? "f16" : "f32")
       : decodeReduce.reduceVariant(splits, mergeF16);
@@ -2122,13 +2138,15 @@ export class GpuModel implements ForwardModel {
         cos_sin: b.ropeTable,
       };
       if (!qkInAttention) {
-        c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, qkvKey, {
+        // (q into b.q as f32, or as f16 through q16; the other binding 16 bytes, unwritten)
+        c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, `${qkvKey}${q16 ? "q" : ""}`, {
           ...qkIn,
           positions: b.positions,
           slot_mapping: b.slotMapping,
-          q_out: b.q,
+          q_out: q16 ? b.placeholder : b.q,
           k_cache: kv.k,
           v_cache: kv.v,
+          q16: q16 ? b.q : b.placeholder,
         });
       }
       // the buffers every attention kernel reads and writes besides its query
@@ -2167,7 +2185,7 @@ export class GpuModel implements ForwardModel {
       } else {
         c.prefill.dispatch(
           step.pass("paged_attention", c.prefill.spec.name),
-          attnF16 ? c.prefillVariant16! : c.prefillVariant,
+          prefillForm,
           attnF16 ? `l${l}h` : `l${l}`,
           { ...attention, q: b.q, ...prefillOut16 },
         );
@@ -2792,6 +2810,12 @@ async function createCalls(
   const prefillVariant16 = prefillAttention === "fma"
     ? null
     : pagedAttentionTc.o16TwinOf(prefillVariant);
+  // its twins reading q as f16 from qk_norm_rope_cache (GpuModelOptions.prefillQF16), with O
+  // in f32 and in f16
+  const prefillVariantQ = prefillAttention === "fma"
+    ? null
+    : pagedAttentionTc.q16TwinOf(prefillVariant);
+  const prefillVariantQ16 = prefillVariantQ ? pagedAttentionTc.o16TwinOf(prefillVariantQ) : null;
   const tensorCoreSplitN = Math.max(
     0,
     ...Object.entries(linear).map(([kind, l]) => l.tc && kind !== "lmHead" ? l.n : 0),
@@ -2833,7 +2857,9 @@ async function createCalls(
     make(
       gpu,
       prefillAttention === "fma" ? pagedAttention.spec : pagedAttentionTc.spec,
-      prefillVariant16 ? [prefillVariant, prefillVariant16] : [prefillVariant],
+      [prefillVariant, prefillVariant16, prefillVariantQ, prefillVariantQ16].filter((v) =>
+        v !== null
+      ),
     ),
     make(
       gpu,
@@ -2892,6 +2918,8 @@ async function createCalls(
     prefill: prefillCall,
     prefillVariant,
     prefillVariant16,
+    prefillVariantQ,
+    prefillVariantQ16,
     decodeVariant,
     decodeDeepVariant,
     decode: decodeCall,

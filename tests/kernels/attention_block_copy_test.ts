@@ -110,6 +110,8 @@ for (const variantName of ["f32", "f16"]) {
       eps: 1e-6,
       splits: 1,
       split_stride: 0,
+      q16: 0,
+      q16_scale: 1,
     }, {
       qkv: uploadBuffer(device, "qkv", rng.fillNormal(new Float32Array(heads * SHAPE.headDim))),
       q_norm: uploadBuffer(device, "q_norm", new Float32Array(SHAPE.headDim)),
@@ -124,6 +126,7 @@ for (const variantName of ["f32", "f16"]) {
       q_out: createStorage(device, "q_out", row * 4),
       k_cache: kGpu,
       v_cache: vGpu,
+      q16: createStorage(device, "q16", 16),
     });
     const k2 = await readT(gpu, kGpu, k0.length, half);
     assert.equal([...block(k2, 5)], [...block(k0, 5)], "parent block 5 unchanged");

@@ -99,6 +99,8 @@ for (const variantName of ["f32", "f16"]) {
         eps: EPS,
         splits: 1,
         split_stride: 0,
+        q16: 0,
+        q16_scale: 1,
       }, {
         qkv: uploadBuffer(device, "qkv", qkv),
         q_norm: common.qNormGpu,
@@ -109,6 +111,7 @@ for (const variantName of ["f32", "f16"]) {
         q_out: qGpu,
         k_cache: kGpu,
         v_cache: vGpu,
+        q16: createStorage(device, "q16", 16),
       });
       const ref = qkRope.qkNormRopeCacheRef(
         qkv,

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import {
   cases,
   o16TwinOf,
+  q16TwinOf,
   spec,
   tcGeometryReason,
   tileRows,
@@ -87,9 +88,13 @@ test("its workgroup memory is what the shader declares, and the grid checks the 
   );
 });
 
-test("it shares paged_attention's params and binding names (the model binds either), and adds out16", () => {
+test("it shares paged_attention's params and binding names (the model binds either), and adds out16 and q16", () => {
   assert.is(spec.params, fmaSpec.params);
-  assert.equal(spec.bindings.map((b) => b.name), [...fmaSpec.bindings.map((b) => b.name), "out16"]);
+  assert.equal(spec.bindings.map((b) => b.name), [
+    ...fmaSpec.bindings.map((b) => b.name),
+    "out16",
+    "q16",
+  ]);
   // each staged form has a twin writing O as f16, and its cases split by which output is written
   for (const name of ["f16-tcs", "f16-tcs2", "f16-tcs4"]) {
     assert.is(o16TwinOf(name), `${name}-o16`);
@@ -97,12 +102,22 @@ test("it shares paged_attention's params and binding names (the model binds eith
     assert.is(variantByName(spec, name).consts!.O16, 0);
   }
   assert.is(o16TwinOf("f16-tc"), null);
+  // the default alone has twins reading q as f16 (with O in f32 and in f16)
+  assert.is(q16TwinOf("f16-tcs4"), "f16-tcs4-q16");
+  assert.is(o16TwinOf("f16-tcs4-q16"), "f16-tcs4-q16-o16");
+  assert.is(q16TwinOf("f16-tcs2"), null);
+  assert.is(variantByName(spec, "f16-tcs4-q16-o16").consts!.Q16, 1);
+  assert.is(variantByName(spec, "f16-tcs4-o16").consts!.Q16, 0);
   for (const c of cases) {
     const twins = c.variants!.filter((n) => n.endsWith("-o16"));
     assert.ok(twins.length === 0 || twins.length === c.variants!.length, c.label);
     assert.equal(Object.keys(c.outputs), twins.length ? ["out16"] : ["out"], c.label);
+    const q16 = c.variants!.filter((n) => n.includes("-q16"));
+    assert.ok(q16.length === 0 || q16.length === c.variants!.length, c.label);
+    assert.is(c.label.includes(", q as f16"), q16.length > 0, c.label);
   }
-  assert.is(cases.filter((c) => c.label.endsWith(", O as f16")).length, cases.length / 2);
+  assert.is(cases.filter((c) => c.label.includes(", O as f16")).length, cases.length / 2);
+  assert.is(cases.filter((c) => c.label.includes(", q as f16")).length, cases.length / 2);
 });
 
 test("its reference rounds q * scale to f16: close to the exact one, not equal", () => {

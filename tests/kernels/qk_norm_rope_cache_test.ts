@@ -33,6 +33,8 @@ for (const variant of ["f16", "f16-wg64"]) {
         eps: 1e-6,
         splits: 1,
         split_stride: width,
+        q16: 0,
+        q16_scale: 1,
       },
       {
         qkv,
@@ -46,6 +48,7 @@ for (const variant of ["f16", "f16-wg64"]) {
         q_out: nq * hd * 4,
         k_cache: numBlocks * blockSize * nkv * hd * 2,
         v_cache: numBlocks * blockSize * nkv * hd * 2,
+        q16: 16,
       },
     );
     // 0x7bff is 65504 (what cast_f16 writes for the same value), 0xfbff -65504; +Inf is 0x7c00

@@ -88,6 +88,9 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs4"],
   // the default's twin writing O as f16 for the o projection (the same output path as the others')
   ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs4-o16"],
+  // the default's twins reading q as f16 (qk_norm_rope_cache's q16), with O as f32 and as f16
+  ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs4-q16"],
+  ["paged_attention_tc", attentionTc as unknown as Module, "f16-tcs4-q16-o16"],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw", 16 * 2 ** 20],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw2", 16 * 2 ** 20],
   ["paged_attention_decode", decode as unknown as Module, "f16-tcdw4", 16 * 2 ** 20],
