@@ -72,6 +72,26 @@ export function fitting(
   return names.length === variants.length ? {} : { variants: names };
 }
 
+/**
+ * A case as two, by the names of `variants` that `twin` picks: the other forms with `base`'s
+ * fields, the twins with `twins`' (a twin form reads or writes another binding, so its inputs,
+ * outputs or reference differ); a half that no form takes is left out. `variants` are the
+ * case's own, or every variant of its spec.
+ */
+export function splitForTwins<F extends ParamFields>(
+  c: KernelCase<F>,
+  variants: readonly string[],
+  twin: (name: string) => boolean,
+  base: Partial<KernelCase<F>>,
+  twins: Partial<KernelCase<F>>,
+): KernelCase<F>[] {
+  const names = c.variants ?? variants;
+  return [
+    { ...c, ...base, variants: names.filter((name) => !twin(name)) },
+    { ...c, ...twins, variants: names.filter(twin) },
+  ].filter((half) => half.variants.length > 0);
+}
+
 /** A kernel module as validation sees it. */
 export interface KernelModule<F extends ParamFields = ParamFields> {
   readonly spec: KernelSpec<F>;

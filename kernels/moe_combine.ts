@@ -6,7 +6,7 @@
  * hidden must be a multiple of 4. The `-y16` forms read y as f16 from `y16` instead (the down
  * GEMM's -y16 twins write it so: half the bytes).
  */
-import type { KernelCase } from "./case.ts";
+import { type KernelCase, splitForTwins } from "./case.ts";
 import type { Rng } from "../src/util/rng.ts";
 import { type BindingSpec, grid1d, type KernelSpec } from "./kernel.ts";
 import { defineParams, type ParamFields, type ParamValues } from "./params.ts";
@@ -187,25 +187,17 @@ export function withY16Rows<F extends ParamFields>(
   names: readonly string[],
   yValues: number,
 ): KernelCase<F>[] {
-  const twin = (name: string) => name.endsWith(Y16_ROWS_SUFFIX);
-  return [
-    {
-      ...c,
-      inputs: (rng, v) => ({ ...c.inputs(rng, v), y16: new Float32Array(4) }),
-      variants: names.filter((name) => !twin(name)),
+  return splitForTwins(c, names, (name) => name.endsWith(Y16_ROWS_SUFFIX), {
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), y16: new Float32Array(4) }),
+  }, {
+    label: `${c.label}, y as f16`,
+    inputs: (rng, v) => {
+      const inp = c.inputs(rng, v);
+      return { ...inp, y16: inp.y, y: new Float32Array(4) };
     },
-    {
-      ...c,
-      label: `${c.label}, y as f16`,
-      inputs: (rng, v) => {
-        const inp = c.inputs(rng, v);
-        return { ...inp, y16: inp.y, y: new Float32Array(4) };
-      },
-      reference: (inp, v) => c.reference({ ...inp, y: inp.y16 }, v),
-      bytes: (v) => c.bytes(v) - 2 * yValues,
-      variants: names.filter(twin),
-    },
-  ];
+    reference: (inp, v) => c.reference({ ...inp, y: inp.y16 }, v),
+    bytes: (v) => c.bytes(v) - 2 * yValues,
+  });
 }
 
 /** The shapes moe_combine and moe_combine_norm are validated at. */

@@ -10,7 +10,7 @@
  * hidden must be a multiple of 64, inter of 32 (moeTcFits). The prefill forms' `-y16` twins
  * write y as f16 into `y16` instead (Y16_SUFFIX): the combine then reads half the bytes.
  */
-import { fitting, type KernelCase } from "./case.ts";
+import { fitting, type KernelCase, splitForTwins } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { tiledVariant } from "./expert_tiles.ts";
 import { defineParams, type ParamValues } from "./params.ts";
@@ -155,30 +155,20 @@ function tcCase(
  */
 function withY16(c: KernelCase<typeof params.fields>): KernelCase<typeof params.fields>[] {
   const n = c.outputs.y;
-  const names = c.variants ?? spec.variants.map((v) => v.name);
-  const twin = (name: string) => name.includes(Y16_SUFFIX);
   const { y: _, ...rest } = c.outputs;
-  const halves: KernelCase<typeof params.fields>[] = [
-    {
-      ...c,
-      inputs: (rng, v) => ({ ...c.inputs(rng, v), y16: new Float32Array(n) }),
-      variants: names.filter((name) => !twin(name)),
-    },
-    {
-      ...c,
-      label: `${c.label}, y as f16`,
-      inputs: (rng, v) => ({ ...c.inputs(rng, v), y: new Float32Array(4) }),
-      outputs: { ...rest, y16: n },
-      reference: (inp, v) => ({
-        y16: roundToF16InPlace(clampF16(Float32Array.from(c.reference(inp, v).y))),
-      }),
-      // (one f16 rounding of a sum the GPU adds in another order: 2^-11 of a value)
-      tolerance: () => ({ atol: 2e-4, rtol: 1e-3 }),
-      bytes: (v) => c.bytes(v) - 2 * n,
-      variants: names.filter(twin),
-    },
-  ];
-  return halves.filter((k) => k.variants!.length > 0);
+  return splitForTwins(c, spec.variants.map((v) => v.name), (name) => name.includes(Y16_SUFFIX), {
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), y16: new Float32Array(n) }),
+  }, {
+    label: `${c.label}, y as f16`,
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), y: new Float32Array(4) }),
+    outputs: { ...rest, y16: n },
+    reference: (inp, v) => ({
+      y16: roundToF16InPlace(clampF16(Float32Array.from(c.reference(inp, v).y))),
+    }),
+    // (one f16 rounding of a sum the GPU adds in another order: 2^-11 of a value)
+    tolerance: () => ({ atol: 2e-4, rtol: 1e-3 }),
+    bytes: (v) => c.bytes(v) - 2 * n,
+  });
 }
 
 export const cases = [

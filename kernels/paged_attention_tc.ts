@@ -39,7 +39,7 @@
  * it in RT passes) beside RT times the S and P: 7,944 bytes (`f16-tcs2`), 11,528 (`f16-tcs4`).
  * On the H200 about 48 KB of workgroup memory an SM bounds how many workgroups it holds.
  */
-import type { KernelCase } from "./case.ts";
+import { type KernelCase, splitForTwins } from "./case.ts";
 import type { Gpu } from "../src/gpu/device.ts";
 import { type KernelSpec, unsupportedReason, type Variant } from "./kernel.ts";
 import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
@@ -243,27 +243,17 @@ function withF16Twins(
   c: KernelCase<typeof params.fields>,
 ): KernelCase<typeof params.fields>[] {
   const n = c.outputs.out;
-  const names = spec.variants.map((v) => v.name).filter((name) =>
-    c.variants?.includes(name) ?? true
-  );
-  return [
-    {
-      ...c,
-      inputs: (rng, v) => ({ ...c.inputs(rng, v), out16: new Float32Array(n) }),
-      variants: names.filter((name) => !name.endsWith(O16_SUFFIX)),
-    },
-    {
-      ...c,
-      label: `${c.label}, O as f16`,
-      inputs: (rng, v) => ({ ...c.inputs(rng, v), out: new Float32Array(n) }),
-      outputs: { out16: n },
-      reference: (inp, v) => ({
-        out16: roundToF16InPlace(clampF16(Float32Array.from(c.reference(inp, v).out))),
-      }),
-      bytes: (v) => c.bytes(v) - 2 * n,
-      variants: names.filter((name) => name.endsWith(O16_SUFFIX)),
-    },
-  ];
+  return splitForTwins(c, NAMES, (name) => name.endsWith(O16_SUFFIX), {
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), out16: new Float32Array(n) }),
+  }, {
+    label: `${c.label}, O as f16`,
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), out: new Float32Array(n) }),
+    outputs: { out16: n },
+    reference: (inp, v) => ({
+      out16: roundToF16InPlace(clampF16(Float32Array.from(c.reference(inp, v).out))),
+    }),
+    bytes: (v) => c.bytes(v) - 2 * n,
+  });
 }
 
 /** The cases of every form; withF16Twins splits each for the -o16 twins. */
@@ -346,32 +336,24 @@ const TC_CASES: KernelCase<typeof params.fields>[] = [
 function withQ16Twins(
   c: KernelCase<typeof params.fields>,
 ): KernelCase<typeof params.fields>[] {
-  const names = c.variants ?? spec.variants.map((v) => v.name);
-  const twin = (name: string) => name.includes(Q16_SUFFIX);
   const scale = c.params.scale;
-  const halves: KernelCase<typeof params.fields>[] = [
-    {
-      ...c,
-      inputs: (rng, v) => ({ ...c.inputs(rng, v), q16: new Float32Array(8) }),
-      variants: names.filter((name) => !twin(name)),
+  return splitForTwins(c, NAMES, (name) => name.includes(Q16_SUFFIX), {
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), q16: new Float32Array(8) }),
+  }, {
+    label: `${c.label}, q as f16`,
+    inputs: (rng, v) => {
+      const inp = c.inputs(rng, v);
+      const q = inp.q as Float32Array;
+      return { ...inp, q: q.map((x) => 2 * x), q16: q.map((x) => x * scale) };
     },
-    {
-      ...c,
-      label: `${c.label}, q as f16`,
-      inputs: (rng, v) => {
-        const inp = c.inputs(rng, v);
-        const q = inp.q as Float32Array;
-        return { ...inp, q: q.map((x) => 2 * x), q16: q.map((x) => x * scale) };
-      },
-      reference: (inp, v) =>
-        c.reference({ ...inp, q: (inp.q16 as Float32Array).map((x) => x / scale) }, v),
-      // (q read as f16: O has q's size)
-      bytes: (v) => c.bytes(v) - 2 * (c.outputs.out ?? c.outputs.out16),
-      variants: names.filter(twin),
-    },
-  ];
-  return halves.filter((k) => k.variants!.length > 0);
+    reference: (inp, v) =>
+      c.reference({ ...inp, q: (inp.q16 as Float32Array).map((x) => x / scale) }, v),
+    // (q read as f16: O has q's size)
+    bytes: (v) => c.bytes(v) - 2 * (c.outputs.out ?? c.outputs.out16),
+  });
 }
+
+const NAMES = spec.variants.map((v) => v.name);
 
 export const cases: KernelCase<typeof params.fields>[] = TC_CASES.flatMap(withF16Twins).flatMap(
   withQ16Twins,

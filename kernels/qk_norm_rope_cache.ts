@@ -276,7 +276,7 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
   const qValues = tokens * nq * hd;
   const qSentinel = () => new Float32Array(qValues).fill(-3.5);
   return {
-    label: c.label + (q16 ? `, q as T x ${c.q16Scale}` : ""),
+    label: c.label + (q16 ? `, q as T x ${+c.q16Scale!.toPrecision(4)}` : ""),
     params: {
       tokens,
       num_q_heads: nq,
@@ -371,6 +371,33 @@ const MIXTRAL_FORM: CaseShape = {
   qkNorm: false,
 };
 
+/** A GQA group of 8 at Qwen3's head size, with a padding token. */
+const GQA_8: CaseShape = {
+  label: "3 tokens (last padding) q/kv=8/1 hd=128 bs=16, qk norm",
+  tokens: 3,
+  numQHeads: 8,
+  numKvHeads: 1,
+  headDim: 128,
+  blockSize: 16,
+  numBlocks: 2,
+  maxPositions: 8192,
+  qkNorm: true,
+  padding: [2],
+};
+
+/** A Qwen3-30B-A3B prefill step of 16384 tokens (8 x 2048, 64 x 512 in two). */
+const QWEN3_PREFILL_16K: CaseShape = {
+  label: "Qwen3-30B-A3B prefill 16384 tokens",
+  tokens: 16384,
+  numQHeads: 32,
+  numKvHeads: 4,
+  headDim: 128,
+  blockSize: 16,
+  numBlocks: 1024,
+  maxPositions: 16384,
+  qkNorm: true,
+};
+
 export const cases: KernelCase<typeof params.fields>[] = [
   qkCase({
     label: "5 tokens (1 padding) q/kv=2/1 hd=16 bs=4, qk norm",
@@ -397,18 +424,7 @@ export const cases: KernelCase<typeof params.fields>[] = [
     qkvStd: 1e-3,
   }),
   qkCase(MIXTRAL_FORM),
-  qkCase({
-    label: "3 tokens (last padding) q/kv=8/1 hd=128 bs=16, qk norm",
-    tokens: 3,
-    numQHeads: 8,
-    numKvHeads: 1,
-    headDim: 128,
-    blockSize: 16,
-    numBlocks: 2,
-    maxPositions: 8192,
-    qkNorm: true,
-    padding: [2],
-  }),
+  qkCase(GQA_8),
   qkCase({
     label: "Qwen3-30B-A3B decode 64 tokens",
     tokens: 64,
@@ -449,49 +465,16 @@ export const cases: KernelCase<typeof params.fields>[] = [
     maxPositions: 4096,
     qkNorm: true,
   }),
-  qkCase({
-    label: "Qwen3-30B-A3B prefill 16384 tokens",
-    tokens: 16384,
-    numQHeads: 32,
-    numKvHeads: 4,
-    headDim: 128,
-    blockSize: 16,
-    numBlocks: 1024,
-    maxPositions: 16384,
-    qkNorm: true,
-  }),
+  qkCase(QWEN3_PREFILL_16K),
   // q as T times the attention's scale (the staged prefill attention's -q16 twins read it)
-  qkCase({
-    label: "3 tokens (last padding) q/kv=8/1 hd=128 bs=16, qk norm",
-    tokens: 3,
-    numQHeads: 8,
-    numKvHeads: 1,
-    headDim: 128,
-    blockSize: 16,
-    numBlocks: 2,
-    maxPositions: 8192,
-    qkNorm: true,
-    padding: [2],
-    q16Scale: 1 / Math.sqrt(128),
-  }),
+  qkCase({ ...GQA_8, q16Scale: 1 / Math.sqrt(128) }),
   qkCase({
     ...MIXTRAL_FORM,
     label: "7 tokens q/kv=6/2 hd=32 bs=4, no norm, q past f16's range (clamped)",
     q16Scale: 0.25,
     qkvStd: 4e5,
   }),
-  qkCase({
-    label: "Qwen3-30B-A3B prefill 16384 tokens",
-    tokens: 16384,
-    numQHeads: 32,
-    numKvHeads: 4,
-    headDim: 128,
-    blockSize: 16,
-    numBlocks: 1024,
-    maxPositions: 16384,
-    qkNorm: true,
-    q16Scale: 1 / Math.sqrt(128),
-  }),
+  qkCase({ ...QWEN3_PREFILL_16K, q16Scale: 1 / Math.sqrt(128) }),
   // the several-heads form's edges (head lanes: shaders/qk_norm_rope_cache_heads.wgsl)
   qkCase({
     label: "13 tokens (2 padding) q/kv=3/1 hd=96 bs=8, qk norm, 2 split-K partials " +
