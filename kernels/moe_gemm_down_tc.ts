@@ -149,20 +149,25 @@ function tcCase(
 }
 
 /**
- * A case as two: the forms that write y as f32 (y16 bound, zeros, unwritten), and the -y16
- * twins, which write it into y16 as f16 (the reference clamped to f16's range and rounded; y
- * bound, unwritten); a half that no form fits is left out.
+ * A case as two: the forms that write y as f32 (y16 bound, holding a sentinel they must leave),
+ * and the -y16 twins, which write it into y16 as f16 (the reference clamped to f16's range and
+ * rounded; y bound, 16 bytes of sentinel left as they are); a half that no form fits is left out.
  */
 function withY16(c: KernelCase<typeof params.fields>): KernelCase<typeof params.fields>[] {
   const n = c.outputs.y;
   const { y: _, ...rest } = c.outputs;
+  // the binding a form does not write holds a sentinel it must leave as it is
+  const sentinel = (length: number) => new Float32Array(length).fill(-3.5);
   return splitForTwins(c, spec.variants.map((v) => v.name), (name) => name.includes(Y16_SUFFIX), {
-    inputs: (rng, v) => ({ ...c.inputs(rng, v), y16: new Float32Array(n) }),
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), y16: sentinel(n) }),
+    outputs: { ...c.outputs, y16: n },
+    reference: (inp, v) => ({ ...c.reference(inp, v), y16: sentinel(n) }),
   }, {
     label: `${c.label}, y as f16`,
-    inputs: (rng, v) => ({ ...c.inputs(rng, v), y: new Float32Array(4) }),
-    outputs: { ...rest, y16: n },
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), y: sentinel(4) }),
+    outputs: { ...rest, y: 4, y16: n },
     reference: (inp, v) => ({
+      y: sentinel(4),
       y16: roundToF16InPlace(clampF16(Float32Array.from(c.reference(inp, v).y))),
     }),
     // (one f16 rounding of a sum the GPU adds in another order: 2^-11 of a value)

@@ -235,21 +235,26 @@ export function tcRunReason(
 const TC_FORM: AttentionCaseForm = { qF16: true, tolerance: { atol: 2e-3, rtol: 2e-3 } };
 
 /**
- * A case as two: the forms that write O as f32 into `out` (out16 bound, zeros, unread), and
- * their -o16 twins, which write it into `out16` as f16 (the reference clamped to f16's range
- * and rounded; `out` bound, zeros, unwritten).
+ * A case as two: the forms that write O as f32 into `out` (out16 bound, holding a sentinel they
+ * must leave), and their -o16 twins, which write it into `out16` as f16 (the reference clamped
+ * to f16's range and rounded; `out` holding the sentinel, left as it is).
  */
 function withF16Twins(
   c: KernelCase<typeof params.fields>,
 ): KernelCase<typeof params.fields>[] {
   const n = c.outputs.out;
+  // the output a form does not write holds a sentinel it must leave as it is
+  const sentinel = () => new Float32Array(n).fill(-3.5);
   return splitForTwins(c, NAMES, (name) => name.endsWith(O16_SUFFIX), {
-    inputs: (rng, v) => ({ ...c.inputs(rng, v), out16: new Float32Array(n) }),
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), out16: sentinel() }),
+    outputs: { ...c.outputs, out16: n },
+    reference: (inp, v) => ({ ...c.reference(inp, v), out16: sentinel() }),
   }, {
     label: `${c.label}, O as f16`,
-    inputs: (rng, v) => ({ ...c.inputs(rng, v), out: new Float32Array(n) }),
-    outputs: { out16: n },
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), out: sentinel() }),
+    outputs: { out: n, out16: n },
     reference: (inp, v) => ({
+      out: sentinel(),
       out16: roundToF16InPlace(clampF16(Float32Array.from(c.reference(inp, v).out))),
     }),
     bytes: (v) => c.bytes(v) - 2 * n,

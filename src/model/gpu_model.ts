@@ -35,6 +35,7 @@ import { MAX_TIMED_PASSES, PassTimer } from "../gpu/timestamps.ts";
 import {
   type BufferArg,
   compiledVariants,
+  getPipeline,
   unsupportedReason,
   type Variant,
   variantByName,
@@ -1336,6 +1337,7 @@ export class GpuModel implements ForwardModel {
         opts.qkInDecodeAttention,
         opts.qkvNormInGemv,
         opts.qkvScaledAfterMoe,
+        opts.prefillQF16,
       );
       const moeBuilt = config.layerKinds.includes("moe")
         ? MoeBlock.create(gpu, {
@@ -1693,7 +1695,11 @@ export class GpuModel implements ForwardModel {
           ? `; q/k norm, RoPE and the KV write inside ${this.calls.decodeQk.variants.join(", ")}`
           : ""
       }`,
-      prefillAttention: `${this.calls.prefill.spec.name} ${this.calls.prefillVariant}`,
+      prefillAttention: `${this.calls.prefill.spec.name} ${this.calls.prefillVariant}${
+        this.opts.prefillQF16 && this.calls.prefillVariantQ
+          ? ` (q as f16: ${this.calls.prefillVariantQ})`
+          : ""
+      }`,
     };
   }
 
@@ -2614,6 +2620,7 @@ async function createCalls(
   qkInDecodeAttention: boolean,
   qkvNormInGemv: boolean,
   qkvScaledAfterMoe: boolean,
+  prefillQF16: boolean,
 ) {
   // every call made here, in `all`: the model frees them with it (kernel params buffers)
   const all: { destroy(): void }[] = [];
@@ -2811,11 +2818,11 @@ async function createCalls(
     ? null
     : pagedAttentionTc.o16TwinOf(prefillVariant);
   // its twins reading q as f16 from qk_norm_rope_cache (GpuModelOptions.prefillQF16), with O
-  // in f32 and in f16
-  const prefillVariantQ = prefillAttention === "fma"
-    ? null
-    : pagedAttentionTc.q16TwinOf(prefillVariant);
-  const prefillVariantQ16 = prefillVariantQ ? pagedAttentionTc.o16TwinOf(prefillVariantQ) : null;
+  // in f32 and in f16: where asked, the form has both (as it has the -o16 one) and they compile;
+  // else the f32 q, saying why
+  const [prefillVariantQ, prefillVariantQ16] = prefillQF16 && prefillAttention !== "fma"
+    ? await q16Twins(gpu, prefillVariant, prefillVariant16)
+    : [null, null];
   const tensorCoreSplitN = Math.max(
     0,
     ...Object.entries(linear).map(([kind, l]) => l.tc && kind !== "lmHead" ? l.n : 0),
@@ -2938,6 +2945,31 @@ async function createCalls(
 }
 
 /** paged_attention_tc's variant of each tensor-core prefill attention form. */
+/**
+ * The -q16 twins of the staged prefill attention form `variant` (and of its -o16 twin
+ * `variant16`, where it has one), compiled; [null, null] where one is missing or does not
+ * compile (said once: the model then stages an f32 q).
+ */
+async function q16Twins(
+  gpu: Gpu,
+  variant: string,
+  variant16: string | null,
+): Promise<[string, string | null] | [null, null]> {
+  const q = pagedAttentionTc.q16TwinOf(variant);
+  const q16 = q && variant16 ? pagedAttentionTc.o16TwinOf(q) : null;
+  if (!q || (variant16 !== null && !q16)) return [null, null];
+  const spec = pagedAttentionTc.spec;
+  try {
+    await Promise.all(
+      [q, q16].filter((n) => n !== null).map((n) => getPipeline(gpu, spec, variantByName(spec, n))),
+    );
+    return [q, q16];
+  } catch (err) {
+    console.error(`model: ${q} left out, prefill q stays f32: ${(err as Error).message}`);
+    return [null, null];
+  }
+}
+
 const PREFILL_TC_VARIANT = {
   tc: "f16-tc",
   tc2: "f16-tc2",

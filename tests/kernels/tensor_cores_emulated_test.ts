@@ -23,6 +23,10 @@ import * as decodeQk from "../../kernels/paged_attention_decode_qk.ts";
 import { SHADER_DIR } from "../../src/gpu/wgsl.ts";
 import { sharedGpu } from "../shared_gpu.ts";
 import { emulatedVariant, emulateSubgroupMatrices } from "./tc_emulation.ts";
+import * as qkNorm from "../../kernels/qk_norm_rope_cache.ts";
+import { ropeTable } from "../../kernels/rope.ts";
+import { Rng } from "../../src/util/rng.ts";
+import { dispatchOnce } from "./dispatch_once.ts";
 
 interface Module {
   readonly spec: KernelSpec<ParamFields>;
@@ -136,6 +140,77 @@ test("the emulation leaves no subgroup operation and refuses what it cannot emul
     () => emulateSubgroupMatrices(src.replace("subgroupShuffleXor(mt, 1u)", "subgroupAdd(mt)")),
     /subgroupAdd is not emulated/,
   );
+});
+
+test("qk_norm_rope_cache's f16 q (q16) through f16-tcs4-q16 gives bit for bit what its f32 q through f16-tcs4 gives", async () => {
+  // the claim that makes q16 the default: the twin stages the same f16 values the form makes
+  // of an f32 q (the H200's logits A/B checks it end to end on the real matrix instructions)
+  const gpu = await sharedGpu();
+  if (!gpu.f16) return;
+  const c = attentionTc.cases.find((k) =>
+    k.label === "1 seq q=45 prefix 19, bs=16 q/kv=6/2" && k.variants!.includes("f16-tcs4")
+  )!;
+  const p = c.params;
+  const nq = p.num_q_heads, nkv = p.num_kv_heads, hd = p.head_dim;
+  const rng = Rng.fromSeed("q16 chain");
+  const inp = c.inputs(rng, variantByName(attentionTc.spec, "f16-tcs4"));
+  const tokens = (inp.q as Float32Array).length / (nq * hd);
+  const width = (nq + 2 * nkv) * hd;
+  // q of random projections, normed and rotated (no slot: no K/V written)
+  const qkIn = {
+    qkv: rng.fillNormal(new Float32Array(tokens * width), 2),
+    q_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
+    k_norm: rng.fillUniform(new Float32Array(hd), 0.5, 1.5),
+    cos_sin: ropeTable(64, hd, 1e6),
+    positions: Int32Array.from({ length: tokens }, (_, t) => t % 64),
+    slot_mapping: new Int32Array(tokens).fill(-1),
+    k_cache: new Float32Array(8),
+    v_cache: new Float32Array(8),
+  };
+  const qkParams = {
+    tokens,
+    num_q_heads: nq,
+    num_kv_heads: nkv,
+    head_dim: hd,
+    max_positions: 64,
+    qk_norm: 1,
+    eps: 1e-6,
+    splits: 1,
+    split_stride: 0,
+    q16: 0,
+    q16_scale: p.scale,
+  };
+  const n = tokens * nq * hd;
+  const q = await dispatchOnce(gpu, qkNorm.spec, "f16", qkParams, {
+    ...qkIn,
+    q16: new Float32Array(8),
+  }, { q_out: n * 4 });
+  const q16 = await dispatchOnce(gpu, qkNorm.spec, "f16", { ...qkParams, q16: 1 }, {
+    ...qkIn,
+    q_out: new Float32Array(4),
+  }, { q16: n * 2 });
+  const outs: Uint32Array[] = [];
+  for (const name of ["f16-tcs4", "f16-tcs4-q16"]) {
+    const { variant, remove } = emulatedVariant(
+      attentionTc.spec,
+      variantByName(attentionTc.spec, name),
+    );
+    try {
+      const spec = { ...attentionTc.spec, variants: [variant] };
+      const got = await dispatchOnce(gpu, spec, variant.name, p, {
+        ...inp,
+        q: new Float32Array(q.q_out),
+        q16: new Uint32Array(q16.q16),
+        out16: new Float32Array(8),
+      }, { out: n * 4 });
+      outs.push(new Uint32Array(got.out));
+    } finally {
+      remove();
+    }
+  }
+  assert.ok(outs[0].some((b) => b !== 0), "the f32-q form wrote O");
+  const differ = outs[0].findIndex((b, i) => b !== outs[1][i]);
+  assert.is(differ, -1, `O differs first at ${differ}`);
 });
 
 test.run();
