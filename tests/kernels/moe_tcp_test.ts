@@ -26,7 +26,20 @@ test("the MoE prefill forms: subgroups of 64 x 64 products, operands as 16-byte 
     for (const [name, wn, bk, wm] of forms) {
       const v = variantByName(mod.spec, name);
       assert.equal(v.shader, shader);
-      assert.equal(v.consts, { WN: wn, WM: wm, BK: bk, CW: wn * columns }, name);
+      // (the down GEMM's forms say whether they write y as f32 or, their -y16 twins, as f16)
+      const y16 = mod === downTc ? { Y16: 0 } : {};
+      assert.equal(v.consts, { WN: wn, WM: wm, BK: bk, CW: wn * columns, ...y16 }, name);
+      if (mod === downTc) {
+        const twin = variantByName(downTc.spec, downTc.y16TwinOf(name)!);
+        assert.equal(twin.consts, { ...v.consts, Y16: 1 }, twin.name);
+        // y16 as 16-byte words in both (the shader writes words)
+        for (const form of [v, twin]) {
+          assert.match(
+            preludeOf(downTc.spec, form),
+            /var<storage, read_write> y16: array<vec4<u32>>;/,
+          );
+        }
+      }
       // the rows of a work item it takes: 64 a row group
       assert.is(gateUpTc.moeTcItemRows(v), 64 * wm);
       assert.equal(mod.spec.grid(p, v, {} as never), [width / (v.consts!.CW), 300, 1]);
