@@ -69,7 +69,7 @@ import * as combine from "./moe_combine.ts";
 import * as combineNorm from "./moe_combine_norm.ts";
 import * as gatherF16 from "./moe_gather_f16.ts";
 import * as castF16 from "./cast_f16.ts";
-import { f16ToF32, f32ToF16 } from "../src/util/f16.ts";
+import { clampF16, f16ToF32, f32ToF16, roundToF16InPlace } from "../src/util/f16.ts";
 import * as gateUpTc from "./moe_gemm_gate_up_tc.ts";
 import * as downTc from "./moe_gemm_down_tc.ts";
 import { MOE_TC_PAD_ROWS } from "./moe_tc_routing.ts";
@@ -521,8 +521,11 @@ export class MoeBlock {
   private routedGrid: readonly number[] = [];
   /** The tensor-core pipelines of this step's expert GEMMs when they run on them, else null. */
   private stepTc: TcPair | null = null;
-  /** Whether this step's down GEMM writes its rows as f16 (MoeBlockOptions.downRowsF16). */
-  private stepY16 = false;
+  /**
+   * The combines of this step where its down GEMM writes its rows as f16
+   * (MoeBlockOptions.downRowsF16), else null.
+   */
+  private stepCombineY16: TcPipes["combineY16"] = null;
   /** Which router the encode in progress runs (kernelOf names it for a profile's spans). */
   private encodingRouter:
     | "moe_router_norm"
@@ -851,8 +854,9 @@ export class MoeBlock {
     ) => writeBuffer(this.gpu.device, buffer, 0, layout.pack(v));
     const tc = this.tensorCoreFor(tokens);
     this.stepTc = tc;
-    this.stepY16 = tc !== null && tc === this.pipes.tc!.prefill &&
-      this.pipes.tc!.combineY16 !== null;
+    this.stepCombineY16 = tc !== null && tc === this.pipes.tc!.prefill
+      ? this.pipes.tc!.combineY16
+      : null;
     // work items as long as the step's expert GEMMs take (f16-tcp4x2: 128 rows; the scratch
     // holds the items of the block's own blockM, at most 64: never fewer)
     const blockM = tc
@@ -1379,9 +1383,9 @@ export class MoeBlock {
         act: sc.act16!,
         w: io.wDown,
         work_items: sc.workItems,
-        y: this.stepY16 ? sc.placeholder : sc.y,
+        y: this.stepCombineY16 ? sc.placeholder : sc.y,
         tile: sc.tile,
-        y16: this.stepY16 ? sc.y : sc.placeholder,
+        y16: this.stepCombineY16 ? sc.y : sc.placeholder,
       }).dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     } else {
       if (inGateUp) {
@@ -1439,15 +1443,15 @@ export class MoeBlock {
       run("down", dn, params.down, { act: sc.act, w: io.wDown, work_items: sc.workItems, y: sc.y })
         .dispatchWorkgroupsIndirect(sc.dispatchArgs, dispatch.MOE_ARGS_DOWN);
     }
+    // (the -y16 forms read the rows as f16 from y16, the others as f32 from y: the same buffer
+    // either way, the other binding unread)
+    const y16 = this.stepCombineY16;
     if (io.norm) {
       if (this.normF16 && !io.norm.out16) {
         throw new Error(
           "moe block: setTokens asked for f16 rows (normF16) but norm.out16 is missing",
         );
       }
-      // (the -y16 forms read the rows as f16 from y16, the others as f32 from y: the same
-      // buffer either way, the other binding unread)
-      const y16 = this.stepY16 ? pipes.tc!.combineY16 : null;
       run(
         "combine",
         y16?.combineNorm ?? pipes.combineNorm,
@@ -1469,7 +1473,6 @@ export class MoeBlock {
         `${this.normF16 ? "h" : ""}${this.normF32 ? "" : "o"}${owedInCombine ? owedKey : ""}`,
       );
     } else {
-      const y16 = this.stepY16 ? pipes.tc!.combineY16 : null;
       run(
         "combine",
         y16?.combine ?? pipes.combine,
@@ -1897,7 +1900,7 @@ export function moeBlockRef(
   const act = new Float64Array(I);
   const ffn = new Float64Array(H);
   const f16Of = (v: number) => f16ToF32(f32ToF16(Math.max(-65504, Math.min(65504, v))));
-  const x = f16.x ? inp.x.map(f16Of) : inp.x;
+  const x = f16.x ? roundToF16InPlace(clampF16(Float32Array.from(inp.x))) : inp.x;
   for (let t = 0; t < tokens; t++) {
     const logits = inp.routerLogits.subarray(t * E, (t + 1) * E);
     const max = Math.max(...logits);

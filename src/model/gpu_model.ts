@@ -2135,7 +2135,9 @@ export class GpuModel implements ForwardModel {
       }
       normed = false;
       weighted = false;
-      const qkvKey = `l${l}${qkvPartials ? "p" : ""}`;
+      // (q16: qk_norm_rope_cache binds q16, not q_out; decode steps, the only ones that take
+      // the _qk twins under this key too, never set it)
+      const qkvKey = `l${l}${qkvPartials ? "p" : ""}${q16 ? "q" : ""}`;
       // the projection and what norms and rotates it (without a q_norm, any buffer: unread)
       const qkIn = {
         qkv: qkvPartials ? this.buf.tcPartials! : b.qkv,
@@ -2145,7 +2147,7 @@ export class GpuModel implements ForwardModel {
       };
       if (!qkInAttention) {
         // (q into b.q as f32, or as f16 through q16; the other binding 16 bytes, unwritten)
-        c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, `${qkvKey}${q16 ? "q" : ""}`, {
+        c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, qkvKey, {
           ...qkIn,
           positions: b.positions,
           slot_mapping: b.slotMapping,
