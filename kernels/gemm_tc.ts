@@ -95,17 +95,19 @@ function stagedColumnsVariant(rt: 1 | 2 | 4 | 8, cs: 2 | 4 | 8): Variant {
 /**
  * The prefill form: WM x WN subgroups of 4 x 4 tiles (TM = 64 WM rows x CW = 64 WN columns a
  * workgroup), both operands staged through two buffers of workgroup memory, BK of k a step.
+ * PF: the steps ahead whose words a lane holds in registers (1; the lab `p2` forms 2: two sets,
+ * a word loaded two steps before it is staged, so a load has two steps' products to arrive in).
  */
-function prefillVariant(wm: 1 | 2 | 4, wn: 1 | 2 | 4, bk: 16 | 32): Variant {
+function prefillVariant(wm: 1 | 2 | 4, wn: 1 | 2 | 4, bk: 16 | 32, pf: 1 | 2 = 1): Variant {
   return {
-    name: `f16-tcp${64 * wm}x${64 * wn}`,
+    name: `f16-tcp${64 * wm}x${64 * wn}${pf === 2 ? "p2" : ""}`,
     dtype: "f16",
     subgroupMatrix: { m: 16, n: 16, k: 16 },
     perSubgroupMatrices: true,
     shader: "gemm_tcp.wgsl",
     wideWords: true,
     readWrite: READ_WRITE,
-    consts: { WM: wm, WN: wn, TM: 64 * wm, CW: 64 * wn, BK: bk },
+    consts: { WM: wm, WN: wn, TM: 64 * wm, CW: 64 * wn, BK: bk, PF: pf },
   };
 }
 
@@ -160,6 +162,7 @@ export const spec: KernelSpec<typeof params.fields> = {
     prefillVariant(2, 2, 32),
     prefillVariant(4, 2, 16),
     prefillVariant(2, 4, 16),
+    prefillVariant(4, 2, 16, 2),
     // the decode-sized forms reading the f32 activations (GEMM_TC_A32)
     a32(stagedVariant(16)),
     a32(stagedVariant(32)),
@@ -249,6 +252,7 @@ export const GEMM_TCP_VARIANTS = [
   "f16-tcp128x128",
   "f16-tcp256x128",
   "f16-tcp128x256",
+  "f16-tcp256x128p2",
 ] as const;
 
 /**

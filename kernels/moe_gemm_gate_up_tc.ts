@@ -88,15 +88,15 @@ export function moeTcVariants(
   readWrite: readonly string[] = [],
 ): Variant[] {
   const matrix = { m: 16, n: 16, k: 16 };
-  const prefill = (wn: number, bk: number, wm = 1): Variant => ({
-    name: wm === 1 ? `f16-tcp${wn}` : `f16-tcp${wn}x${wm}`,
+  const prefill = (wn: number, bk: number, wm = 1, pf = 1): Variant => ({
+    name: (wm === 1 ? `f16-tcp${wn}` : `f16-tcp${wn}x${wm}`) + (pf === 2 ? "p2" : ""),
     dtype: "f16",
     subgroupMatrix: matrix,
     perSubgroupMatrices: true,
     shader: prefillShader,
     wideWords: true,
     readWrite,
-    consts: { WN: wn, WM: wm, BK: bk, CW: wn * prefillColumns },
+    consts: { WN: wn, WM: wm, BK: bk, CW: wn * prefillColumns, PF: pf },
   });
   const rows: Variant[] = [
     { name: "f16-tc", dtype: "f16", subgroupMatrix: matrix },
@@ -113,6 +113,7 @@ export function moeTcVariants(
     prefill(2, 32),
     prefill(4, 16),
     prefill(4, 16, 2),
+    prefill(4, 16, 2, 2),
   ];
   // each form again reading the expert weights in tiles (kernels/expert_tiles.ts)
   return [...rows, ...rows.map(tiledVariant)];
@@ -128,7 +129,13 @@ export function readsTokenRows(variant: Variant): boolean {
 }
 
 /** The prefill forms of the tensor-core expert GEMMs (see moeTcVariants). */
-export const MOE_TCP_VARIANTS = ["f16-tcp1", "f16-tcp2", "f16-tcp4", "f16-tcp4x2"] as const;
+export const MOE_TCP_VARIANTS = [
+  "f16-tcp1",
+  "f16-tcp2",
+  "f16-tcp4",
+  "f16-tcp4x2",
+  "f16-tcp4x2p2",
+] as const;
 
 /**
  * Rows of a work item a form of the tensor-core expert GEMMs takes at most: MOE_BLOCK_M (64)

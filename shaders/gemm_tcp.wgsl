@@ -8,7 +8,8 @@
 // 16-byte words (8 f16) of a and b it loaded during the previous step into the buffer the
 // previous step did not read, issues the loads of the step after, and then runs this step's
 // products from the other buffer: one barrier a step, and a step's memory latency hides behind
-// the previous step's products. The matrix offsets differ between the subgroups of a
+// the previous step's products (PF = 2, the lab `p2` forms: two register sets, each word loaded
+// two steps before it is staged, so its latency hides behind two steps' products). The matrix offsets differ between the subgroups of a
 // workgroup: the variant turns off Tint's subgroup-matrix uniformity check
 // (Variant.perSubgroupMatrices); control flow stays uniform.
 // Grid (the staged forms'): x the row blocks, y the column blocks, z the splits; with several
@@ -28,6 +29,7 @@ const THREADS: u32 = 32u * WM * WN;
 const NA: u32 = TM * KW / THREADS;
 const NB: u32 = CW * KW / THREADS;
 const_assert BK == 16u || BK == 32u;
+const_assert PF == 1u || PF == 2u;
 const_assert TM == 64u * WM && CW == 64u * WN;
 const_assert NA * THREADS == TM * KW && NB * THREADS == CW * KW;
 
@@ -80,12 +82,24 @@ fn main(
   for (var i = 0u; i < NB; i++) {
     put8b(b_st[i], b[b_at[i] + kb]);
   }
+  // (PF = 2: the second step's words in the second set, the third step's in the first)
+  var av1 = array<vec4<u32>, NA>();
+  var bv1 = array<vec4<u32>, NB>();
   let s1 = min(kb + KW, ke - KW);
+  if (PF == 2u) {
+    for (var i = 0u; i < NA; i++) {
+      av1[i] = a[a_at[i] + s1];
+    }
+    for (var i = 0u; i < NB; i++) {
+      bv1[i] = b[b_at[i] + s1];
+    }
+  }
+  let s1p = min(kb + PF * KW, ke - KW);
   for (var i = 0u; i < NA; i++) {
-    av[i] = a[a_at[i] + s1];
+    av[i] = a[a_at[i] + s1p];
   }
   for (var i = 0u; i < NB; i++) {
-    bv[i] = b[b_at[i] + s1];
+    bv[i] = b[b_at[i] + s1p];
   }
   // every row of this block is a row of c (else: through wg.s, masked)
   let full = m0 + TM <= params.m;
@@ -135,18 +149,34 @@ fn main(
     if (s + KW < ke) {
       let ao = (1u - buf) * TM * LD;
       let bo = (1u - buf) * CW * LD;
-      for (var i = 0u; i < NA; i++) {
-        put8a(ao + a_st[i], av[i]);
-      }
-      for (var i = 0u; i < NB; i++) {
-        put8b(bo + b_st[i], bv[i]);
-      }
-      let s2 = min(s + 2u * KW, ke - KW);
-      for (var i = 0u; i < NA; i++) {
-        av[i] = a[a_at[i] + s2];
-      }
-      for (var i = 0u; i < NB; i++) {
-        bv[i] = b[b_at[i] + s2];
+      let s2 = min(s + (PF + 1u) * KW, ke - KW);
+      // (PF = 2: the set that holds the next step's words, by the step's parity)
+      if (PF == 1u || ((s - kb) / KW) % 2u == 1u) {
+        for (var i = 0u; i < NA; i++) {
+          put8a(ao + a_st[i], av[i]);
+        }
+        for (var i = 0u; i < NB; i++) {
+          put8b(bo + b_st[i], bv[i]);
+        }
+        for (var i = 0u; i < NA; i++) {
+          av[i] = a[a_at[i] + s2];
+        }
+        for (var i = 0u; i < NB; i++) {
+          bv[i] = b[b_at[i] + s2];
+        }
+      } else {
+        for (var i = 0u; i < NA; i++) {
+          put8a(ao + a_st[i], av1[i]);
+        }
+        for (var i = 0u; i < NB; i++) {
+          put8b(bo + b_st[i], bv1[i]);
+        }
+        for (var i = 0u; i < NA; i++) {
+          av1[i] = a[a_at[i] + s2];
+        }
+        for (var i = 0u; i < NB; i++) {
+          bv1[i] = b[b_at[i] + s2];
+        }
       }
     }
     // this step's products: 16 of k at a time

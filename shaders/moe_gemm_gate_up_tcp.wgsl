@@ -5,7 +5,8 @@
 // step's f16 activations, cast_f16) through `sorted_token` as it stages them, with both
 // operands staged through double-buffered workgroup memory the way gemm_tcp.wgsl stages them
 // (see there: a step's 16-byte words stored into the buffer the previous step did not read,
-// the next words loaded, then this step's products; one barrier a step). A workgroup of
+// the next words loaded, then this step's products; one barrier a step; PF = 2, the lab `p2`
+// form: each word loaded two steps before it is staged, from two register sets). A workgroup of
 // WN x WM subgroups of 32 takes a work item's TM = 64 WM rows x CW = 32 WN act columns; subgroup
 // (sm, sn) multiplies the rows 64 sm .. by 64 staged weight rows, the 32 gate rows of its act
 // columns 32 sn .. 32 sn + 31 then their 32 up rows, as 4 x 4 tiles of 16 (tile columns 0-1
@@ -30,6 +31,7 @@ const BW: u32 = 64u * WN; // weight rows staged a step
 const NA: u32 = TM * KW / THREADS;
 const NB: u32 = BW * KW / THREADS;
 const_assert BK == 16u || BK == 32u;
+const_assert PF == 1u || PF == 2u;
 const_assert WM == 1u || WM == 2u;
 const_assert NA * THREADS == TM * KW && NB * THREADS == BW * KW;
 
@@ -95,12 +97,24 @@ fn main(
   for (var i = 0u; i < NB; i++) {
     put8b(b_st[i], w[b_at[i]]);
   }
+  // (PF = 2: the second step's words in the second set, the third step's in the first)
+  var av1 = array<vec4<u32>, NA>();
+  var bv1 = array<vec4<u32>, NB>();
   let s1 = min(KW, k8 - KW);
+  if (PF == 2u) {
+    for (var i = 0u; i < NA; i++) {
+      av1[i] = a[a_at[i] + s1];
+    }
+    for (var i = 0u; i < NB; i++) {
+      bv1[i] = w[b_at[i] + tile_word(s1)];
+    }
+  }
+  let s1p = min(PF * KW, k8 - KW);
   for (var i = 0u; i < NA; i++) {
-    av[i] = a[a_at[i] + s1];
+    av[i] = a[a_at[i] + s1p];
   }
   for (var i = 0u; i < NB; i++) {
-    bv[i] = w[b_at[i] + tile_word(s1)];
+    bv[i] = w[b_at[i] + tile_word(s1p)];
   }
   var acc00 = subgroup_matrix_result<f32, 16, 16>();
   var acc01 = subgroup_matrix_result<f32, 16, 16>();
@@ -127,18 +141,34 @@ fn main(
     if (s + KW < k8) {
       let ao = (1u - buf) * TM * LD;
       let bo = (1u - buf) * BW * LD;
-      for (var i = 0u; i < NA; i++) {
-        put8a(ao + a_st[i], av[i]);
-      }
-      for (var i = 0u; i < NB; i++) {
-        put8b(bo + b_st[i], bv[i]);
-      }
-      let s2 = min(s + 2u * KW, k8 - KW);
-      for (var i = 0u; i < NA; i++) {
-        av[i] = a[a_at[i] + s2];
-      }
-      for (var i = 0u; i < NB; i++) {
-        bv[i] = w[b_at[i] + tile_word(s2)];
+      let s2 = min(s + (PF + 1u) * KW, k8 - KW);
+      // (PF = 2: the set that holds the next step's words, by the step's parity)
+      if (PF == 1u || (s / KW) % 2u == 1u) {
+        for (var i = 0u; i < NA; i++) {
+          put8a(ao + a_st[i], av[i]);
+        }
+        for (var i = 0u; i < NB; i++) {
+          put8b(bo + b_st[i], bv[i]);
+        }
+        for (var i = 0u; i < NA; i++) {
+          av[i] = a[a_at[i] + s2];
+        }
+        for (var i = 0u; i < NB; i++) {
+          bv[i] = w[b_at[i] + tile_word(s2)];
+        }
+      } else {
+        for (var i = 0u; i < NA; i++) {
+          put8a(ao + a_st[i], av1[i]);
+        }
+        for (var i = 0u; i < NB; i++) {
+          put8b(bo + b_st[i], bv1[i]);
+        }
+        for (var i = 0u; i < NA; i++) {
+          av1[i] = a[a_at[i] + s2];
+        }
+        for (var i = 0u; i < NB; i++) {
+          bv1[i] = w[b_at[i] + tile_word(s2)];
+        }
       }
     }
     // this step's products: 16 of k at a time

@@ -223,7 +223,7 @@ test("validate compares the staged forms only on shapes whose k and splits step 
   }
   assert.equal(
     GEMM_TCP_VARIANTS.map((n) => gemmTcKStep(variantByName(spec, n))),
-    [16, 16, 16, 32, 16, 16],
+    [16, 16, 16, 32, 16, 16, 16],
   );
   // the staged forms' own shapes are there: partial row tiles, a half column block, splits
   const labels = gemmTcKernel.cases.filter((c) =>

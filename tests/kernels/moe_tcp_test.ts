@@ -17,18 +17,19 @@ test("the MoE prefill forms: subgroups of 64 x 64 products, operands as 16-byte 
     const wgsl = readFileSync(new URL(`../../shaders/${shader}`, import.meta.url), "utf8");
     assert.equal([...wgsl.matchAll(/var<workgroup> (\w+)/g)].map((m) => m[1]), ["wg"], shader);
     const width = mod === gateUpTc ? p.inter : p.hidden;
-    const forms = [["f16-tcp1", 1, 32, 1], ["f16-tcp2", 2, 32, 1], ["f16-tcp4", 4, 16, 1], [
-      "f16-tcp4x2",
-      4,
-      16,
-      2,
-    ]] as const;
-    for (const [name, wn, bk, wm] of forms) {
+    const forms = [
+      ["f16-tcp1", 1, 32, 1, 1],
+      ["f16-tcp2", 2, 32, 1, 1],
+      ["f16-tcp4", 4, 16, 1, 1],
+      ["f16-tcp4x2", 4, 16, 2, 1],
+      ["f16-tcp4x2p2", 4, 16, 2, 2],
+    ] as const;
+    for (const [name, wn, bk, wm, pf] of forms) {
       const v = variantByName(mod.spec, name);
       assert.equal(v.shader, shader);
       // (the down GEMM's forms say whether they write y as f32 or, their -y16 twins, as f16)
       const y16 = mod === downTc ? { Y16: 0 } : {};
-      assert.equal(v.consts, { WN: wn, WM: wm, BK: bk, CW: wn * columns, ...y16 }, name);
+      assert.equal(v.consts, { WN: wn, WM: wm, BK: bk, CW: wn * columns, PF: pf, ...y16 }, name);
       if (mod === downTc) {
         const twin = variantByName(downTc.spec, downTc.y16TwinOf(name)!);
         assert.equal(twin.consts, { ...v.consts, Y16: 1 }, twin.name);
@@ -52,7 +53,13 @@ test("the MoE prefill forms: subgroups of 64 x 64 products, operands as 16-byte 
       }
     }
   }
-  assert.equal(gateUpTc.MOE_TCP_VARIANTS, ["f16-tcp1", "f16-tcp2", "f16-tcp4", "f16-tcp4x2"]);
+  assert.equal(gateUpTc.MOE_TCP_VARIANTS, [
+    "f16-tcp1",
+    "f16-tcp2",
+    "f16-tcp4",
+    "f16-tcp4x2",
+    "f16-tcp4x2p2",
+  ]);
   // the other forms take the dispatch's 64-row items
   assert.is(gateUpTc.moeTcItemRows(variantByName(gateUpTc.spec, "f16-tcs")), 64);
 });

@@ -53,6 +53,13 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs16x1w128"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs32x2w64"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcp128x64"],
+  // the prefill form holding two steps' words in registers (PF 2), at 128 x 64
+  ["gemm_tc", gemmTc as unknown as Module, "f16-tcp256x128p2", MAX_BYTES, {
+    WM: 2,
+    WN: 1,
+    TM: 128,
+    CW: 64,
+  }],
   // the f32-input twins (no cast_f16 before them)
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs16-a32"],
   ["gemm_tc", gemmTc as unknown as Module, "f16-tcs64x4-a32"],
@@ -70,6 +77,15 @@ const FORMS: readonly [string, Module, string, number?, Record<string, number>?]
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp4x2", MAX_BYTES, { WN: 1, CW: 64 }],
   // its twin writing y as f16 (every tile through workgroup memory, one word a lane)
   ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp4x2-y16", MAX_BYTES, {
+    WN: 1,
+    CW: 64,
+  }],
+  // the 128-row items' form holding two steps' words in registers (PF 2), f32 and f16 y
+  ["moe_gemm_gate_up_tc", gateUpTc as unknown as Module, "f16-tcp4x2p2", MAX_BYTES, {
+    WN: 1,
+    CW: 32,
+  }],
+  ["moe_gemm_down_tc", downTc as unknown as Module, "f16-tcp4x2p2-y16", MAX_BYTES, {
     WN: 1,
     CW: 64,
   }],
