@@ -213,7 +213,8 @@ export interface MoeBlockOptions {
    * moe_combine_norm's `-y16` forms): half of y's bytes written and read again (at 16384 tokens
    * 1 GB of f32 a layer), for two barriers a tile in the down GEMM and one f16 rounding of each
    * expert row (as vLLM's fused MoE keeps them in the activations' type). Where the twin or its
-   * combines do not compile, the f32 rows. Default false.
+   * combines do not compile, the f32 rows. Default false here; the model turns it on
+   * (GpuModelOptions.moeDownRowsF16).
    */
   readonly downRowsF16?: boolean;
   /**

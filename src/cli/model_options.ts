@@ -104,7 +104,8 @@ export const TENSOR_CORE_OPTIONS = {
     type: "string",
     values: TENSOR_CORE_PREFILL_FORMS,
     help: "the tensor-core GEMM of steps past 256 rows: tc or a prefill form (those above and " +
-      "tcp256x128, tcp128x256) (default: tcp256x128)",
+      "tcp256x128, tcp128x256; tcp256x128p2, tcp256x128 holding two steps' words in " +
+      "registers: a lab form) (default: tcp256x128)",
   },
   lmHeadForms: {
     type: "string",
@@ -275,14 +276,15 @@ export const TENSOR_CORE_OPTIONS = {
     values: MOE_TENSOR_CORE_PREFILL_FORMS,
     help: "the MoE expert GEMMs' prefill-sized form on the tensor cores: tc (operands straight " +
       "from memory) or tcp1, tcp2, tcp4 (both staged through workgroup memory by 1, 2 or 4 " +
-      "subgroups), tcp4x2 (tcp4 over 128-row work items, 8 subgroups) (default: tcp4x2)",
+      "subgroups), tcp4x2 (tcp4 over 128-row work items, 8 subgroups), tcp4x2p2 (tcp4x2 " +
+      "holding two steps' words in registers: a lab form) (default: tcp4x2)",
   },
   moeDownRowsF16: {
     type: "boolean",
     help: "prefill steps on the MoE prefill form write the experts' down rows as f16 and " +
       "combine them from f16: half of those rows' bytes (1 GB of f32 a layer at 16384 " +
       "tokens), for two barriers a tile in the down GEMM and one f16 rounding of each row " +
-      "(default false)",
+      "(default true; --moe-down-rows-f16=false: f32 rows)",
   },
   moeExpertTiles: {
     type: "boolean",
