@@ -265,6 +265,12 @@ export const TENSOR_CORE_OPTIONS = {
       "q from qk_norm_rope_cache as f16 times the scale: the same f16 values, half of q's " +
       "bytes (default true; --prefill-q-f16=false: f32 q)",
   },
+  qkNormPairs: {
+    type: "string",
+    values: ["1", "4", "8"],
+    help: "rotation pairs an invocation of qk_norm_rope_cache takes in f16 models: 1 (f16), " +
+      "or the lab forms' 4 or 8 (f16-p4, f16-p8) (default: 1)",
+  },
   moeRouterNorm: {
     type: "boolean",
     help: "MoE steps that route in one pass take the layer's input RMSNorm in the router " +
@@ -362,6 +368,7 @@ export function tensorCoreOptions(
     readonly combineNormF16?: boolean;
     readonly mergeF16?: boolean;
     readonly prefillQF16?: boolean;
+    readonly qkNormPairs?: string;
     readonly moeCombineNorm?: boolean;
     readonly moeRouterNorm?: boolean;
     readonly moeTensorCorePrefill?: string;
@@ -395,6 +402,7 @@ export function tensorCoreOptions(
     combineNormF16: o.combineNormF16,
     mergeF16: o.mergeF16,
     prefillQF16: o.prefillQF16,
+    qkNormPairs: o.qkNormPairs === undefined ? undefined : Number(o.qkNormPairs) as 1 | 4 | 8,
     fuseCombineNorm: o.moeCombineNorm,
     moeRouterNorm: o.moeRouterNorm,
     moeTensorCorePrefill: o.moeTensorCorePrefill as MoeTensorCorePrefillForm | undefined,

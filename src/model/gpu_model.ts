@@ -421,6 +421,14 @@ export interface GpuModelOptions {
    */
   readonly prefillQF16?: boolean;
   /**
+   * Rotation pairs each invocation of qk_norm_rope_cache takes in f16 models: 1 (`f16`, 8 heads
+   * a workgroup at head_dim 128), or the lab forms' 4 and 8 (`f16-p4`, `f16-p8`: 16 and 32 heads
+   * a workgroup, more of its reads in flight before its barriers). On the H200 `validate` read
+   * them 13-16% faster than `f16` at 16384 tokens (session 51), but its time for this kernel is
+   * 5x what a model step's profile reads, so a model A/B decides. Default 1.
+   */
+  readonly qkNormPairs?: 1 | 4 | 8;
+  /**
    * A MoE layer followed by another ends with that layer's input RMSNorm fused into its
    * combine (moe_combine_norm: one dispatch a layer fewer); default true.
    */
@@ -1267,6 +1275,7 @@ export class GpuModel implements ForwardModel {
         combineNormF16: options.combineNormF16 ?? true,
         mergeF16: options.mergeF16 ?? true,
         prefillQF16: options.prefillQF16 ?? true,
+        qkNormPairs: options.qkNormPairs ?? 1,
         fuseCombineNorm: options.fuseCombineNorm ?? true,
         qkvNormInGemv: options.qkvNormInGemv ?? true,
         qkvScaledAfterMoe: options.qkvScaledAfterMoe ?? true,
@@ -1343,6 +1352,7 @@ export class GpuModel implements ForwardModel {
         opts.qkvNormInGemv,
         opts.qkvScaledAfterMoe,
         opts.prefillQF16,
+        opts.qkNormPairs,
       );
       const moeBuilt = config.layerKinds.includes("moe")
         ? MoeBlock.create(gpu, {
@@ -1704,6 +1714,10 @@ export class GpuModel implements ForwardModel {
         this.opts.prefillQF16 && this.calls.prefillVariantQ
           ? ` (q as f16: ${this.calls.prefillVariantQ})`
           : ""
+      }${
+        this.calls.qkNormVariant === this.opts.dtype
+          ? ""
+          : `; its q/k norm qk_norm_rope_cache ${this.calls.qkNormVariant}`
       }`,
     };
   }
@@ -2152,7 +2166,7 @@ export class GpuModel implements ForwardModel {
       };
       if (!qkInAttention) {
         // (q into b.q as f32, or as f16 through q16; the other binding 16 bytes, unwritten)
-        c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), dt, qkvKey, {
+        c.qkNorm.dispatch(step.pass("qk_norm_rope_cache"), c.qkNormVariant, qkvKey, {
           ...qkIn,
           positions: b.positions,
           slot_mapping: b.slotMapping,
@@ -2628,6 +2642,7 @@ async function createCalls(
   qkvNormInGemv: boolean,
   qkvScaledAfterMoe: boolean,
   prefillQF16: boolean,
+  qkNormPairs: number,
 ) {
   // every call made here, in `all`: the model frees them with it (kernel params buffers)
   const all: { destroy(): void }[] = [];
@@ -2845,6 +2860,8 @@ async function createCalls(
       pagedAttentionDecodeQk.qkTwinOf(v) !== null
     )
     : [];
+  // qk_norm_rope_cache's form (GpuModelOptions.qkNormPairs: the lab forms are f16 only)
+  const qkNormVariant = qkNormPairs > 1 && dtype === "f16" ? `f16-p${qkNormPairs}` : dtype;
   // the step's other calls, compiled concurrently
   const [
     embeddingCall,
@@ -2867,7 +2884,7 @@ async function createCalls(
     make(gpu, embedding.spec, [dtype]),
     make(gpu, rmsnorm.spec, [dtype]),
     make(gpu, rmsnorm.spec, [dtype], "final rmsnorm"),
-    make(gpu, qkNormRopeCache.spec, [dtype]),
+    make(gpu, qkNormRopeCache.spec, [qkNormVariant]),
     make(
       gpu,
       prefillAttention === "fma" ? pagedAttention.spec : pagedAttentionTc.spec,
@@ -2929,6 +2946,7 @@ async function createCalls(
     norm: normCall,
     finalNorm: finalNormCall,
     qkNorm: qkNormCall,
+    qkNormVariant,
     prefill: prefillCall,
     prefillVariant,
     prefillVariant16,

@@ -72,6 +72,25 @@ test("q/k norm, RoPE and the KV write inside the tiled decode attention give the
   }
 });
 
+test("qk_norm_rope_cache's lab forms of 4 and 8 rotation pairs an invocation give the logits of the default", async () => {
+  // f16 (the lab forms' only storage), the q/k norm apart in decode steps too
+  const base = { dtype: "f16" as const, qkInDecodeAttention: false };
+  const runs: Float32Array[][] = [];
+  for (const qkNormPairs of [1, 4, 8] as const) {
+    const model = await loadTiny({ ...base, qkNormPairs });
+    try {
+      const named = model.linearVariants.prefillAttention.includes(`qk_norm_rope_cache f16-p`);
+      assert.is(named, qkNormPairs > 1, model.linearVariants.prefillAttention);
+      runs.push(await prefillThenDecode(model, [[1, 2, 3, 4], [5, 6, 7, 8]], 3));
+    } finally {
+      model.destroy();
+    }
+  }
+  for (const other of runs.slice(1)) {
+    runs[0].forEach((d, i) => assert.ok(maxAbsDiff(d, other[i]) < 1e-3, `step ${i}`));
+  }
+});
+
 test("linear layers: GEMV, staged GEMV and both GEMM tiles give the same logits", async () => {
   const gemv = await decodeLogits({ gemvMaxRows: 64 });
   const staged = await decodeLogits({ gemvMaxRows: 0, stagedMaxRows: 64 });
