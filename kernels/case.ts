@@ -73,6 +73,14 @@ export function fitting(
 }
 
 /**
+ * The contents of an output binding a form must leave unwritten (a twin writes the other one):
+ * inputs and reference both hold it, so a form that writes there fails its row.
+ */
+export function unwrittenSentinel(length: number): Float32Array {
+  return new Float32Array(length).fill(-3.5);
+}
+
+/**
  * A case as two, by the names of `variants` that `twin` picks: the other forms with `base`'s
  * fields, the twins with `twins`' (a twin form reads or writes another binding, so its inputs,
  * outputs or reference differ); a half that no form takes is left out. `variants` are the

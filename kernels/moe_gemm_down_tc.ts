@@ -10,7 +10,7 @@
  * hidden must be a multiple of 64, inter of 32 (moeTcFits). The prefill forms' `-y16` twins
  * write y as f16 into `y16` instead (Y16_SUFFIX): the combine then reads half the bytes.
  */
-import { fitting, type KernelCase, splitForTwins } from "./case.ts";
+import { fitting, type KernelCase, splitForTwins, unwrittenSentinel } from "./case.ts";
 import type { KernelSpec, Variant } from "./kernel.ts";
 import { tiledVariant } from "./expert_tiles.ts";
 import { defineParams, type ParamValues } from "./params.ts";
@@ -156,18 +156,16 @@ function tcCase(
 function withY16(c: KernelCase<typeof params.fields>): KernelCase<typeof params.fields>[] {
   const n = c.outputs.y;
   const { y: _, ...rest } = c.outputs;
-  // the binding a form does not write holds a sentinel it must leave as it is
-  const sentinel = (length: number) => new Float32Array(length).fill(-3.5);
   return splitForTwins(c, spec.variants.map((v) => v.name), (name) => name.includes(Y16_SUFFIX), {
-    inputs: (rng, v) => ({ ...c.inputs(rng, v), y16: sentinel(n) }),
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), y16: unwrittenSentinel(n) }),
     outputs: { ...c.outputs, y16: n },
-    reference: (inp, v) => ({ ...c.reference(inp, v), y16: sentinel(n) }),
+    reference: (inp, v) => ({ ...c.reference(inp, v), y16: unwrittenSentinel(n) }),
   }, {
     label: `${c.label}, y as f16`,
-    inputs: (rng, v) => ({ ...c.inputs(rng, v), y: sentinel(4) }),
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), y: unwrittenSentinel(4) }),
     outputs: { ...rest, y: 4, y16: n },
     reference: (inp, v) => ({
-      y: sentinel(4),
+      y: unwrittenSentinel(4),
       y16: roundToF16InPlace(clampF16(Float32Array.from(c.reference(inp, v).y))),
     }),
     // (one f16 rounding of a sum the GPU adds in another order: 2^-11 of a value)

@@ -39,7 +39,7 @@
  * it in RT passes) beside RT times the S and P: 7,944 bytes (`f16-tcs2`), 11,528 (`f16-tcs4`).
  * On the H200 about 48 KB of workgroup memory an SM bounds how many workgroups it holds.
  */
-import { type KernelCase, splitForTwins } from "./case.ts";
+import { type KernelCase, splitForTwins, unwrittenSentinel } from "./case.ts";
 import type { Gpu } from "../src/gpu/device.ts";
 import { type KernelSpec, unsupportedReason, type Variant } from "./kernel.ts";
 import { clampF16, roundToF16InPlace } from "../src/util/f16.ts";
@@ -243,18 +243,16 @@ function withF16Twins(
   c: KernelCase<typeof params.fields>,
 ): KernelCase<typeof params.fields>[] {
   const n = c.outputs.out;
-  // the output a form does not write holds a sentinel it must leave as it is
-  const sentinel = () => new Float32Array(n).fill(-3.5);
   return splitForTwins(c, NAMES, (name) => name.endsWith(O16_SUFFIX), {
-    inputs: (rng, v) => ({ ...c.inputs(rng, v), out16: sentinel() }),
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), out16: unwrittenSentinel(n) }),
     outputs: { ...c.outputs, out16: n },
-    reference: (inp, v) => ({ ...c.reference(inp, v), out16: sentinel() }),
+    reference: (inp, v) => ({ ...c.reference(inp, v), out16: unwrittenSentinel(n) }),
   }, {
     label: `${c.label}, O as f16`,
-    inputs: (rng, v) => ({ ...c.inputs(rng, v), out: sentinel() }),
+    inputs: (rng, v) => ({ ...c.inputs(rng, v), out: unwrittenSentinel(n) }),
     outputs: { out: n, out16: n },
     reference: (inp, v) => ({
-      out: sentinel(),
+      out: unwrittenSentinel(n),
       out16: roundToF16InPlace(clampF16(Float32Array.from(c.reference(inp, v).out))),
     }),
     bytes: (v) => c.bytes(v) - 2 * n,

@@ -34,7 +34,7 @@
  * (tokens * 2 * nkv * head_dim * sizeof(T)), one cos/sin row per token (head_dim * 4),
  * positions and slots (8 per token), the norm weights (2 * head_dim * sizeof(T)).
  */
-import type { HostArray, KernelCase } from "./case.ts";
+import { type HostArray, type KernelCase, unwrittenSentinel } from "./case.ts";
 import { grid1d, type KernelSpec, type Variant } from "./kernel.ts";
 import { defineParams } from "./params.ts";
 import { ropeTable } from "./rope.ts";
@@ -274,7 +274,6 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
   const scale = c.qkNorm ? 1 : Math.max(1, (c.qkvStd ?? 2) / 2);
   const q16 = c.q16Scale !== undefined;
   const qValues = tokens * nq * hd;
-  const qSentinel = () => new Float32Array(qValues).fill(-3.5);
   return {
     label: c.label + (q16 ? `, q as T x ${+c.q16Scale!.toPrecision(4)}` : ""),
     params: {
@@ -306,7 +305,7 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
         k_cache: rng.fillNormal(new Float32Array(cacheElems)),
         v_cache: rng.fillNormal(new Float32Array(cacheElems)),
         // with q16, q_out holds a sentinel the kernel must leave (without, q16 is unwritten)
-        ...(q16 ? { q_out: qSentinel() } : { q16: new Float32Array(4) }),
+        ...(q16 ? { q_out: unwrittenSentinel(qValues) } : { q16: new Float32Array(4) }),
       };
     },
     outputs: q16 ? { q_out: qValues, q16: qValues } : { q_out: qValues },
@@ -342,7 +341,7 @@ function qkCase(c: CaseShape): KernelCase<typeof params.fields> {
       // (T's range: an f16 q16 holds a value past f16's as the largest finite one)
       const limit = v.dtype === "f16" ? F16_MAX : Infinity;
       const scaled = r.q.map((x) => Math.min(limit, Math.max(-limit, x * c.q16Scale!)));
-      return { ...want, q_out: qSentinel(), q16: scaled };
+      return { ...want, q_out: unwrittenSentinel(qValues), q16: scaled };
     },
     // without the norm, RoPE's f32 rounding grows with the values: atol in proportion
     tolerance: (v) =>

@@ -9,9 +9,9 @@
 // previous step did not read, issues the loads of the step after, and then runs this step's
 // products from the other buffer: one barrier a step, and a step's memory latency hides behind
 // the previous step's products (PF = 2, the lab `p2` forms: two register sets, each word loaded
-// two steps before it is staged, so its latency hides behind two steps' products). The matrix offsets differ between the subgroups of a
-// workgroup: the variant turns off Tint's subgroup-matrix uniformity check
-// (Variant.perSubgroupMatrices); control flow stays uniform.
+// two steps before it is staged, so its latency hides behind two steps' products). The matrix
+// offsets differ between the subgroups of a workgroup: the variant turns off Tint's
+// subgroup-matrix uniformity check (Variant.perSubgroupMatrices); control flow stays uniform.
 // Grid (the staged forms'): x the row blocks, y the column blocks, z the splits; with several
 // splits workgroup z sums its k_split of the reduction into slice z of c ([splits, m, n], no
 // accumulate). A row block that passes m goes through workgroup memory, masked; columns past

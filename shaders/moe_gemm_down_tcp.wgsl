@@ -4,9 +4,9 @@
 // gemm_tcp.wgsl stages them (see there for why and how: a step's 16-byte words stored into
 // the buffer the previous step did not read, the next words loaded, then this step's products;
 // one barrier a step; PF = 2, the lab `p2` form: each word loaded two steps before it is
-// staged, from two register sets). A workgroup of WN x WM subgroups of 32 takes a work item's TM = 64 WM
-// rows x CW = 64 WN output columns; subgroup (sm, sn) the rows 64 sm .. and the 64 columns at
-// 64 sn as 4 x 4 tiles of 16. The matrix offsets differ between subgroups
+// staged, from two register sets). A workgroup of WN x WM subgroups of 32 takes a work item's
+// TM = 64 WM rows x CW = 64 WN output columns; subgroup (sm, sn) the rows 64 sm .. and the 64
+// columns at 64 sn as 4 x 4 tiles of 16. The matrix offsets differ between subgroups
 // (Variant.perSubgroupMatrices). A full item (TM rows) stores its tiles straight into y, a
 // shorter one through workgroup memory, masked. With Y16 = 1 (the -y16 twins) every tile goes
 // through workgroup memory into y16 as f16 instead (clamped to f16's finite range), each lane

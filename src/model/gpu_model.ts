@@ -2969,7 +2969,6 @@ async function createCalls(
   };
 }
 
-/** paged_attention_tc's variant of each tensor-core prefill attention form. */
 /**
  * The -q16 twins of the staged prefill attention form `variant` (and of its -o16 twin
  * `variant16`, where it has one), compiled; [null, null] where one is missing or does not
@@ -2995,6 +2994,7 @@ async function q16Twins(
   }
 }
 
+/** paged_attention_tc's variant of each tensor-core prefill attention form. */
 const PREFILL_TC_VARIANT = {
   tc: "f16-tc",
   tc2: "f16-tc2",
